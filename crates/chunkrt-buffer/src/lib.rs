@@ -1,0 +1,1 @@
+//! chunkrt-buffer (being built).

@@ -1,0 +1,1 @@
+//! chunkrt-config (being built).

@@ -1,0 +1,116 @@
+//! What a backend (simulated arm, EtherCAT drives) must implement.
+
+use crate::io::{Command, Feedback};
+use crate::time::MonoTime;
+
+/// An error of one cycle's exchange. Small and `Copy`: creating one never allocates,
+/// so the control thread can return, count and report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendError {
+    /// The working counter of the process-data exchange was not what the bus should give.
+    WorkingCounter {
+        /// Expected working counter.
+        expected: u16,
+        /// Received working counter.
+        received: u16,
+    },
+    /// The cycle's frame never came back.
+    FrameLost,
+    /// The frame came back after the cycle's timeout.
+    FrameLate {
+        /// Round trip in microseconds.
+        rtt_us: u32,
+    },
+    /// A drive reports a fault.
+    DriveFault {
+        /// Joint index.
+        joint: u16,
+        /// CiA 402 error code (0x603F).
+        code: u16,
+    },
+    /// A drive stopped answering.
+    DriveMissing {
+        /// Joint index.
+        joint: u16,
+    },
+    /// The command was refused before it reached the drives (NaN, wrong dof).
+    InvalidCommand {
+        /// Joint index.
+        joint: u16,
+    },
+    /// An OS-level I/O error.
+    Io {
+        /// errno.
+        errno: i32,
+    },
+    /// An error injected by a test or fault-injection configuration.
+    Injected,
+}
+
+impl BackendError {
+    /// A short stable name (for counters and the report).
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendError::WorkingCounter { .. } => "working_counter",
+            BackendError::FrameLost => "frame_lost",
+            BackendError::FrameLate { .. } => "frame_late",
+            BackendError::DriveFault { .. } => "drive_fault",
+            BackendError::DriveMissing { .. } => "drive_missing",
+            BackendError::InvalidCommand { .. } => "invalid_command",
+            BackendError::Io { .. } => "io",
+            BackendError::Injected => "injected",
+        }
+    }
+}
+
+impl core::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BackendError::WorkingCounter { expected, received } => {
+                write!(f, "working counter {received}, expected {expected}")
+            }
+            BackendError::FrameLost => write!(f, "frame lost"),
+            BackendError::FrameLate { rtt_us } => write!(f, "frame late ({rtt_us} us)"),
+            BackendError::DriveFault { joint, code } => {
+                write!(f, "drive of joint {joint} in fault, error code 0x{code:04X}")
+            }
+            BackendError::DriveMissing { joint } => write!(f, "drive of joint {joint} missing"),
+            BackendError::InvalidCommand { joint } => {
+                write!(f, "command for joint {joint} refused (not finite or out of range)")
+            }
+            BackendError::Io { errno } => write!(f, "I/O error (errno {errno})"),
+            BackendError::Injected => write!(f, "injected backend error"),
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// A set of drives the control loop exchanges commands and feedback with once a cycle.
+pub trait Backend: Send {
+    /// Number of joints this backend drives.
+    fn dof(&self) -> usize;
+
+    /// A short name for reports ("sim", "ethercat").
+    fn name(&self) -> &'static str;
+
+    /// Brings the drives up (may block, may allocate; called before the loop starts)
+    /// and fills `fb` with the first measurement. Commands then track `fb.pos_rad`.
+    fn start(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    /// One cycle: hand `cmd` to the drives and read their feedback into `fb`.
+    /// Called on the control thread: must not allocate, lock or log.
+    fn exchange(
+        &mut self,
+        now: MonoTime,
+        cmd: &Command,
+        fb: &mut Feedback,
+    ) -> Result<(), BackendError>;
+
+    /// Brings the drives to rest and disables them (called once, after the loop ends).
+    fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}

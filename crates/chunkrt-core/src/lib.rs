@@ -1,0 +1,28 @@
+//! chunkrt-core: the pure logic of chunkrt.
+//!
+//! No I/O, no threads, no clock reads: every function that needs the time takes
+//! `now: MonoTime`. This is where chunks, the spline, the executor (splice, seam
+//! blend, freshness, fallback ladder) and the permission gate live, together with
+//! the `Backend` and `Policy` traits that the other crates implement.
+
+pub mod backend;
+pub mod chunk;
+pub mod executor;
+pub mod gate;
+pub mod io;
+pub mod limits;
+pub mod policy;
+pub mod spline;
+pub mod time;
+
+pub use backend::{Backend, BackendError};
+pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
+pub use executor::{
+    Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume, SeamStats,
+    Setpoint,
+};
+pub use gate::{Constraint, Gate, GateMask, Intervention};
+pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
+pub use limits::{JointLimit, JointLimits};
+pub use policy::{InferInfo, Policy, PolicyError, PolicySpec};
+pub use time::{ms_to_ns, MonoTime, NS_PER_MS, NS_PER_S};

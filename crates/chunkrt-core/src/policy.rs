@@ -1,0 +1,53 @@
+//! What a policy (ONNX model, scripted planner) must implement.
+
+use crate::chunk::Chunk;
+use crate::io::Observation;
+
+/// The shape of the chunks a policy produces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolicySpec {
+    /// Joints per setpoint (D_a).
+    pub dof: usize,
+    /// Setpoints per chunk (H).
+    pub horizon: usize,
+    /// Setpoint period in nanoseconds.
+    pub dt_ns: u64,
+}
+
+/// What one inference call did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct InferInfo {
+    /// Sampler steps actually run (0 for analytic policies).
+    pub steps: u16,
+    /// Sampler steps configured (the anytime sampler may run fewer).
+    pub steps_nominal: u16,
+    /// Mean duration of one sampler step in ns (0 when not measured).
+    pub step_ns: u64,
+    /// Whether the observation was outside the policy's declared operating domain.
+    pub out_of_domain: bool,
+}
+
+/// A policy error. Inference runs off the real-time path, so errors may carry text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyError(pub String);
+
+impl core::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// Turns an observation into an action chunk.
+///
+/// `infer` fills `out.pos_rad`, `out.len`, `out.dof`, `out.dt_ns` and `out.sampler_steps`
+/// with setpoints for times `t_obs + offset + i * dt` (the runtime stamps `seq`,
+/// `t_obs`, `t_start` and `t_publish`). Absolute joint positions in radians.
+pub trait Policy: Send {
+    /// Shape of the produced chunks.
+    fn spec(&self) -> PolicySpec;
+
+    /// Computes one chunk.
+    fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError>;
+}

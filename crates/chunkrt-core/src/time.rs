@@ -1,0 +1,93 @@
+//! One clock for the whole runtime: `CLOCK_MONOTONIC`, as nanoseconds.
+//!
+//! Pure code never reads the clock; it receives `now: MonoTime` as an argument.
+//! Only `chunkrt-rt` (and backends that time their own I/O) read the clock.
+
+/// A point on `CLOCK_MONOTONIC`, in nanoseconds since the clock's (boot) epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MonoTime(pub u64);
+
+/// Nanoseconds per millisecond.
+pub const NS_PER_MS: u64 = 1_000_000;
+/// Nanoseconds per second.
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+impl MonoTime {
+    /// The clock's epoch; also used as "never" for optional stamps.
+    pub const ZERO: MonoTime = MonoTime(0);
+
+    /// From nanoseconds.
+    pub const fn from_ns(ns: u64) -> Self {
+        MonoTime(ns)
+    }
+
+    /// From milliseconds (test convenience).
+    pub const fn from_ms(ms: u64) -> Self {
+        MonoTime(ms * NS_PER_MS)
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_ns(self) -> u64 {
+        self.0
+    }
+
+    /// Seconds since the epoch, as f64.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 * 1e-9
+    }
+
+    /// Signed difference `self - earlier` in nanoseconds (negative when `earlier` is later).
+    pub const fn diff_ns(self, earlier: MonoTime) -> i64 {
+        self.0 as i64 - earlier.0 as i64
+    }
+
+    /// `self - earlier` in nanoseconds, 0 when `earlier` is later.
+    pub const fn saturating_since(self, earlier: MonoTime) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// Shifted by a signed number of nanoseconds, clamped at the epoch.
+    pub const fn add_signed_ns(self, ns: i64) -> MonoTime {
+        if ns >= 0 {
+            MonoTime(self.0.saturating_add(ns as u64))
+        } else {
+            MonoTime(self.0.saturating_sub(ns.unsigned_abs()))
+        }
+    }
+
+    /// Shifted forward by `ns` nanoseconds.
+    pub const fn add_ns(self, ns: u64) -> MonoTime {
+        MonoTime(self.0.saturating_add(ns))
+    }
+
+    /// Whether this stamp is set (not the epoch).
+    pub const fn is_set(self) -> bool {
+        self.0 != 0
+    }
+}
+
+/// Milliseconds (f64) to nanoseconds, rounded; negative and NaN values give 0.
+pub fn ms_to_ns(ms: f64) -> u64 {
+    if ms.is_finite() && ms > 0.0 {
+        (ms * NS_PER_MS as f64).round() as u64
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_are_signed_and_saturating() {
+        let a = MonoTime::from_ms(10);
+        let b = MonoTime::from_ms(12);
+        assert_eq!(b.diff_ns(a), 2_000_000);
+        assert_eq!(a.diff_ns(b), -2_000_000);
+        assert_eq!(a.saturating_since(b), 0);
+        assert_eq!(a.add_signed_ns(-20_000_000), MonoTime::ZERO);
+        assert_eq!(ms_to_ns(1.5), 1_500_000);
+        assert_eq!(ms_to_ns(f64::NAN), 0);
+    }
+}

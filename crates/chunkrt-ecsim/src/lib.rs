@@ -1,0 +1,1 @@
+//! chunkrt-ecsim (being built).

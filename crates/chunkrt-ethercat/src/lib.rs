@@ -1,0 +1,1 @@
+//! chunkrt-ethercat (being built).

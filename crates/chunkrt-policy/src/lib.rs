@@ -1,0 +1,1 @@
+//! chunkrt-policy (being built).

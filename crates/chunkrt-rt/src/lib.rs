@@ -1,0 +1,1 @@
+//! chunkrt-rt (being built).

@@ -1,0 +1,1 @@
+//! chunkrt-sim (being built).

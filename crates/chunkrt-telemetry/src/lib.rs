@@ -1,0 +1,1 @@
+//! chunkrt-telemetry (being built).
