@@ -1,1 +1,58 @@
-//! chunkrt-config (being built).
+//! chunkrt-config: TOML -> validated, typed configuration.
+//!
+//! Every table denies unknown keys, every key carries its unit (`period_ms`,
+//! `max_vel_rad_s`), and every error names the file, the key path and what was
+//! expected, so that a user who mistypes a key is told exactly which one.
+
+mod error;
+mod perjoint;
+mod schema;
+mod validate;
+
+pub use error::ConfigError;
+pub use perjoint::PerJoint;
+pub use schema::*;
+
+use std::path::{Path, PathBuf};
+
+impl Config {
+    /// Reads, parses and validates a configuration file.
+    ///
+    /// Relative paths inside the file (policy manifests, ORT library) are resolved
+    /// against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            file: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let mut cfg = Config::parse_str(&text, path)?;
+        cfg.base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok(cfg)
+    }
+
+    /// Parses and validates TOML text; `origin` names the source in errors.
+    pub fn parse_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let de = toml::Deserializer::new(text);
+        let cfg: Config = serde_path_to_error::deserialize(de)
+            .map_err(|e| ConfigError::from_toml(origin, text, e))?;
+        cfg.validate()
+            .map_err(|(path, message)| ConfigError::Invalid {
+                file: origin.to_path_buf(),
+                path,
+                message,
+            })?;
+        Ok(cfg)
+    }
+
+    /// Resolves a path from the file against the file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+}

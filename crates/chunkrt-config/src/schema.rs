@@ -1,0 +1,380 @@
+//! The configuration schema. Every table denies unknown keys; units are in key names.
+
+use crate::perjoint::PerJoint;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A whole chunkrt configuration (`rt-config/sim.toml` is the default).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The control loop.
+    pub control: ControlConfig,
+    /// The inference thread.
+    #[serde(default)]
+    pub inference: InferenceConfig,
+    /// The policy that produces chunks.
+    pub policy: PolicyConfig,
+    /// The chunk executor.
+    #[serde(default)]
+    pub executor: ExecutorSection,
+    /// Joint limits enforced by the permission gate.
+    pub limits: LimitsConfig,
+    /// Declared operating domain (support monitor); absent: no box check.
+    #[serde(default)]
+    pub domain: Option<DomainConfig>,
+    /// Which backend drives the arm.
+    pub backend: BackendConfig,
+    /// The simulated arm (used when `backend.kind = "sim"`).
+    #[serde(default)]
+    pub sim: Option<SimConfig>,
+    /// Telemetry rings and reports.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    /// Directory of the file the config came from (relative paths resolve against it).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// The control loop.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Bus / control period (1 to 20 ms; the 20 ms setpoint grid is independent).
+    pub period_ms: f64,
+    /// SCHED_FIFO priority of the control thread (1-99).
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    /// CPU the control thread is pinned to (`-1`: not pinned).
+    #[serde(default = "default_control_cpu")]
+    pub cpu: i32,
+    /// Lock all memory (`mlockall`) and prefault the stack.
+    #[serde(default = "yes")]
+    pub lock_memory: bool,
+    /// Number of joints of the arm.
+    pub joints: usize,
+}
+
+/// The inference thread.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceConfig {
+    /// Period of the absolute chunk schedule.
+    #[serde(default = "default_chunk_period")]
+    pub chunk_period_ms: f64,
+    /// CPU the inference thread is pinned to (`-1`: not pinned).
+    #[serde(default = "minus_one")]
+    pub cpu: i32,
+    /// Time of setpoint 0 relative to the observation's capture time.
+    #[serde(default)]
+    pub start_offset_ms: f64,
+}
+
+impl Default for InferenceConfig {
+    fn default() -> Self {
+        InferenceConfig {
+            chunk_period_ms: default_chunk_period(),
+            cpu: -1,
+            start_offset_ms: 0.0,
+        }
+    }
+}
+
+/// Which policy produces chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// The analytic closed-loop planner (no ONNX).
+    Scripted,
+    /// An ONNX denoiser with its manifest, run through ONNX Runtime.
+    Onnx,
+}
+
+/// The policy.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// `scripted` or `onnx`.
+    pub kind: PolicyKind,
+    /// Setpoints per chunk (scripted policy; ONNX models take it from the manifest).
+    #[serde(default = "default_horizon")]
+    pub horizon: usize,
+    /// Setpoint period (scripted policy; ONNX models take it from the manifest).
+    #[serde(default = "default_dt")]
+    pub dt_ms: f64,
+    /// Goal poses the policy cycles through, one list of joint positions each.
+    #[serde(default)]
+    pub goals_rad: Vec<Vec<f64>>,
+    /// Cruise speed of the scripted planner.
+    #[serde(default = "default_policy_vel")]
+    pub max_vel_rad_s: f64,
+    /// Path of the policy manifest (ONNX), relative to this file.
+    #[serde(default)]
+    pub manifest: Option<PathBuf>,
+    /// Path of `libonnxruntime.so` (else `ORT_DYLIB_PATH`, else `.ort/lib`).
+    #[serde(default)]
+    pub ort_library: Option<PathBuf>,
+    /// ONNX Runtime execution provider: `cpu`, `cuda` or `tensorrt`.
+    #[serde(default = "default_ep")]
+    pub execution_provider: String,
+    /// Sampler (`euler`, `heun`, `ddim`; default from the manifest).
+    #[serde(default)]
+    pub sampler: Option<String>,
+    /// Sampler steps (default from the manifest).
+    #[serde(default)]
+    pub steps: Option<usize>,
+    /// Anytime sampling: the chunk must be ready within this many ms (0: off).
+    #[serde(default)]
+    pub deadline_ms: f64,
+    /// Anytime sampling: never fewer steps than this.
+    #[serde(default = "one")]
+    pub min_steps: usize,
+    /// Seed of the sampler noise.
+    #[serde(default)]
+    pub seed: u64,
+    /// Intra-op threads for ONNX Runtime.
+    #[serde(default = "one")]
+    pub threads: usize,
+}
+
+/// Whether fresh chunks resume playback on their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResumeMode {
+    /// Fresh chunks bring the arm back.
+    Auto,
+    /// An operator must re-arm.
+    Manual,
+}
+
+/// The executor.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSection {
+    /// A chunk older than this (now - t_obs) is never played.
+    #[serde(default = "default_max_age")]
+    pub max_chunk_age_ms: f64,
+    /// Seam blend length (0: newest chunk wins at once).
+    #[serde(default = "default_blend")]
+    pub blend_ms: f64,
+    /// Sample the trajectory this far ahead (drive + bus delay).
+    #[serde(default)]
+    pub lookahead_ms: f64,
+    /// Without a fresh chunk this long: safe stop.
+    #[serde(default = "default_safe_stop")]
+    pub safe_stop_after_ms: f64,
+    /// `auto` or `manual`.
+    #[serde(default = "default_resume")]
+    pub resume: ResumeMode,
+    /// Smallest accepted chunk `dt`.
+    #[serde(default = "default_dt_min")]
+    pub dt_min_ms: f64,
+    /// Largest accepted chunk `dt`.
+    #[serde(default = "default_dt_max")]
+    pub dt_max_ms: f64,
+    /// Smallest accepted chunk length.
+    #[serde(default = "default_min_len")]
+    pub min_len: usize,
+    /// Chunks whose `t_start` is further than this from now are rejected.
+    #[serde(default = "default_max_offset")]
+    pub max_time_offset_ms: f64,
+}
+
+impl Default for ExecutorSection {
+    fn default() -> Self {
+        ExecutorSection {
+            max_chunk_age_ms: default_max_age(),
+            blend_ms: default_blend(),
+            lookahead_ms: 0.0,
+            safe_stop_after_ms: default_safe_stop(),
+            resume: default_resume(),
+            dt_min_ms: default_dt_min(),
+            dt_max_ms: default_dt_max(),
+            min_len: default_min_len(),
+            max_time_offset_ms: default_max_offset(),
+        }
+    }
+}
+
+/// Joint limits.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Lower position limits.
+    pub pos_min_rad: PerJoint,
+    /// Upper position limits.
+    pub pos_max_rad: PerJoint,
+    /// Commands stay this far inside the position limits.
+    #[serde(default = "default_margin")]
+    pub pos_margin_rad: PerJoint,
+    /// Speed limits.
+    pub max_vel_rad_s: PerJoint,
+    /// Acceleration limits.
+    pub max_acc_rad_s2: PerJoint,
+    /// Jerk limits.
+    pub max_jerk_rad_s3: PerJoint,
+    /// Deceleration assumed by the braking envelope.
+    pub brake_acc_rad_s2: PerJoint,
+}
+
+/// A box on the observed joint positions outside which the policy loses authority.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainConfig {
+    /// Lower bounds of the observed positions.
+    pub pos_min_rad: PerJoint,
+    /// Upper bounds of the observed positions.
+    pub pos_max_rad: PerJoint,
+}
+
+/// Which backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The simulated arm (`[sim]`).
+    Sim,
+    /// EtherCAT drives (`[ethercat]`).
+    Ethercat,
+}
+
+/// The backend.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// `sim` or `ethercat`.
+    pub kind: BackendKind,
+}
+
+/// The simulated arm.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Integration sub-step.
+    #[serde(default = "default_substep")]
+    pub substep_us: f64,
+    /// Position-loop bandwidth of the simulated drives.
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_hz: f64,
+    /// Link + rotor inertia per joint.
+    pub inertia_kg_m2: Option<PerJoint>,
+    /// Viscous friction per joint.
+    pub viscous_nm_s_rad: Option<PerJoint>,
+    /// Coulomb friction per joint.
+    pub coulomb_nm: Option<PerJoint>,
+    /// Torque limit per joint.
+    pub max_torque_nm: Option<PerJoint>,
+    /// Starting pose.
+    pub initial_pos_rad: Option<PerJoint>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            substep_us: default_substep(),
+            bandwidth_hz: default_bandwidth(),
+            inertia_kg_m2: None,
+            viscous_nm_s_rad: None,
+            coulomb_nm: None,
+            max_torque_nm: None,
+            initial_pos_rad: None,
+        }
+    }
+}
+
+/// Telemetry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Capacity of each record ring (records).
+    #[serde(default = "default_ring")]
+    pub ring_capacity: usize,
+    /// How often the telemetry thread drains the rings.
+    #[serde(default = "default_drain")]
+    pub drain_interval_ms: f64,
+    /// Live status line period (0: off).
+    #[serde(default = "default_status")]
+    pub status_interval_ms: f64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            ring_capacity: default_ring(),
+            drain_interval_ms: default_drain(),
+            status_interval_ms: default_status(),
+        }
+    }
+}
+
+fn default_priority() -> u8 {
+    80
+}
+fn default_control_cpu() -> i32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn minus_one() -> i32 {
+    -1
+}
+fn one() -> usize {
+    1
+}
+fn default_chunk_period() -> f64 {
+    50.0
+}
+fn default_horizon() -> usize {
+    25
+}
+fn default_dt() -> f64 {
+    20.0
+}
+fn default_policy_vel() -> f64 {
+    0.8
+}
+fn default_ep() -> String {
+    "cpu".to_string()
+}
+fn default_max_age() -> f64 {
+    200.0
+}
+fn default_blend() -> f64 {
+    40.0
+}
+fn default_safe_stop() -> f64 {
+    1000.0
+}
+fn default_resume() -> ResumeMode {
+    ResumeMode::Auto
+}
+fn default_dt_min() -> f64 {
+    1.0
+}
+fn default_dt_max() -> f64 {
+    100.0
+}
+fn default_min_len() -> usize {
+    2
+}
+fn default_max_offset() -> f64 {
+    1000.0
+}
+fn default_margin() -> PerJoint {
+    PerJoint::All(0.02)
+}
+fn default_substep() -> f64 {
+    100.0
+}
+fn default_bandwidth() -> f64 {
+    20.0
+}
+fn default_ring() -> usize {
+    16384
+}
+fn default_drain() -> f64 {
+    100.0
+}
+fn default_status() -> f64 {
+    1000.0
+}

@@ -1,0 +1,321 @@
+//! Range and consistency checks, and conversion into the core's typed settings.
+
+use crate::schema::*;
+use chunkrt_core::{
+    ms_to_ns, ExecutorConfig, JointLimit, JointLimits, JointVec, Resume, MAX_DOF, MAX_HORIZON,
+};
+
+type Check = Result<(), (String, String)>;
+
+fn fail(path: &str, message: impl Into<String>) -> Check {
+    Err((path.to_string(), message.into()))
+}
+
+fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        fail(path, format!("expected a value in [{lo}, {hi}], got {v}"))
+    }
+}
+
+impl Config {
+    /// Checks ranges and cross-field consistency; returns `(key path, message)`.
+    pub(crate) fn validate(&self) -> Check {
+        let n = self.control.joints;
+        if n == 0 || n > MAX_DOF {
+            return fail(
+                "control.joints",
+                format!("expected 1 to {MAX_DOF} joints, got {n}"),
+            );
+        }
+        range("control.period_ms", self.control.period_ms, 0.05, 20.0)?;
+        if !(1..=99).contains(&self.control.priority) {
+            return fail(
+                "control.priority",
+                format!(
+                    "expected a SCHED_FIFO priority 1-99, got {}",
+                    self.control.priority
+                ),
+            );
+        }
+        range(
+            "inference.chunk_period_ms",
+            self.inference.chunk_period_ms,
+            1.0,
+            10_000.0,
+        )?;
+        range(
+            "inference.start_offset_ms",
+            self.inference.start_offset_ms,
+            -1000.0,
+            1000.0,
+        )?;
+        self.validate_policy(n)?;
+        self.validate_executor()?;
+        self.validate_limits(n)?;
+        if let Some(d) = &self.domain {
+            d.pos_min_rad
+                .check("domain.pos_min_rad", n, |_| true, "a finite number")?;
+            d.pos_max_rad
+                .check("domain.pos_max_rad", n, |_| true, "a finite number")?;
+            for j in 0..n {
+                if d.pos_min_rad.get(j) >= d.pos_max_rad.get(j) {
+                    return fail(
+                        "domain.pos_max_rad",
+                        format!("joint {j}: upper bound must exceed the lower bound"),
+                    );
+                }
+            }
+        }
+        match self.backend.kind {
+            BackendKind::Sim => {
+                let sim = self.sim.clone().unwrap_or_default();
+                sim.validate(n)?;
+            }
+            BackendKind::Ethercat => {
+                return fail(
+                    "backend.kind",
+                    "the `ethercat` backend is not available in this build; use `sim`",
+                )
+            }
+        }
+        if self.telemetry.ring_capacity < 64 || self.telemetry.ring_capacity > 1 << 22 {
+            return fail(
+                "telemetry.ring_capacity",
+                format!(
+                    "expected 64 to {} records, got {}",
+                    1 << 22,
+                    self.telemetry.ring_capacity
+                ),
+            );
+        }
+        range(
+            "telemetry.drain_interval_ms",
+            self.telemetry.drain_interval_ms,
+            1.0,
+            1000.0,
+        )?;
+        range(
+            "telemetry.status_interval_ms",
+            self.telemetry.status_interval_ms,
+            0.0,
+            60_000.0,
+        )?;
+        Ok(())
+    }
+
+    fn validate_policy(&self, n: usize) -> Check {
+        let p = &self.policy;
+        if p.horizon < 2 || p.horizon > MAX_HORIZON {
+            return fail(
+                "policy.horizon",
+                format!("expected 2 to {MAX_HORIZON} setpoints, got {}", p.horizon),
+            );
+        }
+        range("policy.dt_ms", p.dt_ms, 1.0, 100.0)?;
+        range("policy.max_vel_rad_s", p.max_vel_rad_s, 1e-3, 100.0)?;
+        range("policy.deadline_ms", p.deadline_ms, 0.0, 10_000.0)?;
+        if p.threads == 0 || p.threads > 64 {
+            return fail(
+                "policy.threads",
+                format!("expected 1 to 64, got {}", p.threads),
+            );
+        }
+        if !matches!(p.execution_provider.as_str(), "cpu" | "cuda" | "tensorrt") {
+            return fail(
+                "policy.execution_provider",
+                format!(
+                    "expected one of `cpu`, `cuda`, `tensorrt`, got `{}`",
+                    p.execution_provider
+                ),
+            );
+        }
+        if let Some(s) = &p.sampler {
+            if !matches!(s.as_str(), "euler" | "heun" | "ddim") {
+                return fail(
+                    "policy.sampler",
+                    format!("expected one of `euler`, `heun`, `ddim`, got `{s}`"),
+                );
+            }
+        }
+        if let Some(k) = p.steps {
+            if k == 0 || k > 1000 {
+                return fail("policy.steps", format!("expected 1 to 1000, got {k}"));
+            }
+        }
+        for (i, g) in p.goals_rad.iter().enumerate() {
+            if g.len() != n {
+                return fail(
+                    &format!("policy.goals_rad[{i}]"),
+                    format!("expected {n} joint positions, got {}", g.len()),
+                );
+            }
+            if let Some(v) = g.iter().find(|v| !v.is_finite()) {
+                return fail(
+                    &format!("policy.goals_rad[{i}]"),
+                    format!("expected finite numbers, got {v}"),
+                );
+            }
+        }
+        match p.kind {
+            PolicyKind::Scripted if p.goals_rad.is_empty() => fail(
+                "policy.goals_rad",
+                "the scripted policy needs at least one goal pose",
+            ),
+            PolicyKind::Onnx if p.manifest.is_none() => fail(
+                "policy.manifest",
+                "an `onnx` policy needs the path of its manifest",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_executor(&self) -> Check {
+        let e = &self.executor;
+        range(
+            "executor.max_chunk_age_ms",
+            e.max_chunk_age_ms,
+            1.0,
+            10_000.0,
+        )?;
+        range("executor.blend_ms", e.blend_ms, 0.0, 1000.0)?;
+        range("executor.lookahead_ms", e.lookahead_ms, 0.0, 1000.0)?;
+        range(
+            "executor.safe_stop_after_ms",
+            e.safe_stop_after_ms,
+            0.0,
+            600_000.0,
+        )?;
+        range("executor.dt_min_ms", e.dt_min_ms, 0.1, 1000.0)?;
+        range("executor.dt_max_ms", e.dt_max_ms, e.dt_min_ms, 1000.0)?;
+        range(
+            "executor.max_time_offset_ms",
+            e.max_time_offset_ms,
+            1.0,
+            600_000.0,
+        )?;
+        if e.min_len < 2 || e.min_len > MAX_HORIZON {
+            return fail(
+                "executor.min_len",
+                format!("expected 2 to {MAX_HORIZON}, got {}", e.min_len),
+            );
+        }
+        Ok(())
+    }
+
+    fn validate_limits(&self, n: usize) -> Check {
+        let l = &self.limits;
+        let pos = |v: f64| v > 0.0;
+        l.pos_min_rad
+            .check("limits.pos_min_rad", n, |_| true, "a finite number")?;
+        l.pos_max_rad
+            .check("limits.pos_max_rad", n, |_| true, "a finite number")?;
+        l.pos_margin_rad
+            .check("limits.pos_margin_rad", n, |v| v >= 0.0, "a margin >= 0")?;
+        l.max_vel_rad_s
+            .check("limits.max_vel_rad_s", n, pos, "a positive number")?;
+        l.max_acc_rad_s2
+            .check("limits.max_acc_rad_s2", n, pos, "a positive number")?;
+        l.max_jerk_rad_s3
+            .check("limits.max_jerk_rad_s3", n, pos, "a positive number")?;
+        l.brake_acc_rad_s2
+            .check("limits.brake_acc_rad_s2", n, pos, "a positive number")?;
+        for j in 0..n {
+            let span = l.pos_max_rad.get(j) - l.pos_min_rad.get(j);
+            if span <= 2.0 * l.pos_margin_rad.get(j) {
+                return fail(
+                    "limits.pos_max_rad",
+                    format!(
+                        "joint {j}: the range [{}, {}] leaves no room inside a margin of {}",
+                        l.pos_min_rad.get(j),
+                        l.pos_max_rad.get(j),
+                        l.pos_margin_rad.get(j)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The joint limits for the gate and the fallback.
+    pub fn joint_limits(&self) -> JointLimits {
+        let l = &self.limits;
+        let mut out = JointLimits::uniform(self.control.joints, JointLimit::default());
+        for j in 0..self.control.joints {
+            out.joint[j] = JointLimit {
+                pos_min_rad: l.pos_min_rad.get(j),
+                pos_max_rad: l.pos_max_rad.get(j),
+                pos_margin_rad: l.pos_margin_rad.get(j),
+                max_vel_rad_s: l.max_vel_rad_s.get(j),
+                max_acc_rad_s2: l.max_acc_rad_s2.get(j),
+                max_jerk_rad_s3: l.max_jerk_rad_s3.get(j),
+                brake_acc_rad_s2: l.brake_acc_rad_s2.get(j),
+            };
+        }
+        out
+    }
+
+    /// The executor settings.
+    pub fn executor_config(&self) -> ExecutorConfig {
+        let e = &self.executor;
+        ExecutorConfig {
+            dof: self.control.joints,
+            max_chunk_age_ns: ms_to_ns(e.max_chunk_age_ms),
+            blend_ns: ms_to_ns(e.blend_ms),
+            lookahead_ns: ms_to_ns(e.lookahead_ms),
+            safe_stop_after_ns: ms_to_ns(e.safe_stop_after_ms),
+            resume: match e.resume {
+                ResumeMode::Auto => Resume::Auto,
+                ResumeMode::Manual => Resume::Manual,
+            },
+            dt_min_ns: ms_to_ns(e.dt_min_ms),
+            dt_max_ns: ms_to_ns(e.dt_max_ms),
+            min_len: e.min_len,
+            max_time_offset_ns: ms_to_ns(e.max_time_offset_ms),
+        }
+    }
+
+    /// Control period in nanoseconds.
+    pub fn period_ns(&self) -> u64 {
+        ms_to_ns(self.control.period_ms)
+    }
+
+    /// The domain box as (lo, hi) joint vectors, when configured.
+    pub fn domain_box(&self) -> Option<(JointVec, JointVec)> {
+        self.domain.as_ref().map(|d| {
+            let mut lo = [f64::NEG_INFINITY; MAX_DOF];
+            let mut hi = [f64::INFINITY; MAX_DOF];
+            for j in 0..self.control.joints {
+                lo[j] = d.pos_min_rad.get(j);
+                hi[j] = d.pos_max_rad.get(j);
+            }
+            (lo, hi)
+        })
+    }
+}
+
+impl SimConfig {
+    fn validate(&self, n: usize) -> Check {
+        range("sim.substep_us", self.substep_us, 1.0, 10_000.0)?;
+        range("sim.bandwidth_hz", self.bandwidth_hz, 0.1, 1000.0)?;
+        let pos = |v: f64| v > 0.0;
+        let nonneg = |v: f64| v >= 0.0;
+        if let Some(v) = &self.inertia_kg_m2 {
+            v.check("sim.inertia_kg_m2", n, pos, "a positive inertia")?;
+        }
+        if let Some(v) = &self.viscous_nm_s_rad {
+            v.check("sim.viscous_nm_s_rad", n, nonneg, "a friction >= 0")?;
+        }
+        if let Some(v) = &self.coulomb_nm {
+            v.check("sim.coulomb_nm", n, nonneg, "a friction >= 0")?;
+        }
+        if let Some(v) = &self.max_torque_nm {
+            v.check("sim.max_torque_nm", n, pos, "a positive torque")?;
+        }
+        if let Some(v) = &self.initial_pos_rad {
+            v.check("sim.initial_pos_rad", n, |_| true, "a finite number")?;
+        }
+        Ok(())
+    }
+}
