@@ -61,8 +61,8 @@ impl Segment {
     ) -> Segment {
         // Minimum-jerk rest-to-rest peaks: v = 1.875 d / T, a = 5.7735 d / T².
         let mut duration_s = MIN_DURATION_S;
-        for j in 0..dof {
-            let d = (goal_rad[j] - start.pos_rad[j]).abs();
+        for (g, p) in goal_rad.iter().zip(&start.pos_rad).take(dof) {
+            let d = (g - p).abs();
             duration_s = duration_s
                 .max(1.875 * d / max_vel_rad_s)
                 .max((5.7735 * d / max_acc_rad_s2).sqrt());

@@ -193,9 +193,8 @@ impl Policy for ScriptedPolicy {
                 self.replans += 1;
                 let vmax = self.params.max_vel_rad_s;
                 let mut vel = [0.0; MAX_DOF];
-                for j in 0..dof {
-                    let v = obs.vel_rad_s[j];
-                    vel[j] = if v.is_finite() {
+                for (out, &v) in vel.iter_mut().zip(&obs.vel_rad_s).take(dof) {
+                    *out = if v.is_finite() {
                         v.clamp(-vmax, vmax)
                     } else {
                         0.0
