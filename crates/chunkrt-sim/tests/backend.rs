@@ -191,8 +191,8 @@ fn disable_removes_torque_and_friction_stops_the_arm() {
     .unwrap();
     assert!(fb.all_enabled());
     sim.exchange(at(202), &hold(&fb), &mut fb).unwrap();
-    for j in 0..n {
-        assert!((fb.pos_rad[j] - here[j]).abs() < 1e-3, "joint {j} jumped");
+    for (j, (now, before)) in fb.pos_rad.iter().zip(&here).take(n).enumerate() {
+        assert!((now - before).abs() < 1e-3, "joint {j} jumped");
     }
 }
 
