@@ -4,7 +4,8 @@
 
 use std::thread;
 
-const WORDS: usize = 512; // 4 KiB of payload
+/// 4 KiB of payload (512 bytes under miri, which interprets every word it checks).
+const WORDS: usize = if cfg!(miri) { 64 } else { 512 };
 
 #[derive(Clone, Copy)]
 struct Payload {
@@ -65,7 +66,9 @@ fn run(count: u64, in_place: bool) -> u64 {
                 last = p.seq;
                 seen += 1;
             }
-            None => std::hint::spin_loop(),
+            // Yield rather than spin: on a loaded 2-core CI machine (and under miri) the
+            // writer needs the CPU to make progress.
+            None => thread::yield_now(),
         }
         // `peek` keeps returning the value read last, untouched by the writer.
         let p = subscriber.peek();
@@ -77,7 +80,7 @@ fn run(count: u64, in_place: bool) -> u64 {
 }
 
 /// Fewer publications under miri, which is orders of magnitude slower.
-const COUNT: u64 = if cfg!(miri) { 200 } else { 100_000 };
+const COUNT: u64 = if cfg!(miri) { 100 } else { 100_000 };
 
 #[test]
 fn no_torn_or_stale_reads_publishing_by_copy() {
