@@ -1,9 +1,42 @@
 //! The chunk executor: splice, seam blend, freshness, fallback ladder.
-//! (API contract; implementation pending.)
+//!
+//! Pure code: every method takes `now`; nothing allocates after `new`.
+//!
+//! * **Time alignment.** Setpoints are tied to absolute times. Each tick samples the
+//!   trajectory at `now + lookahead`; a late chunk is simply evaluated at that time,
+//!   so the setpoints that are already past are skipped by time.
+//! * **Splicing.** An accepted chunk waits (at most one, newest wins) until the
+//!   sample time reaches its `t_start`, then it is spliced in at the next tick. The
+//!   output crosses from the old trajectory to the new one over `blend_ns` with a
+//!   quintic smoothstep weight `s`: `out = old + s (new - old)`, with the chain rule
+//!   applied to velocity and acceleration, so the output is C2 across the seam. The
+//!   "old trajectory" is the previous chunk's spline when a chunk was playing on its
+//!   own; in every other case (a seam during a blend, a chunk arriving while
+//!   decelerating or holding) it is the output's state at the seam continued as a
+//!   constant-acceleration motion. `blend_ns = 0` switches blending off: the newest
+//!   chunk wins at once (the comparison mode).
+//! * **Freshness.** The playing chunk is fresh while `now - t_obs <= max_chunk_age`
+//!   and the sample time is inside its horizon.
+//! * **Fallback ladder.** `Playing -> Decelerating` (jerk-limited stop from the last
+//!   output state) `-> Holding` (at rest) `-> SafeStop` (after `safe_stop_after`
+//!   without a fresh chunk, counted from the moment the ladder was entered). Every
+//!   mode change is queued as a timestamped [`ModeEvent`].
+//! * **Resume.** A fresh chunk is always blended in while `Decelerating`. From
+//!   `Holding`/`SafeStop`: with `Resume::Auto` a fresh chunk resumes playback; with
+//!   `Resume::Manual` reaching `Holding` through the ladder disarms the executor and
+//!   only [`Executor::rearm`] re-arms it (a new executor starts armed, so the first
+//!   chunk after start-up plays). After [`Executor::force_fallback`] only chunks
+//!   computed from an observation captured *after* the forced fallback may take
+//!   authority back, whatever the resume policy.
 
-use crate::chunk::{Chunk, JointVec};
+use crate::chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
+use crate::ladder::{smoothstep5, EventQueue};
 use crate::limits::JointLimits;
+use crate::spline::{ChunkSpline, Pva};
+use crate::stop::StopProfile;
 use crate::time::MonoTime;
+
+pub use crate::ladder::{ChunkCounts, EVENT_CAPACITY};
 
 /// Whether fresh chunks bring the arm back from `Holding` / `SafeStop` on their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -72,6 +105,8 @@ pub enum ModeChangeReason {
     BackendError,
     /// The operator re-armed the executor.
     Rearmed,
+    /// The runtime is stopping (duration over, SIGINT, SIGTERM).
+    Shutdown,
 }
 
 /// A timestamped mode change.
@@ -131,6 +166,18 @@ pub enum RejectReason {
         /// Age at arrival.
         age_ns: u64,
     },
+    /// The whole horizon already lies before the sample time (`now + lookahead`).
+    HorizonPassed {
+        /// Sample time - t_end.
+        late_ns: u64,
+    },
+    /// `Resume::Manual` and the executor is waiting for `rearm`.
+    NotArmed,
+    /// Computed from an observation captured before the last forced fallback.
+    PredatesFallback {
+        /// Last forced fallback - t_obs.
+        by_ns: u64,
+    },
 }
 
 /// The executor's output for one tick (before the gate).
@@ -149,6 +196,14 @@ pub struct Setpoint {
 }
 
 /// Largest steps seen at seams.
+///
+/// A seam is every splice of a new chunk, whatever the mode it happens in. Its step
+/// is, per joint, the difference at the seam tick's sample time between the output
+/// with the new chunk spliced in and the output the old trajectory (playing chunk,
+/// deceleration or hold) would have produced at that same time; the maxima over
+/// joints and seams are kept. With blending on the step is zero by construction
+/// (the blend starts exactly on the old output); with `blend_ns = 0` it is the jump
+/// that the newest-wins switch makes.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct SeamStats {
     /// Number of seams (chunk replacements while playing).
@@ -161,54 +216,454 @@ pub struct SeamStats {
     pub max_acc_step_rad_s2: f64,
 }
 
-/// Plays chunks (API contract; implementation pending).
+/// Identity and timing of a chunk, for telemetry (handoff latency, chunk age).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ChunkInfo {
+    /// Sequence number.
+    pub seq: u64,
+    /// Capture time of its observation.
+    pub t_obs: MonoTime,
+    /// Time of its setpoint 0.
+    pub t_start: MonoTime,
+    /// When the inference thread published it.
+    pub t_publish: MonoTime,
+}
+
+impl ChunkInfo {
+    fn of(s: &ChunkSpline) -> Self {
+        ChunkInfo {
+            seq: s.seq,
+            t_obs: s.t_obs,
+            t_start: s.t_start,
+            t_publish: s.t_publish,
+        }
+    }
+}
+
+/// Where the seam blend comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum BlendSource {
+    /// No blend in progress.
+    None,
+    /// From the previous chunk's spline (slot index).
+    Spline(usize),
+    /// From the output state at the seam, continued with constant acceleration.
+    State,
+}
+
+/// Spline slots; roles rotate by index so a splice never copies a spline.
+const SLOTS: usize = 3;
+
+/// Plays chunks: splice, seam blend, freshness, fallback ladder. See the module docs.
 pub struct Executor {
-    _private: (),
+    cfg: ExecutorConfig,
+    limits: JointLimits,
+    mode: Mode,
+    armed: bool,
+    splines: [ChunkSpline; SLOTS],
+    cur: usize,
+    pending: usize,
+    pending_valid: bool,
+    /// Whether `splines[cur]` has ever been spliced in.
+    cur_valid: bool,
+    blend: BlendSource,
+    blend_t0: MonoTime,
+    /// Output state at the seam (source of `BlendSource::State`).
+    blend_state: Pva,
+    stop: StopProfile,
+    stop_t0: MonoTime,
+    hold_pos: JointVec,
+    /// Last output and its sample time.
+    last: Pva,
+    last_ts: MonoTime,
+    /// When the ladder was last entered (or the executor created): safe-stop timer.
+    t_fallback: MonoTime,
+    /// Last forced fallback (`MonoTime::ZERO`: never).
+    last_forced: MonoTime,
+    last_seq: u64,
+    first_use: Option<ChunkInfo>,
+    events: EventQueue,
+    seam: SeamStats,
+    counts: ChunkCounts,
 }
 
 impl Executor {
-    /// A new executor at rest at `initial_pos` (mode `Holding`).
+    /// A new executor at rest at `initial_pos` (mode `Holding`, armed).
+    ///
+    /// `cfg.dof` is clamped to `MAX_DOF` (the config layer rejects larger values).
     pub fn new(
-        _cfg: ExecutorConfig,
-        _limits: JointLimits,
-        _initial_pos: &JointVec,
-        _now: MonoTime,
+        cfg: ExecutorConfig,
+        limits: JointLimits,
+        initial_pos: &JointVec,
+        now: MonoTime,
     ) -> Self {
-        todo!("issue 3")
+        let mut cfg = cfg;
+        cfg.dof = cfg.dof.min(MAX_DOF);
+        let last = Pva::at_rest(initial_pos);
+        Executor {
+            cfg,
+            limits,
+            mode: Mode::Holding,
+            armed: true,
+            splines: [
+                ChunkSpline::default(),
+                ChunkSpline::default(),
+                ChunkSpline::default(),
+            ],
+            cur: 0,
+            pending: 1,
+            pending_valid: false,
+            cur_valid: false,
+            blend: BlendSource::None,
+            blend_t0: MonoTime::ZERO,
+            blend_state: last,
+            stop: StopProfile::default(),
+            stop_t0: MonoTime::ZERO,
+            hold_pos: *initial_pos,
+            last,
+            last_ts: now.add_ns(cfg.lookahead_ns),
+            t_fallback: now,
+            last_forced: MonoTime::ZERO,
+            last_seq: 0,
+            first_use: None,
+            events: EventQueue::default(),
+            seam: SeamStats::default(),
+            counts: ChunkCounts::default(),
+        }
     }
 
-    /// Ingests a chunk: validates it and splices it in, or rejects it whole.
-    pub fn offer(&mut self, _chunk: &Chunk, _now: MonoTime) -> Result<(), RejectReason> {
-        todo!("issue 3")
+    /// Checks a chunk against the ingestion rules; `Ok` means it may be spliced.
+    fn validate(&self, c: &Chunk, now: MonoTime) -> Result<(), RejectReason> {
+        let cfg = &self.cfg;
+        if c.dof as usize != cfg.dof {
+            return Err(RejectReason::WrongDof {
+                got: c.dof,
+                expected: cfg.dof as u16,
+            });
+        }
+        let len = c.len as usize;
+        if len < cfg.min_len.max(1) || len > MAX_HORIZON {
+            return Err(RejectReason::WrongLength { got: c.len });
+        }
+        for (i, row) in c.pos_rad[..len].iter().enumerate() {
+            if let Some(j) = row[..cfg.dof].iter().position(|v| !v.is_finite()) {
+                return Err(RejectReason::NonFinite {
+                    row: i as u16,
+                    joint: j as u16,
+                });
+            }
+        }
+        if c.dt_ns < cfg.dt_min_ns.max(1) || c.dt_ns > cfg.dt_max_ns {
+            return Err(RejectReason::DtOutOfRange { dt_ns: c.dt_ns });
+        }
+        if c.seq <= self.last_seq {
+            return Err(RejectReason::StaleSeq {
+                seq: c.seq,
+                last: self.last_seq,
+            });
+        }
+        let offset_ns = c.t_start.diff_ns(now);
+        if offset_ns.unsigned_abs() > cfg.max_time_offset_ns {
+            return Err(RejectReason::StartTooFar { offset_ns });
+        }
+        let age_ns = c.age_ns(now);
+        if age_ns > cfg.max_chunk_age_ns {
+            return Err(RejectReason::Expired { age_ns });
+        }
+        let ts = now.add_ns(cfg.lookahead_ns);
+        if c.t_end() < ts {
+            return Err(RejectReason::HorizonPassed {
+                late_ns: ts.saturating_since(c.t_end()),
+            });
+        }
+        if self.last_forced.is_set() && c.t_obs <= self.last_forced {
+            return Err(RejectReason::PredatesFallback {
+                by_ns: self.last_forced.saturating_since(c.t_obs),
+            });
+        }
+        if !self.playback_permitted() {
+            return Err(RejectReason::NotArmed);
+        }
+        Ok(())
+    }
+
+    /// Whether a fresh chunk may take (or keep) authority in the current mode.
+    fn playback_permitted(&self) -> bool {
+        matches!(self.mode, Mode::Playing | Mode::Decelerating) || self.armed
+    }
+
+    /// Ingests a chunk: validates it and queues it for splicing at the first tick
+    /// whose sample time reaches its `t_start`, or rejects it whole (the playing
+    /// chunk keeps playing). No allocation.
+    pub fn offer(&mut self, chunk: &Chunk, now: MonoTime) -> Result<(), RejectReason> {
+        self.counts.offered += 1;
+        if let Err(e) = self.validate(chunk, now) {
+            self.counts.rejected += 1;
+            return Err(e);
+        }
+        self.counts.accepted += 1;
+        self.last_seq = chunk.seq;
+        if self.pending_valid {
+            self.counts.superseded += 1;
+        }
+        self.splines[self.pending].rebuild(chunk);
+        self.pending_valid = true;
+        self.counts.pending = 1;
+        Ok(())
+    }
+
+    fn push_event(&mut self, now: MonoTime, to: Mode, reason: ModeChangeReason) {
+        if to == self.mode {
+            return;
+        }
+        self.events.push(ModeEvent {
+            t: now,
+            from: self.mode,
+            to,
+            reason,
+        });
+        self.mode = to;
+    }
+
+    /// Output of the current mode at sample time `ts`.
+    fn eval_mode(&self, ts: MonoTime, out: &mut Pva) {
+        let dof = self.cfg.dof;
+        match self.mode {
+            Mode::Playing => {
+                self.splines[self.cur].eval(ts, out);
+                let blend_end = self.blend_t0.add_ns(self.cfg.blend_ns);
+                if self.blend == BlendSource::None || ts >= blend_end {
+                    return;
+                }
+                let mut old = Pva::default();
+                let tau = ts.diff_ns(self.blend_t0) as f64 * 1e-9;
+                match self.blend {
+                    BlendSource::Spline(slot) => self.splines[slot].eval(ts, &mut old),
+                    _ => {
+                        let b = &self.blend_state;
+                        for j in 0..dof {
+                            let a = b.acc_rad_s2[j];
+                            old.pos_rad[j] = b.pos_rad[j] + tau * (b.vel_rad_s[j] + 0.5 * a * tau);
+                            old.vel_rad_s[j] = b.vel_rad_s[j] + a * tau;
+                            old.acc_rad_s2[j] = a;
+                        }
+                    }
+                }
+                let tb = self.cfg.blend_ns as f64 * 1e-9;
+                let (s, ds_du, dds_du) = smoothstep5(tau / tb);
+                let (ds, dds) = (ds_du / tb, dds_du / (tb * tb));
+                for j in 0..dof {
+                    let dp = out.pos_rad[j] - old.pos_rad[j];
+                    let dv = out.vel_rad_s[j] - old.vel_rad_s[j];
+                    let da = out.acc_rad_s2[j] - old.acc_rad_s2[j];
+                    out.pos_rad[j] = old.pos_rad[j] + s * dp;
+                    out.vel_rad_s[j] = old.vel_rad_s[j] + s * dv + ds * dp;
+                    out.acc_rad_s2[j] = old.acc_rad_s2[j] + s * da + 2.0 * ds * dv + dds * dp;
+                }
+            }
+            Mode::Decelerating => {
+                let t = ts.diff_ns(self.stop_t0) as f64 * 1e-9;
+                self.stop.eval(t, out);
+            }
+            Mode::Holding | Mode::SafeStop => {
+                *out = Pva::at_rest(&self.hold_pos);
+            }
+        }
+    }
+
+    /// Whether the chunk in `slot` may be played at `now` (sample time `ts`).
+    fn staleness(&self, slot: usize, now: MonoTime, ts: MonoTime) -> Option<ModeChangeReason> {
+        let s = &self.splines[slot];
+        if s.t_obs < now && now.saturating_since(s.t_obs) > self.cfg.max_chunk_age_ns {
+            Some(ModeChangeReason::ChunkExpired)
+        } else if ts > s.t_end() {
+            Some(ModeChangeReason::HorizonEnd)
+        } else {
+            None
+        }
+    }
+
+    /// Splices the pending chunk in at sample time `ts`.
+    fn splice(&mut self, now: MonoTime, ts: MonoTime) {
+        let dof = self.cfg.dof;
+        let mut old = Pva::default();
+        self.eval_mode(ts, &mut old);
+        let blend_running =
+            self.blend != BlendSource::None && ts < self.blend_t0.add_ns(self.cfg.blend_ns);
+        let prev = self.cur;
+        self.cur = self.pending;
+        // The slot that is neither the new current nor (possibly) the blend source.
+        self.pending = (0..SLOTS)
+            .find(|&i| i != self.cur && i != prev)
+            .unwrap_or(0);
+        self.blend = if self.cfg.blend_ns == 0 {
+            BlendSource::None
+        } else if self.mode == Mode::Playing && self.cur_valid && !blend_running {
+            BlendSource::Spline(prev)
+        } else {
+            self.blend_state = old;
+            BlendSource::State
+        };
+        self.blend_t0 = ts;
+        self.cur_valid = true;
+        self.pending_valid = false;
+        self.counts.pending = 0;
+        self.counts.used += 1;
+        self.first_use = Some(ChunkInfo::of(&self.splines[self.cur]));
+        self.push_event(now, Mode::Playing, ModeChangeReason::FreshChunk);
+        let mut new = Pva::default();
+        self.eval_mode(ts, &mut new);
+        let (mut dp, mut dv, mut da) = (0.0f64, 0.0f64, 0.0f64);
+        for j in 0..dof {
+            dp = dp.max((new.pos_rad[j] - old.pos_rad[j]).abs());
+            dv = dv.max((new.vel_rad_s[j] - old.vel_rad_s[j]).abs());
+            da = da.max((new.acc_rad_s2[j] - old.acc_rad_s2[j]).abs());
+        }
+        self.seam.record(dp, dv, da);
+    }
+
+    /// Enters `Decelerating` from the last output state.
+    fn enter_fallback(&mut self, now: MonoTime, reason: ModeChangeReason) {
+        self.stop = StopProfile::plan(&self.last, self.cfg.dof, &self.limits);
+        self.stop_t0 = self.last_ts;
+        self.blend = BlendSource::None;
+        self.t_fallback = now;
+        self.counts.fallback_entries += 1;
+        match reason {
+            ModeChangeReason::ChunkExpired => self.counts.expired += 1,
+            ModeChangeReason::HorizonEnd => self.counts.horizon_ended += 1,
+            _ => {}
+        }
+        self.push_event(now, Mode::Decelerating, reason);
     }
 
     /// Advances to `now` and writes the setpoint to command.
-    pub fn tick(&mut self, _now: MonoTime, _out: &mut Setpoint) {
-        todo!("issue 3")
+    ///
+    /// The trajectory is sampled at `now + lookahead`. No allocation.
+    pub fn tick(&mut self, now: MonoTime, out: &mut Setpoint) {
+        let ts = now.add_ns(self.cfg.lookahead_ns);
+        self.first_use = None;
+        if self.pending_valid && ts >= self.splines[self.pending].t_start {
+            let p = self.pending;
+            let usable = self.staleness(p, now, ts).is_none()
+                && self.playback_permitted()
+                && !(self.last_forced.is_set() && self.splines[p].t_obs <= self.last_forced);
+            if usable {
+                self.splice(now, ts);
+            } else {
+                self.pending_valid = false;
+                self.counts.pending = 0;
+                self.counts.discarded += 1;
+            }
+        }
+        if self.mode == Mode::Playing {
+            if let Some(reason) = self.staleness(self.cur, now, ts) {
+                self.enter_fallback(now, reason);
+            }
+        }
+        let mut pva = Pva::default();
+        self.eval_mode(ts, &mut pva);
+        if self.mode == Mode::Decelerating
+            && ts.diff_ns(self.stop_t0) as f64 * 1e-9 >= self.stop.duration_s()
+        {
+            self.hold_pos = *self.stop.rest_pos();
+            pva = Pva::at_rest(&self.hold_pos);
+            self.push_event(now, Mode::Holding, ModeChangeReason::AtRest);
+            if self.cfg.resume == Resume::Manual {
+                self.armed = false;
+            }
+        }
+        if self.mode == Mode::Holding
+            && now.saturating_since(self.t_fallback) >= self.cfg.safe_stop_after_ns
+        {
+            self.push_event(now, Mode::SafeStop, ModeChangeReason::SafeStopTimeout);
+            if self.cfg.resume == Resume::Manual {
+                self.armed = false;
+            }
+        }
+        self.last = pva;
+        self.last_ts = ts;
+        out.dof = self.cfg.dof as u16;
+        out.pos_rad = pva.pos_rad;
+        out.vel_rad_s = pva.vel_rad_s;
+        out.acc_rad_s2 = pva.acc_rad_s2;
+        out.chunk_seq = if self.mode == Mode::Playing {
+            self.splines[self.cur].seq
+        } else {
+            0
+        };
     }
 
-    /// Takes authority away from the policy (out of domain, backend error).
-    pub fn force_fallback(&mut self, _now: MonoTime, _reason: ModeChangeReason) {
-        todo!("issue 3")
+    /// Takes authority away from the policy (out of domain, backend error): a
+    /// playing executor starts decelerating with `reason`. Chunks computed from
+    /// observations captured at or before `now` can no longer resume playback.
+    /// Call it every cycle while the condition lasts.
+    pub fn force_fallback(&mut self, now: MonoTime, reason: ModeChangeReason) {
+        self.last_forced = now.max(MonoTime(1));
+        if self.mode == Mode::Playing {
+            self.enter_fallback(now, reason);
+        }
     }
 
-    /// Re-arms after `SafeStop` when `resume = manual`.
-    pub fn rearm(&mut self, _now: MonoTime) {
-        todo!("issue 3")
+    /// Re-arms the executor (operator action; needed with `Resume::Manual` after the
+    /// ladder reached `Holding`). From `SafeStop` it returns to `Holding` (event
+    /// `Rearmed`) and restarts the safe-stop timer; the next fresh chunk then plays.
+    pub fn rearm(&mut self, now: MonoTime) {
+        self.armed = true;
+        if self.mode == Mode::SafeStop {
+            self.t_fallback = now;
+            self.push_event(now, Mode::Holding, ModeChangeReason::Rearmed);
+        }
     }
 
     /// Current mode.
     pub fn mode(&self) -> Mode {
-        todo!("issue 3")
+        self.mode
+    }
+
+    /// Whether fresh chunks may currently resume playback from `Holding`/`SafeStop`.
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Whether the runtime must ask the backend for a quick stop (mode `SafeStop`).
+    pub fn quick_stop_requested(&self) -> bool {
+        self.mode == Mode::SafeStop
     }
 
     /// Takes the oldest pending mode-change event.
     pub fn pop_event(&mut self) -> Option<ModeEvent> {
-        todo!("issue 3")
+        self.events.pop()
+    }
+
+    /// Mode events lost because the queue was full (not drained for a while).
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped
     }
 
     /// Seam statistics so far.
     pub fn seam_stats(&self) -> SeamStats {
-        todo!("issue 3")
+        self.seam
+    }
+
+    /// Chunk life-cycle counters (see [`ChunkCounts`] for the identities).
+    pub fn counts(&self) -> ChunkCounts {
+        self.counts
+    }
+
+    /// The chunk being played (`None` outside `Playing`).
+    pub fn current_chunk(&self) -> Option<ChunkInfo> {
+        (self.mode == Mode::Playing).then(|| ChunkInfo::of(&self.splines[self.cur]))
+    }
+
+    /// The chunk whose first use was the last `tick` (handoff latency: the tick's
+    /// time minus `t_publish`), `None` when that tick started no new chunk.
+    pub fn first_use(&self) -> Option<ChunkInfo> {
+        self.first_use
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.cfg
     }
 }

@@ -1,9 +1,32 @@
-//! The permission gate (API contract; implementation pending).
+//! The permission gate: the last word on every command, in every mode.
+//!
+//! Per joint, in this order:
+//! 1. a non-finite proposal is replaced by the previous command (`NonFinite`);
+//! 2. the proposed position is clipped into the position limits shrunk by the
+//!    margin (`Position`);
+//! 3. the next commanded acceleration `a'` (the second backward difference of the
+//!    commanded positions) is confined to an interval that keeps, at once:
+//!    jerk `|a' - a| <= J t` (`Jerk`), `|a'| <= A` (`Acceleration`), a velocity
+//!    that can still be kept within `V` (`Velocity`), and a position from which a
+//!    jerk-limited brake at `brake_acc` stops inside the limits (`Braking`: the
+//!    jerk-aware form of `|v| <= sqrt(2 a_brake d)`). See [`crate::envelope`] for why
+//!    that interval can never become empty, i.e. why the executed commands never
+//!    break a limit whatever is proposed;
+//! 4. if the proposal is reachable inside that interval it is executed exactly;
+//!    otherwise the gate steers toward it with a square-root (time-optimal shaped)
+//!    position/velocity cascade clamped to the interval, and records which bound
+//!    the proposal broke.
+//!
+//! Like libfranka's `limitRate`, limits are enforced by rate limiting against the
+//! previous commands; unlike it, the bounds are derived from braking rules, so the
+//! velocity and position limits are approached without ever needing more jerk than
+//! allowed.
 
 use crate::chunk::{JointVec, MAX_DOF};
+use crate::envelope::{bisect_max, pos_peak, pos_peak_bound, vel_peak};
 use crate::executor::Setpoint;
 use crate::io::Command;
-use crate::limits::JointLimits;
+use crate::limits::{JointLimit, JointLimits};
 
 /// One kind of intervention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,12 +48,55 @@ pub enum Constraint {
     Domain = 6,
 }
 
+impl Constraint {
+    /// Every constraint, in bit order.
+    pub const ALL: [Constraint; CONSTRAINT_COUNT] = [
+        Constraint::NonFinite,
+        Constraint::Position,
+        Constraint::Braking,
+        Constraint::Velocity,
+        Constraint::Acceleration,
+        Constraint::Jerk,
+        Constraint::Domain,
+    ];
+
+    /// Its bit in a [`GateMask`].
+    pub const fn bit(self) -> u32 {
+        1 << self as u8
+    }
+
+    /// Lower-case name for logs and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Constraint::NonFinite => "non_finite",
+            Constraint::Position => "position",
+            Constraint::Braking => "braking",
+            Constraint::Velocity => "velocity",
+            Constraint::Acceleration => "acceleration",
+            Constraint::Jerk => "jerk",
+            Constraint::Domain => "domain",
+        }
+    }
+}
+
 /// Number of constraint kinds.
 pub const CONSTRAINT_COUNT: usize = 7;
 
 /// One bit per constraint that intervened this cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GateMask(pub u32);
+
+impl GateMask {
+    /// Whether `c` intervened.
+    pub const fn contains(self, c: Constraint) -> bool {
+        self.0 & c.bit() != 0
+    }
+
+    /// Whether nothing intervened.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
 
 /// One intervention on one joint.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,32 +111,286 @@ pub struct Intervention {
     pub executed_rad: f64,
 }
 
-/// Clamps every command (API contract; implementation pending).
+/// Smallest jerk step / braking deceleration used, so a zero limit cannot divide by zero.
+const TINY: f64 = 1e-12;
+
+/// Commanded state of one joint (backward differences of the commands).
+#[derive(Clone, Copy, Debug, Default)]
+struct JointState {
+    q: f64,
+    v: f64,
+    a: f64,
+}
+
+/// Admissible interval of the next acceleration and what set each end.
+struct Bounds {
+    lo: f64,
+    lo_by: Constraint,
+    hi: f64,
+    hi_by: Constraint,
+}
+
+/// Upper bound on `a'` for the upward direction; the lower bound is the mirror image.
+/// `(lo_hard, hi_hard)` is the jerk/acceleration interval, `pos_hi` the upper
+/// position limit (already shrunk by the margin).
+fn upper_bound(
+    s: &JointState,
+    lo_hard: f64,
+    hi_hard: f64,
+    hi_by: Constraint,
+    pos_hi: f64,
+    lim: &JointLimit,
+    t: f64,
+) -> (f64, Constraint) {
+    let d = (lim.max_jerk_rad_s3 * t).max(TINY);
+    let b = lim.brake_acc_rad_s2.min(lim.max_acc_rad_s2).max(TINY);
+    let v_max = lim.max_vel_rad_s;
+    let (mut hi, mut by) = (hi_hard, hi_by);
+    if vel_peak(s.v, hi, t, d) > v_max {
+        hi = if vel_peak(s.v, lo_hard, t, d) > v_max {
+            lo_hard
+        } else {
+            bisect_max(lo_hard, hi, |x| vel_peak(s.v, x, t, d) <= v_max)
+        };
+        by = Constraint::Velocity;
+    }
+    if pos_peak_bound(s.q, s.v, hi, t, d, b) > pos_hi && pos_peak(s.q, s.v, hi, t, d, b) > pos_hi {
+        hi = if pos_peak(s.q, s.v, lo_hard, t, d, b) > pos_hi {
+            lo_hard
+        } else {
+            bisect_max(lo_hard, hi, |x| pos_peak(s.q, s.v, x, t, d, b) <= pos_hi)
+        };
+        by = Constraint::Braking;
+    }
+    (hi, by)
+}
+
+fn bounds(s: &JointState, lo_pos: f64, hi_pos: f64, lim: &JointLimit, t: f64) -> Bounds {
+    let a_max = lim.max_acc_rad_s2;
+    let d = lim.max_jerk_rad_s3 * t;
+    let (hi_hard, hi_hard_by) = if s.a + d < a_max {
+        (s.a + d, Constraint::Jerk)
+    } else {
+        (a_max, Constraint::Acceleration)
+    };
+    let (lo_hard, lo_hard_by) = if s.a - d > -a_max {
+        (s.a - d, Constraint::Jerk)
+    } else {
+        (-a_max, Constraint::Acceleration)
+    };
+    // The state never leaves |a| <= A; should it (limits changed), jerk wins.
+    let (lo_hard, hi_hard) = if lo_hard <= hi_hard {
+        (lo_hard, hi_hard)
+    } else {
+        let m = s.a.clamp(-a_max, a_max).clamp(s.a - d, s.a + d);
+        (m, m)
+    };
+    let (hi, hi_by) = upper_bound(s, lo_hard, hi_hard, hi_hard_by, hi_pos, lim, t);
+    let mirrored = JointState {
+        q: -s.q,
+        v: -s.v,
+        a: -s.a,
+    };
+    let (neg_lo, lo_by) = upper_bound(&mirrored, -hi_hard, -lo_hard, lo_hard_by, -lo_pos, lim, t);
+    Bounds {
+        lo: -neg_lo,
+        lo_by,
+        hi,
+        hi_by,
+    }
+}
+
+/// `sign(x) * min(sqrt(2 k |x|), g |x|)`: the fastest approach to zero that a
+/// deceleration `k` can still stop, with a linear (gain `g`) end near zero.
+fn sqrt_law(x: f64, k: f64, g: f64) -> f64 {
+    x.signum() * (2.0 * k * x.abs()).sqrt().min(g * x.abs())
+}
+
+/// Clamps every command (see the module docs).
 pub struct Gate {
-    _private: (),
+    limits: JointLimits,
+    t: f64,
+    state: [JointState; MAX_DOF],
+    pending_domain: Option<Option<u16>>,
+    interventions: [Intervention; MAX_DOF + 1],
+    n_interventions: usize,
+    counts: [u64; CONSTRAINT_COUNT],
 }
 
 impl Gate {
     /// A gate for `limits` at the given command period, starting at rest at `initial_pos`.
-    pub fn new(_limits: JointLimits, _period_ns: u64, _initial_pos: &JointVec) -> Self {
-        todo!("issue 3")
+    ///
+    /// `period_ns` must be positive (the config layer guarantees it; 0 is treated as 1 ns).
+    pub fn new(limits: JointLimits, period_ns: u64, initial_pos: &JointVec) -> Self {
+        let mut g = Gate {
+            limits,
+            t: period_ns.max(1) as f64 * 1e-9,
+            state: [JointState::default(); MAX_DOF],
+            pending_domain: None,
+            interventions: [Intervention {
+                joint: 0,
+                constraint: Constraint::NonFinite,
+                proposed_rad: 0.0,
+                executed_rad: 0.0,
+            }; MAX_DOF + 1],
+            n_interventions: 0,
+            counts: [0; CONSTRAINT_COUNT],
+        };
+        g.resync(initial_pos);
+        g
+    }
+
+    /// Restarts from rest at `pos` (e.g. measured positions after the drives were
+    /// stopped by a quick stop and re-enabled). Non-finite entries become 0.
+    pub fn resync(&mut self, pos: &JointVec) {
+        for (s, p) in self.state.iter_mut().zip(pos.iter()) {
+            *s = JointState {
+                q: if p.is_finite() { *p } else { 0.0 },
+                v: 0.0,
+                a: 0.0,
+            };
+        }
+    }
+
+    /// Marks that the support monitor found the observation outside the operating
+    /// domain; the next `filter` reports the `Domain` bit and logs it (`joint`: the
+    /// offending joint where known). The authority change itself is the executor's
+    /// `force_fallback`.
+    pub fn flag_out_of_domain(&mut self, joint: Option<u16>) {
+        self.pending_domain = Some(joint);
+    }
+
+    fn record(&mut self, joint: usize, c: Constraint, proposed: f64, executed: f64) {
+        if self.n_interventions < self.interventions.len() {
+            self.interventions[self.n_interventions] = Intervention {
+                joint: joint as u16,
+                constraint: c,
+                proposed_rad: proposed,
+                executed_rad: executed,
+            };
+            self.n_interventions += 1;
+        }
     }
 
     /// Filters `proposed` into `cmd`; returns which constraints acted.
-    pub fn filter(&mut self, _proposed: &Setpoint, _cmd: &mut Command) -> GateMask {
-        todo!("issue 3")
+    ///
+    /// Writes `cmd.pos_rad`, `cmd.vel_rad_s`, `cmd.dof` and `cmd.chunk_seq`; leaves
+    /// `t_cmd` and `request` to the caller. No allocation.
+    pub fn filter(&mut self, proposed: &Setpoint, cmd: &mut Command) -> GateMask {
+        let dof = self.limits.dof.min(MAX_DOF);
+        let t = self.t;
+        let mut mask = 0u32;
+        self.n_interventions = 0;
+        if let Some(joint) = self.pending_domain.take() {
+            mask |= Constraint::Domain.bit();
+            self.counts[Constraint::Domain as usize] += 1;
+            let j = joint.map_or(0, |j| (j as usize).min(MAX_DOF - 1));
+            let q = self.state[j].q;
+            self.record(j, Constraint::Domain, proposed.pos_rad[j], q);
+        }
+        for j in 0..dof {
+            let lim = self.limits.joint[j];
+            let s = self.state[j];
+            let mut bits = 0u32;
+            let mut last = Constraint::NonFinite;
+            let raw = proposed.pos_rad[j];
+            let (mut pd, mut vd, mut ad) = (raw, proposed.vel_rad_s[j], proposed.acc_rad_s2[j]);
+            if !pd.is_finite() {
+                bits |= Constraint::NonFinite.bit();
+                (pd, vd, ad) = (s.q, 0.0, 0.0);
+            } else if !vd.is_finite() || !ad.is_finite() {
+                // The position is usable; the derivatives are only feed-forward.
+                bits |= Constraint::NonFinite.bit();
+                (vd, ad) = (0.0, 0.0);
+            }
+            let mut lo = lim.pos_min_rad + lim.pos_margin_rad;
+            let mut hi = lim.pos_max_rad - lim.pos_margin_rad;
+            if lo > hi {
+                let mid = 0.5 * (lim.pos_min_rad + lim.pos_max_rad);
+                (lo, hi) = (mid, mid);
+            }
+            if pd > hi || pd < lo {
+                bits |= Constraint::Position.bit();
+                last = Constraint::Position;
+                pd = pd.clamp(lo, hi);
+                (vd, ad) = (0.0, 0.0);
+            }
+            let b = bounds(&s, lo, hi, &lim, t);
+            let alpha_dead = ((pd - s.q) / t - s.v) / t;
+            let alpha = if b.lo > b.hi {
+                // Only reachable with degenerate limits (e.g. a position range shorter
+                // than a braking distance); keep the jerk and acceleration limits.
+                0.5 * (b.lo + b.hi)
+            } else if alpha_dead >= b.lo && alpha_dead <= b.hi {
+                alpha_dead
+            } else {
+                last = if alpha_dead > b.hi { b.hi_by } else { b.lo_by };
+                bits |= last.bit();
+                self.track(&s, pd, vd, ad, &lim).clamp(b.lo, b.hi)
+            };
+            let v1 = s.v + alpha * t;
+            let q1 = s.q + v1 * t;
+            self.state[j] = JointState {
+                q: q1,
+                v: v1,
+                a: alpha,
+            };
+            cmd.pos_rad[j] = q1;
+            cmd.vel_rad_s[j] = if bits == 0 {
+                vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
+            } else {
+                v1
+            };
+            if bits != 0 {
+                for c in Constraint::ALL {
+                    if bits & c.bit() != 0 {
+                        self.counts[c as usize] += 1;
+                    }
+                }
+                self.record(j, last, raw, q1);
+                mask |= bits;
+            }
+        }
+        cmd.dof = dof as u16;
+        cmd.chunk_seq = proposed.chunk_seq;
+        GateMask(mask)
+    }
+
+    /// Acceleration that steers toward the proposal when it cannot be reached in one
+    /// period: square-root position and velocity laws with feed-forward, gains chosen
+    /// so the velocity loop is four times faster than the position loop (critically
+    /// damped in the linear region) and slow enough for the jerk limit.
+    fn track(&self, s: &JointState, pd: f64, vd: f64, ad: f64, lim: &JointLimit) -> f64 {
+        let t = self.t;
+        let a_max = lim.max_acc_rad_s2.max(TINY);
+        let j_max = lim.max_jerk_rad_s3.max(TINY);
+        let kv = (0.25 / t).min(0.5 * j_max / a_max);
+        let kp = 0.25 * kv;
+        let b = lim.brake_acc_rad_s2.min(a_max).max(TINY);
+        let v_ref =
+            (vd + sqrt_law(pd - s.q, 0.5 * b, kp)).clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s);
+        (ad + sqrt_law(v_ref - s.v, 0.5 * j_max, kv)).clamp(-a_max, a_max)
     }
 
     /// Interventions of the last `filter` call.
     pub fn interventions(&self) -> &[Intervention] {
-        todo!("issue 3")
+        &self.interventions[..self.n_interventions]
     }
 
-    /// Interventions per constraint so far.
+    /// Interventions per constraint so far (one per joint and cycle).
     pub fn counts(&self) -> &[u64; CONSTRAINT_COUNT] {
-        todo!("issue 3")
+        &self.counts
+    }
+
+    /// The limits enforced.
+    pub fn limits(&self) -> &JointLimits {
+        &self.limits
+    }
+
+    /// The last executed command's position, velocity and acceleration of `joint`
+    /// (backward differences), e.g. to seed a fallback from what was really sent.
+    pub fn commanded(&self, joint: usize) -> (f64, f64, f64) {
+        let s = self.state[joint.min(MAX_DOF - 1)];
+        (s.q, s.v, s.a)
     }
 }
-
-#[allow(dead_code)]
-const _: usize = MAX_DOF;

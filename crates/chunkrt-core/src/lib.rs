@@ -7,22 +7,30 @@
 
 pub mod backend;
 pub mod chunk;
+mod envelope;
 pub mod executor;
 pub mod gate;
 pub mod io;
+pub mod ladder;
 pub mod limits;
 pub mod policy;
 pub mod spline;
+pub mod stop;
+pub mod support;
 pub mod time;
 
 pub use backend::{Backend, BackendError};
 pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
 pub use executor::{
-    Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume, SeamStats,
-    Setpoint,
+    ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,
+    SeamStats, Setpoint,
 };
-pub use gate::{Constraint, Gate, GateMask, Intervention};
+pub use gate::{Constraint, Gate, GateMask, Intervention, CONSTRAINT_COUNT};
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
+pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};
 pub use policy::{InferInfo, Policy, PolicyError, PolicySpec};
+pub use spline::{ChunkSpline, Pva};
+pub use stop::StopProfile;
+pub use support::{DomainBox, SupportMonitor, SupportVerdict};
 pub use time::{ms_to_ns, MonoTime, NS_PER_MS, NS_PER_S};

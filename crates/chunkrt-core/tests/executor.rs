@@ -1,0 +1,379 @@
+//! Executor behaviour with a hand-driven clock: time alignment, lookahead,
+//! rejection reasons, blending and every rung of the fallback ladder.
+
+mod common;
+
+use chunkrt_core::{
+    Executor, Mode, ModeChangeReason, MonoTime, RejectReason, Resume, Setpoint, MAX_DOF, NS_PER_MS,
+};
+use common::*;
+
+fn new_exec(cfg: chunkrt_core::ExecutorConfig, now: MonoTime) -> Executor {
+    Executor::new(cfg, limits(cfg.dof), &[0.0; MAX_DOF], now)
+}
+
+fn events(e: &mut Executor) -> Vec<(Mode, Mode, ModeChangeReason)> {
+    std::iter::from_fn(|| e.pop_event())
+        .map(|ev| (ev.from, ev.to, ev.reason))
+        .collect()
+}
+
+#[test]
+fn starts_holding_then_plays_the_first_fresh_chunk() {
+    let mut clk = Clock::start();
+    let mut e = new_exec(config(DOF), clk.now());
+    let mut sp = Setpoint::default();
+    e.tick(clk.now(), &mut sp);
+    assert_eq!(e.mode(), Mode::Holding);
+    assert_eq!(sp.pos_rad[0], 0.0);
+    let now = clk.advance_ms(1);
+    e.offer(&still_chunk(1, now, 0.3), now).unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    assert_eq!(e.first_use().map(|c| c.seq), Some(1));
+    assert_eq!(sp.chunk_seq, 1);
+    // Blended from rest: no jump at the seam, arrives after the blend window.
+    assert!(sp.pos_rad[0].abs() < 1e-12);
+    assert_eq!(
+        events(&mut e),
+        vec![(Mode::Holding, Mode::Playing, ModeChangeReason::FreshChunk)]
+    );
+    clk.advance_ms(40);
+    e.tick(clk.now(), &mut sp);
+    assert!((sp.pos_rad[0] - 0.3).abs() < 1e-12);
+    assert_eq!(e.first_use(), None);
+}
+
+#[test]
+fn late_chunks_are_entered_at_the_current_time() {
+    let mut clk = Clock::start();
+    let mut cfg = config(1);
+    cfg.blend_ns = 0;
+    let mut e = new_exec(cfg, clk.now());
+    // Setpoints describe p(t) = t - t0 (1 rad/s), started 30 ms ago.
+    let t0 = clk.now();
+    let now = clk.advance_ms(30);
+    let c = chunk_from(1, t0, t0, 20, 10, 1, |t, _| t - t0.as_secs_f64());
+    e.offer(&c, now).unwrap();
+    let mut sp = Setpoint::default();
+    e.tick(now, &mut sp);
+    assert!((sp.pos_rad[0] - 0.030).abs() < 1e-9, "{}", sp.pos_rad[0]);
+    assert!((sp.vel_rad_s[0] - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn lookahead_shifts_the_sampled_time() {
+    let mut clk = Clock::start();
+    let mut cfg = config(1);
+    cfg.blend_ns = 0;
+    cfg.lookahead_ns = 5 * NS_PER_MS;
+    let mut e = new_exec(cfg, clk.now());
+    let t0 = clk.now();
+    let c = chunk_from(1, t0, t0, 20, 10, 1, |t, _| t - t0.as_secs_f64());
+    e.offer(&c, t0).unwrap();
+    let mut sp = Setpoint::default();
+    let now = clk.advance_ms(10);
+    e.tick(now, &mut sp);
+    assert!((sp.pos_rad[0] - 0.015).abs() < 1e-9, "{}", sp.pos_rad[0]);
+}
+
+#[test]
+fn future_chunks_wait_for_their_start_time() {
+    let mut clk = Clock::start();
+    let mut e = new_exec(config(DOF), clk.now());
+    let now = clk.now();
+    let c = chunk_from(1, now, now.add_ns(10 * NS_PER_MS), 20, 10, DOF, |_, _| 0.1);
+    e.offer(&c, now).unwrap();
+    let mut sp = Setpoint::default();
+    e.tick(clk.advance_ms(5), &mut sp);
+    assert_eq!(e.mode(), Mode::Holding);
+    assert_eq!(e.counts().pending, 1);
+    e.tick(clk.advance_ms(5), &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    assert!(e.counts().reconciles());
+}
+
+#[test]
+fn every_rejection_reason_is_named_and_leaves_the_chunk_playing() {
+    let mut clk = Clock::start();
+    let cfg = config(DOF);
+    let mut e = new_exec(cfg, clk.now());
+    let now = clk.now();
+    e.offer(&still_chunk(5, now, 0.2), now).unwrap();
+    let mut sp = Setpoint::default();
+    e.tick(now, &mut sp);
+    let now = clk.advance_ms(1);
+
+    let mut nan = still_chunk(6, now, 0.2);
+    nan.pos_rad[3][1] = f64::NAN;
+    assert_eq!(
+        e.offer(&nan, now),
+        Err(RejectReason::NonFinite { row: 3, joint: 1 })
+    );
+    let mut inf = still_chunk(6, now, 0.2);
+    inf.pos_rad[0][2] = f64::INFINITY;
+    assert_eq!(
+        e.offer(&inf, now),
+        Err(RejectReason::NonFinite { row: 0, joint: 2 })
+    );
+    let wrong_dof = chunk_from(6, now, now, 20, 10, 2, |_, _| 0.0);
+    assert_eq!(
+        e.offer(&wrong_dof, now),
+        Err(RejectReason::WrongDof {
+            got: 2,
+            expected: 3
+        })
+    );
+    let short = chunk_from(6, now, now, 20, 1, DOF, |_, _| 0.0);
+    assert_eq!(
+        e.offer(&short, now),
+        Err(RejectReason::WrongLength { got: 1 })
+    );
+    let mut long = still_chunk(6, now, 0.0);
+    long.len = 65;
+    assert_eq!(
+        e.offer(&long, now),
+        Err(RejectReason::WrongLength { got: 65 })
+    );
+    assert_eq!(
+        e.offer(&still_chunk(5, now, 0.0), now),
+        Err(RejectReason::StaleSeq { seq: 5, last: 5 })
+    );
+    let mut dt = still_chunk(6, now, 0.0);
+    dt.dt_ns = 0;
+    assert_eq!(
+        e.offer(&dt, now),
+        Err(RejectReason::DtOutOfRange { dt_ns: 0 })
+    );
+    dt.dt_ns = 200 * NS_PER_MS;
+    assert_eq!(
+        e.offer(&dt, now),
+        Err(RejectReason::DtOutOfRange {
+            dt_ns: 200 * NS_PER_MS
+        })
+    );
+    let far = chunk_from(
+        6,
+        now,
+        now.add_ns(2_000 * NS_PER_MS),
+        20,
+        10,
+        DOF,
+        |_, _| 0.0,
+    );
+    assert_eq!(
+        e.offer(&far, now),
+        Err(RejectReason::StartTooFar {
+            offset_ns: 2_000 * NS_PER_MS as i64
+        })
+    );
+    let old_obs = now.add_signed_ns(-300 * NS_PER_MS as i64);
+    let old = chunk_from(6, old_obs, now, 20, 10, DOF, |_, _| 0.0);
+    assert_eq!(
+        e.offer(&old, now),
+        Err(RejectReason::Expired {
+            age_ns: 300 * NS_PER_MS
+        })
+    );
+    let passed_start = now.add_signed_ns(-100 * NS_PER_MS as i64);
+    let passed = chunk_from(6, now, passed_start, 20, 3, DOF, |_, _| 0.0);
+    assert_eq!(
+        e.offer(&passed, now),
+        Err(RejectReason::HorizonPassed {
+            late_ns: 60 * NS_PER_MS
+        })
+    );
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    assert_eq!(sp.chunk_seq, 5);
+    let c = e.counts();
+    assert_eq!((c.offered, c.rejected, c.accepted, c.used), (12, 11, 1, 1));
+    assert!(c.reconciles());
+}
+
+#[test]
+fn stalled_chunks_walk_the_whole_ladder_and_auto_resume() {
+    let mut clk = Clock::start();
+    let cfg = config(DOF);
+    let mut e = new_exec(cfg, clk.now());
+    let mut sp = Setpoint::default();
+    // A moving chunk (0.5 rad/s) long enough that it expires by age, not horizon.
+    let t0 = clk.now();
+    let c = chunk_from(1, t0, t0, 20, 40, DOF, |t, _| 0.5 * (t - t0.as_secs_f64()));
+    e.offer(&c, t0).unwrap();
+    let mut prev = None::<Setpoint>;
+    let mut saw = vec![];
+    for _ in 0..1_600 {
+        let now = clk.advance_ms(1);
+        e.tick(now, &mut sp);
+        if let Some(p) = prev {
+            // Continuous in position and velocity through every mode change.
+            assert!((sp.pos_rad[0] - p.pos_rad[0]).abs() < 2.5 * 1e-3);
+            assert!((sp.vel_rad_s[0] - p.vel_rad_s[0]).abs() < 0.5);
+        }
+        prev = Some(sp);
+        while let Some(ev) = e.pop_event() {
+            saw.push((ev.to, ev.reason));
+        }
+    }
+    assert_eq!(
+        saw,
+        vec![
+            (Mode::Playing, ModeChangeReason::FreshChunk),
+            (Mode::Decelerating, ModeChangeReason::ChunkExpired),
+            (Mode::Holding, ModeChangeReason::AtRest),
+            (Mode::SafeStop, ModeChangeReason::SafeStopTimeout),
+        ]
+    );
+    assert!(e.quick_stop_requested());
+    assert_eq!(sp.vel_rad_s[0], 0.0);
+    let c = e.counts();
+    assert_eq!((c.expired, c.fallback_entries), (1, 1));
+    // Auto: a fresh chunk brings it back.
+    let now = clk.advance_ms(1);
+    e.offer(&still_chunk(2, now, sp.pos_rad[0]), now).unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    assert!(e.counts().reconciles());
+}
+
+#[test]
+fn horizon_end_is_its_own_reason() {
+    let mut clk = Clock::start();
+    let mut e = new_exec(config(DOF), clk.now());
+    let mut sp = Setpoint::default();
+    let now = clk.now();
+    e.offer(&chunk_from(1, now, now, 20, 3, DOF, |_, _| 0.0), now)
+        .unwrap();
+    for _ in 0..50 {
+        e.tick(clk.advance_ms(1), &mut sp);
+    }
+    let evs = events(&mut e);
+    assert_eq!(
+        evs[1],
+        (
+            Mode::Playing,
+            Mode::Decelerating,
+            ModeChangeReason::HorizonEnd
+        )
+    );
+    assert_eq!(e.counts().horizon_ended, 1);
+}
+
+#[test]
+fn manual_resume_needs_rearm_after_the_ladder() {
+    let mut clk = Clock::start();
+    let mut cfg = config(DOF);
+    cfg.resume = Resume::Manual;
+    let mut e = new_exec(cfg, clk.now());
+    let mut sp = Setpoint::default();
+    let now = clk.now();
+    // A new executor is armed: the first chunk plays.
+    e.offer(&chunk_from(1, now, now, 20, 3, DOF, |_, _| 0.0), now)
+        .unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    for _ in 0..200 {
+        e.tick(clk.advance_ms(1), &mut sp);
+    }
+    assert_eq!(e.mode(), Mode::Holding);
+    assert!(!e.armed());
+    let now = clk.advance_ms(1);
+    assert_eq!(
+        e.offer(&still_chunk(2, now, 0.0), now),
+        Err(RejectReason::NotArmed)
+    );
+    e.rearm(now);
+    e.offer(&still_chunk(3, now, 0.0), now).unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+}
+
+#[test]
+fn rearm_leaves_safe_stop() {
+    let mut clk = Clock::start();
+    let mut cfg = config(DOF);
+    cfg.resume = Resume::Manual;
+    let mut e = new_exec(cfg, clk.now());
+    let mut sp = Setpoint::default();
+    for _ in 0..1_100 {
+        e.tick(clk.advance_ms(1), &mut sp);
+    }
+    assert_eq!(e.mode(), Mode::SafeStop);
+    let now = clk.advance_ms(1);
+    e.rearm(now);
+    assert_eq!(e.mode(), Mode::Holding);
+    let evs = events(&mut e);
+    assert_eq!(
+        evs.last(),
+        Some(&(Mode::SafeStop, Mode::Holding, ModeChangeReason::Rearmed))
+    );
+    e.tick(clk.advance_ms(1), &mut sp);
+    assert_eq!(e.mode(), Mode::Holding, "safe-stop timer restarted");
+}
+
+#[test]
+fn forced_fallback_takes_authority_until_a_newer_observation() {
+    let mut clk = Clock::start();
+    let mut e = new_exec(config(DOF), clk.now());
+    let mut sp = Setpoint::default();
+    let now = clk.now();
+    e.offer(&still_chunk(1, now, 0.0), now).unwrap();
+    e.tick(now, &mut sp);
+    let now = clk.advance_ms(1);
+    e.force_fallback(now, ModeChangeReason::OutOfDomain);
+    assert_eq!(e.mode(), Mode::Decelerating);
+    e.tick(now, &mut sp);
+    // Already at rest: the stop is empty and it holds at once.
+    assert_eq!(e.mode(), Mode::Holding);
+    // A chunk computed from an observation before the fallback cannot resume.
+    let stale_obs = now.add_signed_ns(-(NS_PER_MS as i64));
+    let c = chunk_from(2, stale_obs, now, 20, 10, DOF, |_, _| 0.0);
+    assert!(matches!(
+        e.offer(&c, now),
+        Err(RejectReason::PredatesFallback { .. })
+    ));
+    let now = clk.advance_ms(1);
+    e.offer(&still_chunk(3, now, 0.0), now).unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    let evs = events(&mut e);
+    assert!(evs.contains(&(
+        Mode::Playing,
+        Mode::Decelerating,
+        ModeChangeReason::OutOfDomain
+    )));
+}
+
+#[test]
+fn blending_removes_the_seam_jump_that_newest_wins_shows() {
+    for (blend_ms, expect_jump) in [(40, false), (0, true)] {
+        let mut clk = Clock::start();
+        let mut cfg = config(1);
+        cfg.blend_ns = blend_ms * NS_PER_MS;
+        let mut e = new_exec(cfg, clk.now());
+        let mut sp = Setpoint::default();
+        let now = clk.now();
+        e.offer(&chunk_from(1, now, now, 20, 25, 1, |_, _| 0.0), now)
+            .unwrap();
+        e.tick(now, &mut sp);
+        for _ in 0..100 {
+            e.tick(clk.advance_ms(1), &mut sp);
+        }
+        // Second chunk disagrees by 0.1 rad.
+        let now = clk.advance_ms(1);
+        e.offer(&chunk_from(2, now, now, 20, 25, 1, |_, _| 0.1), now)
+            .unwrap();
+        let before = sp;
+        e.tick(now, &mut sp);
+        let s = e.seam_stats();
+        assert_eq!(s.seams, 2);
+        if expect_jump {
+            assert!((s.max_pos_step_rad - 0.1).abs() < 1e-12);
+            assert!((sp.pos_rad[0] - before.pos_rad[0] - 0.1).abs() < 1e-12);
+        } else {
+            assert!(s.max_pos_step_rad < 1e-12 && s.max_vel_step_rad_s < 1e-9);
+            assert!((sp.pos_rad[0] - before.pos_rad[0]).abs() < 1e-12);
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Permission gate: exact pass-through inside the limits, every limit kept under
+//! hostile proposals, convergence after an intervention.
+
+mod common;
+
+use chunkrt_core::{Command, Constraint, Gate, JointLimits, Setpoint, MAX_DOF};
+use common::*;
+
+/// Checks consecutive executed positions against the limits by finite differences.
+pub struct LimitChecker {
+    lim: JointLimits,
+    t: f64,
+    hist: Vec<[f64; MAX_DOF]>,
+}
+
+impl LimitChecker {
+    fn new(lim: JointLimits, t: f64, start: [f64; MAX_DOF]) -> Self {
+        // Starts at rest: three identical past positions.
+        LimitChecker {
+            lim,
+            t,
+            hist: vec![start; 3],
+        }
+    }
+    fn push(&mut self, q: [f64; MAX_DOF]) {
+        let n = self.hist.len();
+        let (q0, q1, q2) = (self.hist[n - 3], self.hist[n - 2], self.hist[n - 1]);
+        let t = self.t;
+        for j in 0..self.lim.dof {
+            let l = &self.lim.joint[j];
+            let tol = 1e-6;
+            assert!(q[j].is_finite());
+            assert!(
+                q[j] <= l.pos_max_rad - l.pos_margin_rad + 1e-9,
+                "pos {}",
+                q[j]
+            );
+            assert!(
+                q[j] >= l.pos_min_rad + l.pos_margin_rad - 1e-9,
+                "pos {}",
+                q[j]
+            );
+            let v = (q[j] - q2[j]) / t;
+            let v1 = (q2[j] - q1[j]) / t;
+            let v0 = (q1[j] - q0[j]) / t;
+            let a = (v - v1) / t;
+            let a1 = (v1 - v0) / t;
+            let jerk = (a - a1) / t;
+            assert!(v.abs() <= l.max_vel_rad_s * (1.0 + tol) + 1e-9, "vel {v}");
+            assert!(a.abs() <= l.max_acc_rad_s2 * (1.0 + tol) + 1e-6, "acc {a}");
+            assert!(
+                jerk.abs() <= l.max_jerk_rad_s3 * (1.0 + tol) + 1e-3 / t,
+                "jerk {jerk}"
+            );
+        }
+        self.hist.push(q);
+    }
+}
+
+fn sp(pos: f64, vel: f64, acc: f64) -> Setpoint {
+    let mut s = Setpoint {
+        dof: 1,
+        ..Setpoint::default()
+    };
+    s.pos_rad[0] = pos;
+    s.vel_rad_s[0] = vel;
+    s.acc_rad_s2[0] = acc;
+    s
+}
+
+#[test]
+fn feasible_motion_passes_untouched() {
+    let lim = limits(1);
+    let t = 1e-3;
+    let mut g = Gate::new(lim, 1_000_000, &[0.0; MAX_DOF]);
+    let mut cmd = Command::default();
+    // 0.5 rad/s^2 ramp... a gentle sine: within every limit.
+    for k in 1..2000 {
+        let x = k as f64 * t;
+        let p = 0.2 * (1.0 - (2.0 * x).cos());
+        let mask = g.filter(
+            &sp(p, 0.4 * (2.0 * x).sin(), 0.8 * (2.0 * x).cos()),
+            &mut cmd,
+        );
+        assert!(mask.is_empty(), "k {k} mask {mask:?}");
+        assert!((cmd.pos_rad[0] - p).abs() < 1e-12);
+    }
+    assert_eq!(g.counts().iter().sum::<u64>(), 0);
+}
+
+#[test]
+fn a_step_is_rate_limited_and_converges() {
+    let lim = limits(1);
+    let t = 1e-3;
+    let mut g = Gate::new(lim, 1_000_000, &[0.0; MAX_DOF]);
+    let mut chk = LimitChecker::new(lim, t, [0.0; MAX_DOF]);
+    let mut cmd = Command::default();
+    let mask = g.filter(&sp(1.0, 0.0, 0.0), &mut cmd);
+    assert!(mask.contains(Constraint::Jerk));
+    assert_eq!(g.interventions().len(), 1);
+    assert_eq!(g.interventions()[0].constraint, Constraint::Jerk);
+    chk.push(cmd.pos_rad);
+    let mut overshoot: f64 = 0.0;
+    for _ in 0..3000 {
+        g.filter(&sp(1.0, 0.0, 0.0), &mut cmd);
+        chk.push(cmd.pos_rad);
+        overshoot = overshoot.max(cmd.pos_rad[0] - 1.0);
+    }
+    assert!(
+        (cmd.pos_rad[0] - 1.0).abs() < 1e-4,
+        "settled at {}",
+        cmd.pos_rad[0]
+    );
+    assert!(overshoot < 0.05, "overshoot {overshoot}");
+}
+
+#[test]
+fn non_finite_holds_the_previous_command_and_limits_clip() {
+    let lim = limits(1);
+    let mut g = Gate::new(lim, 1_000_000, &[0.5; MAX_DOF]);
+    let mut cmd = Command::default();
+    let mask = g.filter(&sp(f64::NAN, 0.0, 0.0), &mut cmd);
+    assert!(mask.contains(Constraint::NonFinite));
+    assert_eq!(cmd.pos_rad[0], 0.5);
+    let mask = g.filter(&sp(0.5, f64::INFINITY, 0.0), &mut cmd);
+    assert!(mask.contains(Constraint::NonFinite));
+    assert_eq!(cmd.pos_rad[0], 0.5);
+    assert_eq!(cmd.vel_rad_s[0], 0.0);
+    let mask = g.filter(&sp(9.0, 0.0, 0.0), &mut cmd);
+    assert!(mask.contains(Constraint::Position));
+    assert_eq!(g.counts()[Constraint::Position as usize], 1);
+}
+
+#[test]
+fn runs_into_a_limit_at_full_speed_and_stops_inside_it() {
+    let lim = limits(1);
+    let t = 1e-3;
+    let mut g = Gate::new(lim, 1_000_000, &[0.0; MAX_DOF]);
+    let mut chk = LimitChecker::new(lim, t, [0.0; MAX_DOF]);
+    let mut cmd = Command::default();
+    let mut saw = 0u32;
+    // Proposal races toward +10 rad at 5 rad/s: velocity and braking must both act.
+    for k in 1..4000 {
+        let p = 5.0 * k as f64 * t;
+        saw |= g.filter(&sp(p, 5.0, 0.0), &mut cmd).0;
+        chk.push(cmd.pos_rad);
+    }
+    assert!(saw & Constraint::Velocity.bit() != 0);
+    assert!(saw & Constraint::Position.bit() != 0);
+    assert!((cmd.pos_rad[0] - 2.98).abs() < 1e-6, "{}", cmd.pos_rad[0]);
+}
+
+#[test]
+fn domain_flag_is_reported_once() {
+    let mut g = Gate::new(limits(2), 1_000_000, &[0.0; MAX_DOF]);
+    let mut cmd = Command::default();
+    g.flag_out_of_domain(Some(1));
+    let mut p = sp(0.0, 0.0, 0.0);
+    p.dof = 2;
+    let mask = g.filter(&p, &mut cmd);
+    assert_eq!(mask.0, Constraint::Domain.bit());
+    assert_eq!(g.interventions()[0].joint, 1);
+    assert!(g.filter(&p, &mut cmd).is_empty());
+    assert_eq!(g.counts()[Constraint::Domain as usize], 1);
+    assert_eq!(cmd.dof, 2);
+}
