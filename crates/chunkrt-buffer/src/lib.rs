@@ -89,6 +89,14 @@ pub struct Publisher<T> {
     write_idx: u8,
 }
 
+impl<T> core::fmt::Debug for Publisher<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("write_idx", &self.write_idx)
+            .finish_non_exhaustive()
+    }
+}
+
 // SAFETY: a `Publisher` only ever accesses the slot it owns (`write_idx`) and the atomic;
 // moving it to another thread moves that exclusive access along with it. Values of `T`
 // cross threads through the slots, which is what `T: Send` permits.
@@ -133,6 +141,14 @@ pub struct Subscriber<T> {
     shared: Arc<Shared<T>>,
     /// The slot this handle owns (the front buffer).
     read_idx: u8,
+}
+
+impl<T> core::fmt::Debug for Subscriber<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("read_idx", &self.read_idx)
+            .finish_non_exhaustive()
+    }
 }
 
 // SAFETY: a `Subscriber` only ever accesses the slot it owns (`read_idx`) and the atomic;

@@ -157,7 +157,9 @@ impl SimArm {
     }
 
     /// Hands `cmd` to the drives at `now` (after `advance_to(now)`), as `exchange` does,
-    /// validating it first. Returns the first invalid joint's error.
+    /// validating it first; an invalid command changes nothing. The drives latch the
+    /// setpoint on arrival, at `now`, as a CSP drive latches it at the sync event:
+    /// `cmd.t_cmd` is not used, so a late exchange shows up in the plant.
     pub fn apply(&mut self, now: MonoTime, cmd: &Command) -> Result<(), BackendError> {
         self.validate_command(cmd)?;
         let t_ns = now.as_ns();
@@ -196,6 +198,11 @@ impl SimArm {
             return Err(BackendError::InvalidCommand {
                 joint: cmd.dof.min(n as u16),
             });
+        }
+        // Stop requests do not use the setpoints, so garbage there must not keep the
+        // arm from stopping.
+        if matches!(cmd.request, DriveRequest::QuickStop | DriveRequest::Disable) {
+            return Ok(());
         }
         for j in 0..n {
             if !(cmd.pos_rad[j].is_finite() && cmd.vel_rad_s[j].is_finite()) {
@@ -258,7 +265,8 @@ impl Backend for SimArm {
     }
 
     /// Integrates the plant up to `now` under the previous command, then latches `cmd`
-    /// and reads the measurement at `now`. On an invalid command the command is not
+    /// and reads the measurement at `now`. On an invalid command (wrong joint count; a
+    /// non-finite setpoint in a `Track` or `FaultReset` command) the command is not
     /// applied (the drives keep the previous one) and `fb` is still filled; on an
     /// injected error `fb` is untouched. While a drive is in fault, `fb` is filled and
     /// the first faulted joint is reported as `DriveFault`. Never allocates.

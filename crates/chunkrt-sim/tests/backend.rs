@@ -56,6 +56,26 @@ fn a_non_finite_command_is_refused_and_not_applied() {
 }
 
 #[test]
+fn a_stop_request_is_honoured_whatever_its_setpoints_hold() {
+    let (mut sim, mut fb) = started();
+    let mut stop = hold(&fb);
+    stop.request = DriveRequest::QuickStop;
+    stop.pos_rad[0] = f64::NAN;
+    sim.exchange(at(1), &stop, &mut fb).unwrap();
+    assert!(fb.state[..7].iter().all(|s| *s == DriveState::QuickStop));
+    stop.request = DriveRequest::Disable;
+    sim.exchange(at(2), &stop, &mut fb).unwrap();
+    assert!(fb.state[..7].iter().all(|s| *s == DriveState::Disabled));
+    // A NaN in a fault reset is refused like one in a tracking command.
+    stop.request = DriveRequest::FaultReset;
+    assert_eq!(
+        sim.exchange(at(3), &stop, &mut fb),
+        Err(BackendError::InvalidCommand { joint: 0 })
+    );
+    assert!(fb.state[..7].iter().all(|s| *s == DriveState::Disabled));
+}
+
+#[test]
 fn a_command_with_the_wrong_joint_count_is_refused() {
     let (mut sim, mut fb) = started();
     let mut cmd = hold(&fb);

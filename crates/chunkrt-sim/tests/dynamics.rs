@@ -144,6 +144,14 @@ fn sub_steps_are_whole_and_the_remainder_is_carried() {
     );
     assert_eq!(sim.advance_to(T0.add_ns(20_350_000)), 200);
     assert_eq!(sim.sim_time(), T0.add_ns(20_300_000));
+    // A suspended process: an hour's gap is integrated as MAX_CATCH_UP_NS, and the
+    // clock still lands on `now` minus the remainder.
+    let later = T0.add_ns(3_600_000_000_000 + 20_350_000);
+    assert_eq!(
+        sim.advance_to(later),
+        chunkrt_sim::MAX_CATCH_UP_NS / 100_000
+    );
+    assert_eq!(sim.sim_time(), T0.add_ns(3_600_000_000_000 + 20_300_000));
 }
 
 /// Runs the default arm through the same 50 Hz command stream, exchanging at
