@@ -2,10 +2,36 @@
 //!
 //! - [`ScriptedPolicy`]: an analytic closed-loop planner toward a cyclic list of goal poses
 //!   (tests, CI without the model, the phase-margin reference loop).
+//! - [`OnnxPolicy`]: a learned denoiser (flow matching or DDIM) run through ONNX Runtime
+//!   (`ort`, library loaded at run time, see [`ortlib`]), sampled in Rust, refused at load
+//!   when it disagrees with its [`Manifest`].
+//! - [`sample_chunks`]: offline sampling for `chunkrt policy sample`.
 
+pub mod domain;
+pub mod error;
 pub mod goals;
+pub mod manifest;
+pub mod model;
+pub mod noise;
+pub mod onnx_policy;
+pub mod ortlib;
 pub mod quintic;
+pub mod sample;
+pub mod sampler;
 pub mod scripted;
+pub mod session;
 
+pub use domain::{Domain, DomainError, DomainVerdict};
+pub use error::PolicyLoadError;
 pub use goals::{GoalError, GoalSequence};
+pub use manifest::{Manifest, PolicyKind, SamplerMethod};
+pub use model::PolicyModel;
+pub use noise::GaussianNoise;
+pub use onnx_policy::{AnytimeStats, OnnxPolicy, OnnxPolicyConfig};
+pub use ortlib::{find_ort_library, ORT_LIBRARY_NAME};
+pub use sample::{
+    describe_verdict, report_to_json, report_to_text, sample_chunks, sample_chunks_with,
+    SampleOptions, SampleReport, SampledChunk,
+};
 pub use scripted::{ScriptedParams, ScriptedParamsError, ScriptedPolicy};
+pub use session::{ExecutionProvider, SessionOptions};

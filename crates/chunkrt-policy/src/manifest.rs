@@ -1,0 +1,432 @@
+//! The policy manifest: a TOML file beside each model that says what the model is, how its
+//! inputs and outputs are encoded, how to sample it, what it was trained on and where it may
+//! be trusted. Parsed with `deny_unknown_fields`; every value is checked before use.
+
+use std::path::{Path, PathBuf};
+
+use chunkrt_core::{MAX_DOF, MAX_HORIZON};
+use serde::Deserialize;
+
+use crate::error::PolicyLoadError;
+
+/// Largest observation vector a manifest may declare (the domain check works on the stack).
+pub const MAX_OBS: usize = 64;
+
+/// What the graph predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Flow matching: the graph returns the velocity `dx/dt`, t in [0, 1], t = 1 is data.
+    Flow,
+    /// DDIM: the graph returns the predicted noise at an integer timestep.
+    Ddim,
+}
+
+/// The sampler that integrates the denoiser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SamplerMethod {
+    /// Flow matching, explicit Euler: one graph call per step.
+    Euler,
+    /// Flow matching, Heun (trapezoidal predictor-corrector): two graph calls per step.
+    Heun,
+    /// DDIM with eta = 0 (deterministic after the initial noise).
+    Ddim,
+}
+
+impl SamplerMethod {
+    /// Parses `euler`, `heun` or `ddim`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "euler" => Some(SamplerMethod::Euler),
+            "heun" => Some(SamplerMethod::Heun),
+            "ddim" => Some(SamplerMethod::Ddim),
+            _ => None,
+        }
+    }
+
+    /// The name used in manifests and configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerMethod::Euler => "euler",
+            SamplerMethod::Heun => "heun",
+            SamplerMethod::Ddim => "ddim",
+        }
+    }
+
+    /// Whether this sampler fits a model of `kind`.
+    pub fn fits(self, kind: PolicyKind) -> bool {
+        matches!(
+            (self, kind),
+            (SamplerMethod::Euler | SamplerMethod::Heun, PolicyKind::Flow)
+                | (SamplerMethod::Ddim, PolicyKind::Ddim)
+        )
+    }
+}
+
+/// Graph input and output names.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoNames {
+    /// Normalised observation, [1, d_obs].
+    pub obs: String,
+    /// Noisy normalised action chunk, [1, horizon, d_a].
+    pub x: String,
+    /// Flow time or DDIM timestep, [1].
+    pub t: String,
+    /// Velocity (flow) or noise (DDIM), [1, horizon, d_a].
+    pub out: String,
+}
+
+/// How the observation vector is built from the arm's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationEncoding {
+    /// `[q_1..q_n, goal_1..goal_n]`: measured joint positions, then the current goal.
+    JointPosAndGoal,
+}
+
+/// How the de-normalised action chunk maps to joint positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionEncoding {
+    /// `chunk[i][j] = q_j + a[i][j]`: deltas from the observed position.
+    DeltaFromObserved,
+    /// `chunk[i][j] = a[i][j]`: absolute joint positions.
+    Absolute,
+}
+
+/// Observation/action encoding and the task's goals.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Encoding {
+    /// Observation encoding.
+    pub observation: ObservationEncoding,
+    /// Action encoding.
+    pub action: ActionEncoding,
+    /// A goal counts as reached within this distance on every joint.
+    pub goal_tolerance_rad: f64,
+    /// The goal poses the policy was trained on, visited in order.
+    pub goals: Vec<Vec<f64>>,
+}
+
+/// Normalisation statistics: `n = (v - mean) / std` element-wise.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Normalisation {
+    /// Observation mean, d_obs values.
+    pub obs_mean: Vec<f64>,
+    /// Observation standard deviation, d_obs positive values.
+    pub obs_std: Vec<f64>,
+    /// Action mean, horizon * d_a values (row-major, setpoint-major).
+    pub act_mean: Vec<f64>,
+    /// Action standard deviation, horizon * d_a positive values.
+    pub act_std: Vec<f64>,
+}
+
+/// Sampler defaults (a runtime config may override them).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplerDefaults {
+    /// Sampler method.
+    pub method: SamplerMethod,
+    /// Steps per chunk.
+    pub steps: usize,
+    /// Fewest steps the anytime sampler may fall back to.
+    pub min_steps: usize,
+    /// Seed of the noise stream.
+    pub seed: u64,
+}
+
+/// DDIM noise schedule.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// Schedule family (informative, e.g. `cosine`).
+    pub name: String,
+    /// Number of training timesteps N.
+    pub train_timesteps: usize,
+    /// The predicted clean sample is clipped to +-clip_x0 (normalised units).
+    pub clip_x0: f64,
+    /// Cumulative product of alphas, N values in (0, 1].
+    pub alphas_cumprod: Vec<f64>,
+}
+
+/// Provenance of the model.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Training {
+    /// SHA-256 of the training data (see the training script for the byte layout).
+    pub data_sha256: String,
+    /// Training samples.
+    pub samples: u64,
+    /// Demonstrations they were cut from.
+    pub demonstrations: u64,
+    /// Training seed.
+    pub seed: u64,
+    /// The script that trained the model.
+    pub script: String,
+    /// Final training loss.
+    pub final_loss: f64,
+}
+
+/// Declared operating domain of the observation vector.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainSpec {
+    /// Lower bounds, d_obs values.
+    pub obs_min: Vec<f64>,
+    /// Upper bounds, d_obs values.
+    pub obs_max: Vec<f64>,
+    /// Mean of the training observations.
+    pub mean: Vec<f64>,
+    /// Ridge added to the covariance's diagonal before inversion.
+    pub ridge: f64,
+    /// Largest accepted Mahalanobis distance.
+    pub mahalanobis_max: f64,
+    /// Covariance of the training observations, d_obs rows of d_obs values.
+    pub covariance: Vec<Vec<f64>>,
+}
+
+/// A parsed, checked policy manifest.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Manifest format version (1).
+    pub format: u32,
+    /// What the graph predicts.
+    pub kind: PolicyKind,
+    /// Model file, relative to the manifest's directory.
+    pub model_file: String,
+    /// SHA-256 of the model file, lowercase hex.
+    pub model_sha256: String,
+    /// Observation vector length.
+    pub d_obs: usize,
+    /// Action dimension (joints).
+    pub d_a: usize,
+    /// Setpoints per chunk.
+    pub horizon: usize,
+    /// Setpoint period in ms.
+    pub dt_ms: f64,
+    /// Graph input/output names.
+    pub io: IoNames,
+    /// Observation/action encoding.
+    pub encoding: Encoding,
+    /// Normalisation statistics.
+    pub normalisation: Normalisation,
+    /// Sampler defaults.
+    pub sampler: SamplerDefaults,
+    /// Noise schedule (DDIM only).
+    pub schedule: Option<Schedule>,
+    /// Provenance.
+    pub training: Training,
+    /// Declared operating domain.
+    pub domain: DomainSpec,
+}
+
+impl Manifest {
+    /// Reads, parses and checks a manifest.
+    pub fn load(path: &Path) -> Result<Manifest, PolicyLoadError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PolicyLoadError::ManifestRead {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Manifest::parse(path, &text)
+    }
+
+    /// Parses and checks manifest text; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Manifest, PolicyLoadError> {
+        let m: Manifest = toml::from_str(text).map_err(|e| PolicyLoadError::ManifestParse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        m.validate()
+            .map_err(|what| PolicyLoadError::ManifestInvalid {
+                path: path.to_path_buf(),
+                what,
+            })?;
+        Ok(m)
+    }
+
+    /// The model file's path, resolved against the manifest's directory.
+    pub fn model_path(&self, manifest_path: &Path) -> PathBuf {
+        manifest_path
+            .parent()
+            .unwrap_or_else(|| Path::new("."))
+            .join(&self.model_file)
+    }
+
+    /// Setpoint period in ns.
+    pub fn dt_ns(&self) -> u64 {
+        (self.dt_ms * 1e6).round() as u64
+    }
+
+    /// Values per action chunk (horizon * d_a).
+    pub fn chunk_len(&self) -> usize {
+        self.horizon * self.d_a
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.format != 1 {
+            return Err(format!(
+                "format = {} is not supported (expected 1)",
+                self.format
+            ));
+        }
+        if self.model_sha256.len() != 64
+            || !self
+                .model_sha256
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(format!(
+                "model_sha256 = \"{}\" is not 64 lowercase hex digits",
+                self.model_sha256
+            ));
+        }
+        if self.model_file.is_empty() {
+            return Err("model_file is empty".into());
+        }
+        range("d_a", self.d_a, 1, MAX_DOF)?;
+        range("horizon", self.horizon, 2, MAX_HORIZON)?;
+        range("d_obs", self.d_obs, 1, MAX_OBS)?;
+        positive("dt_ms", self.dt_ms)?;
+        match self.encoding.observation {
+            ObservationEncoding::JointPosAndGoal if self.d_obs != 2 * self.d_a => {
+                return Err(format!(
+                    "encoding.observation = \"joint_pos_and_goal\" needs d_obs = 2 * d_a = {}, got {}",
+                    2 * self.d_a,
+                    self.d_obs
+                ));
+            }
+            _ => {}
+        }
+        positive(
+            "encoding.goal_tolerance_rad",
+            self.encoding.goal_tolerance_rad,
+        )?;
+        if self.encoding.goals.is_empty() {
+            return Err("encoding.goals is empty".into());
+        }
+        for (i, g) in self.encoding.goals.iter().enumerate() {
+            values(&format!("encoding.goals[{i}]"), g, self.d_a)?;
+        }
+        let n = &self.normalisation;
+        values("normalisation.obs_mean", &n.obs_mean, self.d_obs)?;
+        values("normalisation.obs_std", &n.obs_std, self.d_obs)?;
+        values("normalisation.act_mean", &n.act_mean, self.chunk_len())?;
+        values("normalisation.act_std", &n.act_std, self.chunk_len())?;
+        for (name, v) in [
+            ("normalisation.obs_std", &n.obs_std),
+            ("normalisation.act_std", &n.act_std),
+        ] {
+            if let Some(i) = v.iter().position(|x| *x <= 0.0) {
+                return Err(format!("{name}[{i}] = {} must be positive", v[i]));
+            }
+        }
+        let s = &self.sampler;
+        if !s.method.fits(self.kind) {
+            return Err(format!(
+                "sampler.method = \"{}\" does not fit kind = \"{}\" (flow: euler or heun; ddim: ddim)",
+                s.method.name(),
+                match self.kind {
+                    PolicyKind::Flow => "flow",
+                    PolicyKind::Ddim => "ddim",
+                }
+            ));
+        }
+        range("sampler.steps", s.steps, 1, 10_000)?;
+        range("sampler.min_steps", s.min_steps, 1, s.steps)?;
+        match (&self.schedule, self.kind) {
+            (None, PolicyKind::Ddim) => {
+                return Err("kind = \"ddim\" needs a [schedule] table with alphas_cumprod".into())
+            }
+            (Some(sch), PolicyKind::Ddim) => {
+                range("schedule.train_timesteps", sch.train_timesteps, 1, 100_000)?;
+                values(
+                    "schedule.alphas_cumprod",
+                    &sch.alphas_cumprod,
+                    sch.train_timesteps,
+                )?;
+                if let Some(i) = sch
+                    .alphas_cumprod
+                    .iter()
+                    .position(|a| !(*a > 0.0 && *a <= 1.0))
+                {
+                    return Err(format!(
+                        "schedule.alphas_cumprod[{i}] = {} is outside (0, 1]",
+                        sch.alphas_cumprod[i]
+                    ));
+                }
+                positive("schedule.clip_x0", sch.clip_x0)?;
+                range("sampler.steps", s.steps, 1, sch.train_timesteps)?;
+            }
+            (Some(_), PolicyKind::Flow) => {
+                return Err("kind = \"flow\" takes no [schedule] table".into())
+            }
+            (None, PolicyKind::Flow) => {}
+        }
+        let d = &self.domain;
+        values("domain.obs_min", &d.obs_min, self.d_obs)?;
+        values("domain.obs_max", &d.obs_max, self.d_obs)?;
+        values("domain.mean", &d.mean, self.d_obs)?;
+        if let Some(i) = (0..self.d_obs).find(|&i| d.obs_min[i] > d.obs_max[i]) {
+            return Err(format!(
+                "domain.obs_min[{i}] = {} exceeds domain.obs_max[{i}] = {}",
+                d.obs_min[i], d.obs_max[i]
+            ));
+        }
+        if !(d.ridge.is_finite() && d.ridge >= 0.0) {
+            return Err(format!(
+                "domain.ridge = {} must be finite and >= 0",
+                d.ridge
+            ));
+        }
+        positive("domain.mahalanobis_max", d.mahalanobis_max)?;
+        if d.covariance.len() != self.d_obs {
+            return Err(format!(
+                "domain.covariance has {} rows, expected d_obs = {}",
+                d.covariance.len(),
+                self.d_obs
+            ));
+        }
+        for (i, row) in d.covariance.iter().enumerate() {
+            values(&format!("domain.covariance[{i}]"), row, self.d_obs)?;
+        }
+        if self.training.data_sha256.len() != 64 {
+            return Err(format!(
+                "training.data_sha256 = \"{}\" is not a SHA-256 (64 hex digits)",
+                self.training.data_sha256
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn range(name: &str, v: usize, lo: usize, hi: usize) -> Result<(), String> {
+    if v < lo || v > hi {
+        return Err(format!("{name} = {v} is outside {lo}..={hi}"));
+    }
+    Ok(())
+}
+
+fn positive(name: &str, v: f64) -> Result<(), String> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{name} = {v} must be positive and finite"));
+    }
+    Ok(())
+}
+
+fn values(name: &str, v: &[f64], expected: usize) -> Result<(), String> {
+    if v.len() != expected {
+        return Err(format!(
+            "{name} has {} values, expected {expected}",
+            v.len()
+        ));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(format!("{name}[{i}] = {} is not finite", v[i]));
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! A loaded policy model: manifest checked, model digest verified, graph checked, sampler
+//! buffers allocated. Shared by [`crate::OnnxPolicy`] (the runtime) and the offline helpers
+//! ([`crate::sample_chunks`], the tests and the benchmark).
+
+use std::path::{Path, PathBuf};
+
+use chunkrt_core::PolicyError;
+use sha2::{Digest, Sha256};
+
+use crate::domain::Domain;
+use crate::error::PolicyLoadError;
+use crate::manifest::{ActionEncoding, Manifest, SamplerMethod};
+use crate::sampler::{run_sampler, DdimSchedule, Denoiser, SamplerBuffers};
+use crate::session::{OrtDenoiser, SessionOptions};
+
+/// A policy model ready to sample.
+#[derive(Debug)]
+pub struct PolicyModel {
+    manifest: Manifest,
+    manifest_path: PathBuf,
+    model_path: PathBuf,
+    domain: Domain,
+    denoiser: OrtDenoiser,
+    ddim: Option<DdimSchedule>,
+    buf: SamplerBuffers,
+    obs_n: Vec<f32>,
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl PolicyModel {
+    /// Loads the manifest, verifies the model file's SHA-256 against it, opens the graph in
+    /// ONNX Runtime and checks its inputs and outputs. Any disagreement is refused with an
+    /// error that names the file and the mismatch.
+    pub fn load(
+        manifest_path: &Path,
+        opts: &SessionOptions,
+    ) -> Result<PolicyModel, PolicyLoadError> {
+        let manifest = Manifest::load(manifest_path)?;
+        let model_path = manifest.model_path(manifest_path);
+        // The digest is taken of the very bytes handed to ONNX Runtime: no window in which
+        // the file could change between check and load.
+        let bytes = std::fs::read(&model_path).map_err(|source| PolicyLoadError::ModelRead {
+            path: model_path.clone(),
+            manifest: manifest_path.to_path_buf(),
+            source,
+        })?;
+        let actual = sha256_hex(&bytes);
+        if actual != manifest.model_sha256 {
+            return Err(PolicyLoadError::DigestMismatch {
+                path: model_path,
+                expected: manifest.model_sha256.clone(),
+                actual,
+                size: bytes.len() as u64,
+            });
+        }
+        let domain =
+            Domain::new(&manifest.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
+                path: manifest_path.to_path_buf(),
+                what: e.to_string(),
+            })?;
+        let denoiser = OrtDenoiser::open(&manifest, &model_path, &bytes, opts)?;
+        let ddim = manifest.schedule.as_ref().map(DdimSchedule::new);
+        Ok(PolicyModel {
+            buf: SamplerBuffers::new(manifest.chunk_len()),
+            obs_n: vec![0.0; manifest.d_obs],
+            manifest,
+            manifest_path: manifest_path.to_path_buf(),
+            model_path,
+            domain,
+            denoiser,
+            ddim,
+        })
+    }
+
+    /// The checked manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The manifest's path.
+    pub fn manifest_path(&self) -> &Path {
+        &self.manifest_path
+    }
+
+    /// The model file's path.
+    pub fn model_path(&self) -> &Path {
+        &self.model_path
+    }
+
+    /// The declared operating domain.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// Checks that `method` at `steps` can run on this model (kind, step range).
+    pub fn check_sampler(&self, method: SamplerMethod, steps: usize) -> Result<(), String> {
+        if !method.fits(self.manifest.kind) {
+            return Err(format!(
+                "sampler `{}` does not fit a {:?} model",
+                method.name(),
+                self.manifest.kind
+            ));
+        }
+        let max = self
+            .ddim
+            .as_ref()
+            .map_or(10_000, DdimSchedule::train_timesteps);
+        if steps == 0 || steps > max {
+            return Err(format!(
+                "steps = {steps} is outside 1..={max} for `{}`",
+                method.name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the sampler on observation vector `obs` (raw, d_obs values) from `noise`
+    /// (horizon * d_a values); the normalised sample is then [`Self::last_sample`].
+    /// Allocates nothing.
+    pub fn sample(
+        &mut self,
+        obs: &[f64],
+        noise: &[f32],
+        method: SamplerMethod,
+        steps: usize,
+        after_step: &mut dyn FnMut(usize),
+    ) -> Result<(), PolicyError> {
+        let m = &self.manifest;
+        if obs.len() != m.d_obs || noise.len() != m.chunk_len() {
+            return Err(PolicyError(format!(
+                "sample: obs has {} values (expected {}), noise {} (expected {})",
+                obs.len(),
+                m.d_obs,
+                noise.len(),
+                m.chunk_len()
+            )));
+        }
+        let norm = &m.normalisation;
+        for (i, o) in self.obs_n.iter_mut().enumerate() {
+            *o = ((obs[i] - norm.obs_mean[i]) / norm.obs_std[i]) as f32;
+        }
+        self.buf.x.copy_from_slice(noise);
+        run_sampler(
+            method,
+            steps,
+            self.ddim.as_ref(),
+            &mut self.denoiser,
+            &self.obs_n,
+            &mut self.buf,
+            after_step,
+        )
+    }
+
+    /// The normalised result of the last [`Self::sample`].
+    pub fn last_sample(&self) -> &[f32] {
+        &self.buf.x
+    }
+
+    /// De-normalises the last sample into joint positions, `out[i * d_a + j]` for setpoint
+    /// `i`, joint `j`, following the manifest's action encoding (`q` = the first d_a values
+    /// of the observation vector `obs` for delta encodings).
+    pub fn positions_into(&self, obs: &[f64], out: &mut [f64]) {
+        let m = &self.manifest;
+        let x = &self.buf.x;
+        let norm = &m.normalisation;
+        for (k, o) in out.iter_mut().enumerate().take(m.chunk_len()) {
+            let a = x[k] as f64 * norm.act_std[k] + norm.act_mean[k];
+            *o = match m.encoding.action {
+                ActionEncoding::DeltaFromObserved => obs[k % m.d_a] + a,
+                ActionEncoding::Absolute => a,
+            };
+        }
+    }
+
+    /// One graph call (for benchmarks): `out = f(obs_n, x, t)`.
+    pub fn denoise_once(
+        &mut self,
+        obs_n: &[f32],
+        x: &[f32],
+        t: f32,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        self.denoiser.denoise(obs_n, x, t, out)
+    }
+}

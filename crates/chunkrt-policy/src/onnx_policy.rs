@@ -1,0 +1,304 @@
+//! `OnnxPolicy`: the learned policy behind [`chunkrt_core::Policy`].
+//!
+//! Per chunk: advance the goal sequence, build the observation vector the manifest declares
+//! (`[q, goal]`), check it against the declared domain (reported in `InferInfo`), draw the
+//! seeded noise, run the sampler (fewer steps when the anytime budget says so), and turn the
+//! de-normalised sample into absolute joint positions. Nothing is allocated per call.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec};
+
+use crate::domain::{Domain, DomainVerdict};
+use crate::error::PolicyLoadError;
+use crate::goals::GoalSequence;
+use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
+use crate::model::PolicyModel;
+use crate::noise::GaussianNoise;
+use crate::session::SessionOptions;
+
+/// Weight of the newest measurement in the per-step latency estimate.
+const STEP_EMA_ALPHA: f64 = 0.25;
+
+/// Configuration of an [`OnnxPolicy`]; `None` fields take the manifest's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnnxPolicyConfig {
+    /// The policy manifest (the model file sits beside it).
+    pub manifest: PathBuf,
+    /// ONNX Runtime library, execution provider, threads.
+    pub session: SessionOptions,
+    /// Sampler method (must fit the model's kind).
+    pub method: Option<SamplerMethod>,
+    /// Nominal sampler steps per chunk.
+    pub steps: Option<usize>,
+    /// Fewest steps the anytime sampler may use.
+    pub min_steps: Option<usize>,
+    /// Anytime budget: when `steps * measured step latency` would exceed it, run fewer
+    /// steps (not below `min_steps`). `None`: always the nominal steps.
+    pub deadline_ms: Option<f64>,
+    /// Noise seed.
+    pub seed: Option<u64>,
+    /// Goal poses (each d_a values); default: the manifest's `encoding.goals`.
+    pub goals: Option<Vec<Vec<f64>>>,
+    /// Time at a reached goal before the next one is pursued.
+    pub goal_dwell_ms: u64,
+}
+
+impl OnnxPolicyConfig {
+    /// Manifest defaults for everything, CPU, library found by the standard lookup.
+    pub fn new(manifest: impl Into<PathBuf>) -> Self {
+        OnnxPolicyConfig {
+            manifest: manifest.into(),
+            session: SessionOptions::default(),
+            method: None,
+            steps: None,
+            min_steps: None,
+            deadline_ms: None,
+            seed: None,
+            goals: None,
+            goal_dwell_ms: 0,
+        }
+    }
+}
+
+/// Counters of the anytime sampler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AnytimeStats {
+    /// Chunks computed.
+    pub chunks: u64,
+    /// Chunks computed with fewer than the nominal steps.
+    pub reduced: u64,
+    /// Chunks whose observation was outside the declared domain.
+    pub out_of_domain: u64,
+}
+
+/// A learned policy run through ONNX Runtime; see the module docs.
+#[derive(Debug)]
+pub struct OnnxPolicy {
+    model: PolicyModel,
+    goals: GoalSequence,
+    method: SamplerMethod,
+    steps: usize,
+    min_steps: usize,
+    deadline_ns: Option<f64>,
+    noise: GaussianNoise,
+    noise_buf: Vec<f32>,
+    obs_vec: Vec<f64>,
+    pos_buf: Vec<f64>,
+    step_ns_est: f64,
+    stats: AnytimeStats,
+    last_verdict: Option<DomainVerdict>,
+}
+
+impl OnnxPolicy {
+    /// Loads and checks the model (see [`PolicyModel::load`]), validates the configuration
+    /// against it, and runs one warm-up chunk so the first real chunk is not the slow one
+    /// and the anytime sampler starts with a measured step latency.
+    pub fn new(cfg: &OnnxPolicyConfig) -> Result<OnnxPolicy, PolicyLoadError> {
+        let model = PolicyModel::load(&cfg.manifest, &cfg.session)?;
+        let m = model.manifest();
+        let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+            path: cfg.manifest.clone(),
+            what,
+        };
+        let method = cfg.method.unwrap_or(m.sampler.method);
+        let steps = cfg.steps.unwrap_or(m.sampler.steps);
+        let min_steps = cfg.min_steps.unwrap_or(m.sampler.min_steps.min(steps));
+        model
+            .check_sampler(method, steps)
+            .map_err(|e| invalid(format!("policy config: {e}")))?;
+        if min_steps == 0 || min_steps > steps {
+            return Err(invalid(format!(
+                "policy config: min_steps = {min_steps} must be within 1..=steps ({steps})"
+            )));
+        }
+        let deadline_ns = match cfg.deadline_ms {
+            Some(d) if !(d.is_finite() && d > 0.0) => {
+                return Err(invalid(format!(
+                    "policy config: deadline_ms = {d} must be positive and finite"
+                )))
+            }
+            d => d.map(|d| d * 1e6),
+        };
+        let goal_list = cfg.goals.as_ref().unwrap_or(&m.encoding.goals);
+        let goals = GoalSequence::new(
+            m.d_a,
+            goal_list,
+            m.encoding.goal_tolerance_rad,
+            cfg.goal_dwell_ms * 1_000_000,
+        )
+        .map_err(|e| invalid(format!("policy goals: {e}")))?;
+        let seed = cfg.seed.unwrap_or(m.sampler.seed);
+        let (d_obs, len) = (m.d_obs, m.chunk_len());
+        let mut policy = OnnxPolicy {
+            model,
+            goals,
+            method,
+            steps,
+            min_steps,
+            deadline_ns,
+            noise: GaussianNoise::new(seed),
+            noise_buf: vec![0.0; len],
+            obs_vec: vec![0.0; d_obs],
+            pos_buf: vec![0.0; len],
+            step_ns_est: 0.0,
+            stats: AnytimeStats::default(),
+            last_verdict: None,
+        };
+        policy.warm_up().map_err(|e| PolicyLoadError::Runtime {
+            path: policy.model.model_path().to_path_buf(),
+            message: e.0,
+        })?;
+        Ok(policy)
+    }
+
+    /// Samples one chunk at the manifest's domain mean with a separate noise stream, to
+    /// prime ONNX Runtime and measure the step latency.
+    fn warm_up(&mut self) -> Result<(), PolicyError> {
+        let mean = self.model.manifest().domain.mean.clone();
+        let mut noise = vec![0.0f32; self.noise_buf.len()];
+        GaussianNoise::new(u64::MAX).fill(&mut noise);
+        let start = Instant::now();
+        self.model
+            .sample(&mean, &noise, self.method, self.steps, &mut |_| {})?;
+        self.step_ns_est = start.elapsed().as_nanos() as f64 / self.steps as f64;
+        Ok(())
+    }
+
+    /// The declared operating domain (for the gate's support monitor).
+    pub fn domain(&self) -> &Domain {
+        self.model.domain()
+    }
+
+    /// The verdict of the last observation checked by `infer`.
+    pub fn last_verdict(&self) -> Option<DomainVerdict> {
+        self.last_verdict
+    }
+
+    /// The goal currently pursued.
+    pub fn current_goal(&self) -> &JointVec {
+        self.goals.current()
+    }
+
+    /// Index of the goal currently pursued.
+    pub fn goal_index(&self) -> usize {
+        self.goals.index()
+    }
+
+    /// The checked manifest.
+    pub fn manifest(&self) -> &Manifest {
+        self.model.manifest()
+    }
+
+    /// Anytime/domain counters.
+    pub fn stats(&self) -> AnytimeStats {
+        self.stats
+    }
+
+    /// Current estimate of one sampler step's latency in ns.
+    pub fn step_ns_estimate(&self) -> f64 {
+        self.step_ns_est
+    }
+
+    /// Builds the observation vector the manifest declares from joint positions and the
+    /// current goal, into `out` (d_obs values). The gate can use it with [`Self::domain`].
+    pub fn observation_vector(&self, pos_rad: &JointVec, out: &mut [f64]) {
+        let d_a = self.model.manifest().d_a;
+        match self.model.manifest().encoding.observation {
+            ObservationEncoding::JointPosAndGoal => {
+                out[..d_a].copy_from_slice(&pos_rad[..d_a]);
+                out[d_a..2 * d_a].copy_from_slice(&self.goals.current()[..d_a]);
+            }
+        }
+    }
+
+    /// Steps for the next chunk: the nominal count, or fewer when the measured step
+    /// latency says the nominal count would overrun the deadline.
+    fn planned_steps(&self) -> usize {
+        match self.deadline_ns {
+            Some(deadline) if self.step_ns_est > 0.0 => {
+                let fit = (deadline / self.step_ns_est).floor() as usize;
+                fit.clamp(self.min_steps, self.steps)
+            }
+            _ => self.steps,
+        }
+    }
+}
+
+impl Policy for OnnxPolicy {
+    fn spec(&self) -> PolicySpec {
+        let m = self.model.manifest();
+        PolicySpec {
+            dof: m.d_a,
+            horizon: m.horizon,
+            dt_ns: m.dt_ns(),
+        }
+    }
+
+    /// Setpoint `i` is for `obs.t_capture + i * dt` (setpoint 0 is "now").
+    fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
+        let (d_a, horizon, dt_ns) = {
+            let m = self.model.manifest();
+            (m.d_a, m.horizon, m.dt_ns())
+        };
+        if obs.dof as usize != d_a {
+            return Err(PolicyError(format!(
+                "onnx policy: observation has {} joints, model expects {d_a}",
+                obs.dof
+            )));
+        }
+        if let Some(j) = (0..d_a).find(|&j| !obs.pos_rad[j].is_finite()) {
+            return Err(PolicyError(format!(
+                "onnx policy: observed position of joint {j} is not finite ({})",
+                obs.pos_rad[j]
+            )));
+        }
+        self.goals.update(&obs.pos_rad, obs.t_capture);
+        let mut obs_vec = std::mem::take(&mut self.obs_vec);
+        self.observation_vector(&obs.pos_rad, &mut obs_vec);
+        let verdict = self.model.domain().check(&obs_vec);
+        self.last_verdict = Some(verdict);
+
+        let steps = self.planned_steps();
+        self.noise.fill(&mut self.noise_buf);
+        let start = Instant::now();
+        let result = self
+            .model
+            .sample(&obs_vec, &self.noise_buf, self.method, steps, &mut |_| {});
+        if let Err(e) = result {
+            self.obs_vec = obs_vec;
+            return Err(e);
+        }
+        let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
+        self.model.positions_into(&obs_vec, &mut self.pos_buf);
+        self.obs_vec = obs_vec;
+
+        self.step_ns_est = if self.step_ns_est > 0.0 {
+            (1.0 - STEP_EMA_ALPHA) * self.step_ns_est + STEP_EMA_ALPHA * step_ns
+        } else {
+            step_ns
+        };
+        self.stats.chunks += 1;
+        if steps < self.steps {
+            self.stats.reduced += 1;
+        }
+        let out_of_domain = !verdict.is_inside();
+        if out_of_domain {
+            self.stats.out_of_domain += 1;
+        }
+        out.len = horizon as u16;
+        out.dof = d_a as u16;
+        out.dt_ns = dt_ns;
+        out.sampler_steps = steps as u16;
+        for i in 0..horizon {
+            out.pos_rad[i][..d_a].copy_from_slice(&self.pos_buf[i * d_a..(i + 1) * d_a]);
+        }
+        Ok(InferInfo {
+            steps: steps as u16,
+            steps_nominal: self.steps as u16,
+            step_ns: step_ns as u64,
+            out_of_domain,
+        })
+    }
+}

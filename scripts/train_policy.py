@@ -1,0 +1,475 @@
+#!/usr/bin/env python3
+"""Trains the policies bundled in rt-config/policies/ (numpy only, CPU, fixed seed).
+
+Task: the 7-joint simulated arm cycles through the goal poses GOALS. Between two consecutive
+goals sits an obstacle (in joint space, at the midpoint of the straight line); the
+demonstrations pass it on one side or on the other with equal probability. From the same
+observation (the arm at rest at one goal, heading for the next), half the demonstrations go
+"left" and half go "right": the data are deliberately bimodal.
+
+Encoding (written into every manifest, implemented by chunkrt-policy):
+  observation  obs = [q_1..q_7, goal_1..goal_7]   (measured joint positions, current goal), rad
+  action       a[i, j] = chunk[i, j] - q_j        (delta from the observed position), i < H
+  graph        out = f(obs_n, x, t): obs_n = (obs - obs_mean) / obs_std, the action chunk
+               normalised per element as (a - act_mean) / act_std.
+
+Outputs (in --out, default rt-config/policies):
+  flow.onnx + flow.toml   flow-matching denoiser (velocity; t in [0, 1], t = 1 is data)
+  ddim.onnx + ddim.toml   DDIM denoiser (predicted noise; t = timestep 0..N-1, cosine schedule)
+  regression.onnx         squared-error regression baseline (obs -> normalised chunk), same
+                          normalisation as flow.toml: the mode test's counterexample.
+
+All three networks share one MLP shape; the denoisers see [obs_n, x, sin/cos(time)].
+"""
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+
+import numpy as np
+
+DOF = 7
+HORIZON = 32
+DT_S = 0.02
+GOALS = np.array(
+    [
+        [0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8],
+        [0.9, 0.1, -0.4, -1.2, 0.5, 1.0, 0.2],
+        [-0.6, 0.2, 0.5, -1.0, -0.4, 1.5, 1.1],
+    ]
+)
+GOAL_TOLERANCE_RAD = 0.03
+DETOUR_RAD = 0.45  # lateral amplitude of the detour around the obstacle
+START_NOISE_RAD = 0.02  # spread of the start pose around its goal
+STATE_NOISE_RAD = 0.02  # off-path perturbation of the observed state
+MAX_DEMO_SPEED_RAD_S = 1.0
+START_FRACTION = 0.3
+HIDDEN = 256
+LAYERS = 3
+FREQS = 16
+DDIM_STEPS_TRAIN = 100
+SEED = 20260101
+
+
+# ---------------------------------------------------------------- demonstrations
+
+
+def detour_direction(g0, g1):
+    """Unit joint-space vector orthogonal to g1 - g0: the side the obstacle is passed on."""
+    d = (g1 - g0) / np.linalg.norm(g1 - g0)
+    e = np.array([0.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0])
+    n = e - (e @ d) * d
+    return n / np.linalg.norm(n)
+
+
+def min_jerk(u):
+    u = np.clip(u, 0.0, 1.0)
+    return u**3 * (10.0 - 15.0 * u + 6.0 * u * u)
+
+
+def smoothstep(u):
+    return u**3 * (10.0 - 15.0 * u + 6.0 * u * u)
+
+
+def make_dataset(rng, demos_per_side, samples_per_demo):
+    """Returns obs [N, 14], act [N, H, 7] (float32)."""
+    obs, act = [], []
+    w = smoothstep(np.arange(HORIZON) / (HORIZON - 1))[:, None]  # correction blend
+    for k in range(len(GOALS)):
+        g0, g1 = GOALS[k], GOALS[(k + 1) % len(GOALS)]
+        n = detour_direction(g0, g1)
+        for side in (-1.0, 1.0):
+            for _ in range(demos_per_side):
+                q0 = g0 + rng.normal(0.0, START_NOISE_RAD, DOF)
+                amp = side * DETOUR_RAD * (1.0 + 0.05 * rng.normal())
+
+                def path(s, q0=q0, amp=amp):
+                    s = s[..., None]
+                    return q0 + s * (g1 - q0) + amp * np.sin(np.pi * s) * n
+
+                # Duration: as short as the speed bound allows (checked on a fine grid).
+                u = np.linspace(0.0, 1.0, 400)
+                speed = np.abs(np.diff(path(min_jerk(u)), axis=0)).max() / (u[1] - u[0])
+                dur = max(1.2, speed / MAX_DEMO_SPEED_RAD_S)
+                # A third of the states sit at the start, where the two modes split: the
+                # ambiguous observations are where a policy must not average.
+                t = np.where(
+                    rng.random(samples_per_demo) < START_FRACTION,
+                    rng.uniform(0.0, 0.1, samples_per_demo),
+                    rng.uniform(0.0, dur + 0.4, samples_per_demo),
+                )
+                ts = t[:, None] + DT_S * np.arange(HORIZON)[None, :]
+                p_now = path(min_jerk(t / dur))  # [S, 7]
+                p_fut = path(min_jerk(ts / dur))  # [S, H, 7]
+                eps = rng.normal(0.0, STATE_NOISE_RAD, (samples_per_demo, DOF))
+                q = p_now + eps
+                # Return to the demonstrated path smoothly, starting exactly at q.
+                a = p_fut - p_now[:, None, :] - eps[:, None, :] * w[None]
+                obs.append(np.concatenate([q, np.broadcast_to(g1, q.shape)], axis=1))
+                act.append(a)
+    obs = np.concatenate(obs).astype(np.float32)
+    act = np.concatenate(act).astype(np.float32)
+    return obs, act
+
+
+def data_digest(obs, act):
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(obs, dtype="<f4").tobytes())
+    h.update(np.ascontiguousarray(act, dtype="<f4").tobytes())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- the MLP (numpy backprop)
+
+
+def silu(x):
+    s = 1.0 / (1.0 + np.exp(-x))
+    return x * s, s
+
+
+class Mlp:
+    def __init__(self, rng, sizes):
+        self.params = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            self.params.append(rng.normal(0.0, np.sqrt(2.0 / a), (a, b)).astype(np.float32))
+            self.params.append(np.zeros(b, dtype=np.float32))
+        last = len(self.params) - 2
+        self.params[last] *= 0.1
+        self.m = [np.zeros_like(p) for p in self.params]
+        self.v = [np.zeros_like(p) for p in self.params]
+        self.step = 0
+
+    def forward(self, x, keep=False):
+        cache = []
+        h = x
+        nl = len(self.params) // 2
+        for i in range(nl):
+            w, b = self.params[2 * i], self.params[2 * i + 1]
+            z = h @ w + b
+            if i < nl - 1:
+                cache.append((h, z))
+                h, s = silu(z)
+                cache[-1] = (cache[-1][0], z, s)
+            else:
+                cache.append((h, None, None))
+                h = z
+        return (h, cache) if keep else h
+
+    def backward(self, cache, grad_out):
+        grads = [None] * len(self.params)
+        g = grad_out
+        nl = len(self.params) // 2
+        for i in reversed(range(nl)):
+            h_in, z, s = cache[i]
+            if i < nl - 1:
+                g = g * (s * (1.0 + z * (1.0 - s)))
+            grads[2 * i] = h_in.T @ g
+            grads[2 * i + 1] = g.sum(axis=0)
+            if i > 0:
+                g = g @ self.params[2 * i].T
+        return grads
+
+    def adam(self, grads, lr, b1=0.9, b2=0.999, eps=1e-8):
+        self.step += 1
+        c1 = 1.0 - b1**self.step
+        c2 = 1.0 - b2**self.step
+        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+            m *= b1
+            m += (1.0 - b1) * g
+            v *= b2
+            v += (1.0 - b2) * g * g
+            p -= (lr * (m / c1) / (np.sqrt(v / c2) + eps)).astype(np.float32)
+
+
+def time_features(t, t_scale):
+    """sin/cos features of t * t_scale at FREQS geometric frequencies (as in the graph)."""
+    f = time_freqs(t_scale)
+    ang = t[:, None].astype(np.float32) * f[None, :]
+    return np.concatenate([np.sin(ang), np.cos(ang)], axis=1).astype(np.float32)
+
+
+def time_freqs(t_scale):
+    return (2.0 * np.pi * np.geomspace(0.5, 32.0, FREQS) * t_scale).astype(np.float32)
+
+
+def cosine_alphas_cumprod(n, s=0.008):
+    def abar(u):
+        return np.cos((u + s) / (1.0 + s) * np.pi / 2.0) ** 2
+
+    betas = np.minimum(1.0 - abar(np.arange(1, n + 1) / n) / abar(np.arange(n) / n), 0.999)
+    return np.cumprod(1.0 - betas)
+
+
+def lr_at(step, steps, lr0):
+    return lr0 * (0.02 + 0.98 * 0.5 * (1.0 + np.cos(np.pi * step / steps)))
+
+
+def train(name, net, steps, batch, rng, make_batch, lr0=1e-3):
+    t0 = time.time()
+    ema = None
+    for step in range(steps):
+        inp, target = make_batch(rng, batch)
+        out, cache = net.forward(inp, keep=True)
+        diff = out - target
+        loss = float(np.mean(diff * diff))
+        ema = loss if ema is None else 0.99 * ema + 0.01 * loss
+        grads = net.backward(cache, (2.0 / diff.size) * diff)
+        net.adam(grads, lr_at(step, steps, lr0))
+        if step % 1000 == 0 or step == steps - 1:
+            print(f"  {name}: step {step:5d}  loss {ema:.5f}  ({time.time() - t0:.0f} s)", flush=True)
+    return ema
+
+
+# ---------------------------------------------------------------- ONNX export
+
+
+def export_onnx(path, net, d_obs, d_a, horizon, t_scale, denoiser):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits, nodes = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    inputs = [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, d_obs])]
+    if denoiser:
+        inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, horizon, d_a]))
+        inputs.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [1]))
+        const("shape_t", np.array([1, 1], dtype=np.int64))
+        const("freqs", time_freqs(t_scale)[None, :])
+        const("shape_flat", np.array([1, horizon * d_a], dtype=np.int64))
+        nodes += [
+            helper.make_node("Reshape", ["t", "shape_t"], ["t2"]),
+            helper.make_node("Mul", ["t2", "freqs"], ["ang"]),
+            helper.make_node("Sin", ["ang"], ["tsin"]),
+            helper.make_node("Cos", ["ang"], ["tcos"]),
+            helper.make_node("Reshape", ["x", "shape_flat"], ["xf"]),
+            helper.make_node("Concat", ["obs", "xf", "tsin", "tcos"], ["h0"], axis=1),
+        ]
+        h = "h0"
+    else:
+        h = "obs"
+    nl = len(net.params) // 2
+    for i in range(nl):
+        w = const(f"w{i}", net.params[2 * i])
+        b = const(f"b{i}", net.params[2 * i + 1])
+        nodes.append(helper.make_node("MatMul", [h, w], [f"mm{i}"]))
+        nodes.append(helper.make_node("Add", [f"mm{i}", b], [f"z{i}"]))
+        if i < nl - 1:
+            nodes.append(helper.make_node("Sigmoid", [f"z{i}"], [f"sg{i}"]))
+            nodes.append(helper.make_node("Mul", [f"z{i}", f"sg{i}"], [f"h{i + 1}"]))
+            h = f"h{i + 1}"
+        else:
+            h = f"z{i}"
+    const("shape_out", np.array([1, horizon, d_a], dtype=np.int64))
+    nodes.append(helper.make_node("Reshape", [h, "shape_out"], ["out"]))
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, horizon, d_a])]
+    graph = helper.make_graph(nodes, os.path.basename(path), inputs, outputs, inits)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="chunkrt train_policy.py"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def fmt_list(v, per_line=8):
+    v = [float(x) for x in np.asarray(v).ravel()]
+    if len(v) <= per_line:
+        return "[" + ", ".join(f"{x:.9g}" for x in v) + "]"
+    lines = []
+    for i in range(0, len(v), per_line):
+        lines.append("    " + ", ".join(f"{x:.9g}" for x in v[i : i + per_line]) + ",")
+    return "[\n" + "\n".join(lines) + "\n]"
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_manifest(path, model_file, kind, stats, domain, digest, counts, sampler, alphas):
+    model_path = os.path.join(os.path.dirname(path), model_file)
+    out = [
+        f"# chunkrt policy manifest, written by scripts/train_policy.py (seed {SEED}).",
+        "# Checked at load: the model's SHA-256, its input/output names and shapes, the dims.",
+        "format = 1",
+        f'kind = "{kind}"',
+        f'model_file = "{model_file}"',
+        f'model_sha256 = "{sha256_file(model_path)}"',
+        f"d_obs = {2 * DOF}",
+        f"d_a = {DOF}",
+        f"horizon = {HORIZON}",
+        f"dt_ms = {DT_S * 1000:.9g}",
+        "",
+        "[io]",
+        'obs = "obs"',
+        'x = "x"',
+        't = "t"',
+        'out = "out"',
+        "",
+        "[encoding]",
+        "# obs = [q_1..q_7, goal_1..goal_7]; chunk[i][j] = q_j + (out[i][j] * act_std + act_mean)",
+        'observation = "joint_pos_and_goal"',
+        'action = "delta_from_observed"',
+        f"goal_tolerance_rad = {GOAL_TOLERANCE_RAD}",
+        "goals = [",
+    ]
+    out += ["    " + fmt_list(g) + "," for g in GOALS]
+    out += [
+        "]",
+        "",
+        "[normalisation]",
+        f"obs_mean = {fmt_list(stats['obs_mean'])}",
+        f"obs_std = {fmt_list(stats['obs_std'])}",
+        f"act_mean = {fmt_list(stats['act_mean'])}",
+        f"act_std = {fmt_list(stats['act_std'])}",
+        "",
+        "[sampler]",
+        f'method = "{sampler["method"]}"',
+        f"steps = {sampler['steps']}",
+        f"min_steps = {sampler['min_steps']}",
+        "seed = 0",
+        "",
+    ]
+    if alphas is not None:
+        out += [
+            "[schedule]",
+            "# DDIM (eta = 0): timesteps round(linspace(N-1, 0, K)); x0 clipped to +-clip_x0.",
+            'name = "cosine"',
+            f"train_timesteps = {len(alphas)}",
+            "clip_x0 = 5.0",
+            f"alphas_cumprod = {fmt_list(alphas)}",
+            "",
+        ]
+    out += [
+        "[training]",
+        "# data_sha256: SHA-256 of obs then act, float32 little-endian, C order.",
+        f'data_sha256 = "{digest}"',
+        f"samples = {counts['samples']}",
+        f"demonstrations = {counts['demos']}",
+        f"seed = {SEED}",
+        'script = "scripts/train_policy.py"',
+        f"final_loss = {counts['loss']:.6g}",
+        "",
+        "[domain]",
+        "# Declared operating domain of the observation vector: per-dim bounds, and a",
+        "# Mahalanobis support check d^2 = (o - mean)^T (covariance + ridge I)^-1 (o - mean).",
+        f"obs_min = {fmt_list(domain['min'])}",
+        f"obs_max = {fmt_list(domain['max'])}",
+        f"mean = {fmt_list(domain['mean'])}",
+        f"ridge = {domain['ridge']:.9g}",
+        f"mahalanobis_max = {domain['d_max']:.9g}",
+        "covariance = [",
+    ]
+    out += ["    " + fmt_list(row, per_line=99) + "," for row in domain["cov"]]
+    out += ["]", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "rt-config", "policies"))
+    ap.add_argument("--steps", type=int, default=8000, help="training steps per network")
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--demos-per-side", type=int, default=120)
+    ap.add_argument("--samples-per-demo", type=int, default=80)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rng = np.random.default_rng(SEED)
+
+    obs, act = make_dataset(rng, args.demos_per_side, args.samples_per_demo)
+    n = len(obs)
+    digest = data_digest(obs, act)
+    print(f"dataset: {n} samples, sha256 {digest}")
+    act_flat = act.reshape(n, -1)
+    stats = {
+        "obs_mean": obs.mean(0),
+        "obs_std": np.maximum(obs.std(0), 1e-2),
+        "act_mean": act_flat.mean(0),
+        "act_std": np.maximum(act_flat.std(0), 1e-3),
+    }
+    obs_n = ((obs - stats["obs_mean"]) / stats["obs_std"]).astype(np.float32)
+    act_n = ((act_flat - stats["act_mean"]) / stats["act_std"]).astype(np.float32)
+
+    # Declared domain: bounds with a margin, mean/covariance with a ridge, and a threshold at
+    # 1.5x the largest training distance.
+    ridge = 1e-4
+    cov = np.cov(obs.astype(np.float64).T)
+    prec = np.linalg.inv(cov + ridge * np.eye(cov.shape[0]))
+    centred = obs.astype(np.float64) - obs.mean(0)
+    d2 = np.einsum("ni,ij,nj->n", centred, prec, centred)
+    span = obs.max(0) - obs.min(0)
+    domain = {
+        "min": obs.min(0) - 0.1 * span - 0.02,
+        "max": obs.max(0) + 0.1 * span + 0.02,
+        "mean": obs.mean(0).astype(np.float64),
+        "cov": cov,
+        "ridge": ridge,
+        "d_max": float(np.sqrt(d2.max()) * 1.5),
+    }
+    print(f"domain: max training Mahalanobis distance {np.sqrt(d2.max()):.2f}")
+
+    d_x = HORIZON * DOF
+    sizes_den = [2 * DOF + d_x + 2 * FREQS] + [HIDDEN] * LAYERS + [d_x]
+    sizes_reg = [2 * DOF] + [HIDDEN] * LAYERS + [d_x]
+    counts = {"samples": n, "demos": 2 * len(GOALS) * args.demos_per_side}
+
+    # Flow matching: x_t = (1 - t) x0 + t x1, x0 ~ N(0, I), x1 = data; target x1 - x0.
+    def flow_batch(r, b):
+        idx = r.integers(0, n, b)
+        x1 = act_n[idx]
+        x0 = r.standard_normal(x1.shape).astype(np.float32)
+        t = r.uniform(0.0, 1.0, b).astype(np.float32)
+        xt = (1.0 - t[:, None]) * x0 + t[:, None] * x1
+        inp = np.concatenate([obs_n[idx], xt, time_features(t, 1.0)], axis=1)
+        return inp, x1 - x0
+
+    alphas = cosine_alphas_cumprod(DDIM_STEPS_TRAIN)
+
+    def ddim_batch(r, b):
+        idx = r.integers(0, n, b)
+        x0 = act_n[idx]
+        eps = r.standard_normal(x0.shape).astype(np.float32)
+        k = r.integers(0, DDIM_STEPS_TRAIN, b)
+        a = alphas[k].astype(np.float32)[:, None]
+        xt = np.sqrt(a) * x0 + np.sqrt(1.0 - a) * eps
+        inp = np.concatenate([obs_n[idx], xt, time_features(k.astype(np.float32), 1.0 / DDIM_STEPS_TRAIN)], axis=1)
+        return inp, eps
+
+    def reg_batch(r, b):
+        idx = r.integers(0, n, b)
+        return obs_n[idx], act_n[idx]
+
+    common = {"d_obs": 2 * DOF, "d_a": DOF, "horizon": HORIZON}
+    for name, kind, make_batch, t_scale, sampler, sched in [
+        ("flow", "flow", flow_batch, 1.0, {"method": "euler", "steps": 8, "min_steps": 2}, None),
+        ("ddim", "ddim", ddim_batch, 1.0 / DDIM_STEPS_TRAIN, {"method": "ddim", "steps": 25, "min_steps": 5}, alphas),
+    ]:
+        net = Mlp(np.random.default_rng(SEED + 1), sizes_den)
+        loss = train(name, net, args.steps, args.batch, np.random.default_rng(SEED + 2), make_batch)
+        export_onnx(os.path.join(args.out, f"{name}.onnx"), net, t_scale=t_scale, denoiser=True, **common)
+        write_manifest(
+            os.path.join(args.out, f"{name}.toml"), f"{name}.onnx", kind, stats, domain, digest,
+            dict(counts, loss=loss), sampler, sched,
+        )
+        print(f"wrote {name}.onnx + {name}.toml")
+
+    net = Mlp(np.random.default_rng(SEED + 1), sizes_reg)
+    train("regression", net, args.steps, args.batch, np.random.default_rng(SEED + 2), reg_batch)
+    export_onnx(os.path.join(args.out, "regression.onnx"), net, t_scale=1.0, denoiser=False, **common)
+    print("wrote regression.onnx (normalisation as in flow.toml)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
