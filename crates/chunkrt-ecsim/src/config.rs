@@ -1,0 +1,388 @@
+//! Simulator configuration: drive parameters, clock, and seeded fault injection, from TOML.
+//!
+//! All fault times (`at_s`, `restore_s`) are seconds of *simulated* time counted from the moment
+//! the first drive of the chain entered OP, so a test's faults land at the same point of the run
+//! however long bring-up took. Frame faults (drop/delay/corrupt) also start at that moment unless
+//! `frames.from_start = true`.
+
+use crate::error::EcsimError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// How simulated time advances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClockMode {
+    /// Real monotonic time: the drives integrate the wall-clock time between process-data cycles.
+    /// Use with a real transport and a master running at its real period.
+    #[default]
+    Wall,
+    /// Virtual time: every frame that carries process data (LRD/LWR/LRW) advances the clock by one
+    /// cycle (`cycle_us`, or the SYNC0 period when DC sync is active), any other frame by 20 us.
+    /// Makes in-process tests deterministic and as fast as the CPU allows.
+    Virtual,
+}
+
+/// AL states a transition can be refused into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetState {
+    /// INIT -> PRE-OP.
+    PreOp,
+    /// PRE-OP -> SAFE-OP.
+    SafeOp,
+    /// SAFE-OP -> OP.
+    Op,
+}
+
+impl TargetState {
+    /// The AL state code (2, 4, 8).
+    pub fn al_code(self) -> u8 {
+        match self {
+            TargetState::PreOp => 2,
+            TargetState::SafeOp => 4,
+            TargetState::Op => 8,
+        }
+    }
+}
+
+/// Parameters of each simulated drive (all drives share them).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DriveParams {
+    /// Vendor ID reported in SII and 0x1018:01.
+    pub vendor_id: u32,
+    /// Product code (SII, 0x1018:02).
+    pub product_code: u32,
+    /// Revision (SII, 0x1018:03).
+    pub revision: u32,
+    /// Serial number of drive 0; drive i reports `serial_base + i`.
+    pub serial_base: u32,
+    /// Encoder counts per motor revolution (informational; positions are in counts).
+    pub counts_per_rev: u32,
+    /// Position-loop bandwidth in Hz (critically damped, with velocity feed-forward).
+    pub bandwidth_hz: f64,
+    /// Velocity limit in counts/s.
+    pub max_velocity_counts_s: f64,
+    /// Acceleration (torque) limit in counts/s^2; 1000 per mille torque at this acceleration.
+    pub max_accel_counts_s2: f64,
+    /// Initial value of 0x6065 following error window (counts).
+    pub following_error_window: u32,
+    /// Initial value of 0x6066 following error time out (ms).
+    pub following_error_timeout_ms: u16,
+    /// Initial value of 0x6085 quick stop deceleration (counts/s^2).
+    pub quick_stop_decel_counts_s2: u32,
+    /// Initial value of 0x605A quick stop option code (2: stop then switch on disabled; 6: stop
+    /// and stay in quick stop active).
+    pub quick_stop_option: i16,
+    /// Initial motor position of drive i is `initial_position_counts * (i + 1)` so drives differ.
+    pub initial_position_counts: i32,
+    /// Process-data (sync manager) watchdog in ms; 0 disables it. In OP, no outputs for this long
+    /// drops the device to SAFE-OP with AL status code 0x001B, as real ESCs do.
+    pub sm_watchdog_ms: u32,
+}
+
+impl Default for DriveParams {
+    fn default() -> Self {
+        DriveParams {
+            vendor_id: 0x0000_0CE5,
+            product_code: 0x0402_0001,
+            revision: 0x0001_0000,
+            serial_base: 1000,
+            counts_per_rev: 1 << 20,
+            bandwidth_hz: 40.0,
+            max_velocity_counts_s: 20.0 * (1 << 20) as f64,
+            max_accel_counts_s2: 2000.0 * (1 << 20) as f64,
+            following_error_window: 100_000,
+            following_error_timeout_ms: 10,
+            quick_stop_decel_counts_s2: 200 * (1 << 20),
+            quick_stop_option: 2,
+            initial_position_counts: 10_000,
+            sm_watchdog_ms: 100,
+        }
+    }
+}
+
+/// Frame-level faults, each a probability per frame in 0..=1.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrameFaults {
+    /// Fraction of frames lost (half on the way out, before any drive saw them; half on the way
+    /// back, after the drives processed them).
+    pub drop: f64,
+    /// Fraction of frames whose reply is held back by `delay_us`.
+    pub delay: f64,
+    /// Reply delay in microseconds for delayed frames.
+    pub delay_us: u64,
+    /// Fraction of frames corrupted on a random link: drives behind the bad link count a CRC
+    /// error (0x0300 invalid frame counter) and do not process it; the master gets no reply.
+    pub corrupt: f64,
+    /// Apply frame faults from the first frame instead of from the first OP.
+    pub from_start: bool,
+}
+
+/// Put a drive into CiA 402 fault at a given time.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriveFault {
+    /// Drive position in the chain (0-based).
+    pub drive: usize,
+    /// Seconds after the first OP.
+    pub at_s: f64,
+    /// Error code for 0x603F (default 0x2310, continuous over-current).
+    #[serde(default = "default_fault_code")]
+    pub code: u16,
+}
+
+fn default_fault_code() -> u16 {
+    0x2310
+}
+
+/// Refuse an AL state transition with an AL status code.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefuseTransition {
+    /// Drive position in the chain (0-based).
+    pub drive: usize,
+    /// The state whose request is refused.
+    pub to: TargetState,
+    /// AL status code written to 0x0134 (default 0x0011, invalid requested state change).
+    #[serde(default = "default_refuse_code")]
+    pub code: u16,
+    /// How many requests are refused before the drive accepts (default: all).
+    pub count: Option<u32>,
+}
+
+fn default_refuse_code() -> u16 {
+    0x0011
+}
+
+/// Cut the cable in front of a drive: it and every drive behind it disappear.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCut {
+    /// First unreachable drive (0-based); 0 cuts the master's own link.
+    pub before_drive: usize,
+    /// Seconds after the first OP.
+    pub at_s: f64,
+    /// Seconds after the first OP when the cable is plugged back in (default: never).
+    pub restore_s: Option<f64>,
+}
+
+/// Complete simulator configuration.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Seed of the fault-injection random generator.
+    pub seed: u64,
+    /// Number of drives in the chain (the CLI's `--drives` overrides it).
+    pub drives: usize,
+    /// Time source.
+    pub clock: ClockMode,
+    /// Cycle length in microseconds for the virtual clock.
+    pub cycle_us: u64,
+    /// Drive parameters.
+    pub drive: DriveParams,
+    /// Frame faults.
+    pub frames: FrameFaults,
+    /// Timed drive faults.
+    pub drive_fault: Vec<DriveFault>,
+    /// Refused state transitions.
+    pub refuse_transition: Vec<RefuseTransition>,
+    /// Cable cuts.
+    pub link_cut: Vec<LinkCut>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            drives: 7,
+            clock: ClockMode::Wall,
+            cycle_us: 1000,
+            drive: DriveParams::default(),
+            frames: FrameFaults::default(),
+            drive_fault: Vec::new(),
+            refuse_transition: Vec::new(),
+            link_cut: Vec::new(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// A fault-free chain of `drives` drives on the virtual clock (for in-process tests).
+    pub fn virtual_chain(drives: usize) -> Self {
+        SimConfig {
+            drives,
+            clock: ClockMode::Virtual,
+            ..SimConfig::default()
+        }
+    }
+
+    /// Parse TOML text; `origin` names the source in error messages.
+    pub fn from_toml_str(text: &str, origin: &Path) -> Result<Self, EcsimError> {
+        let cfg: SimConfig = toml::from_str(text).map_err(|e| EcsimError::ConfigParse {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Read and validate a TOML file.
+    pub fn load(path: &Path) -> Result<Self, EcsimError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EcsimError::ConfigRead {
+            path: PathBuf::from(path),
+            source,
+        })?;
+        Self::from_toml_str(&text, path)
+    }
+
+    /// Check ranges and cross-references; every message names the offending key.
+    pub fn validate(&self) -> Result<(), EcsimError> {
+        let bad = |m: String| Err(EcsimError::ConfigValue(m));
+        if self.drives == 0 || self.drives > crate::MAX_DRIVES {
+            return Err(EcsimError::DriveCount(self.drives));
+        }
+        if self.cycle_us == 0 || self.cycle_us > 1_000_000 {
+            return bad(format!(
+                "cycle_us = {} must be in 1..=1000000",
+                self.cycle_us
+            ));
+        }
+        for (name, p) in [
+            ("frames.drop", self.frames.drop),
+            ("frames.delay", self.frames.delay),
+            ("frames.corrupt", self.frames.corrupt),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} = {p} must be a fraction in 0..=1"));
+            }
+        }
+        let d = &self.drive;
+        for (name, v) in [
+            ("drive.bandwidth_hz", d.bandwidth_hz),
+            ("drive.max_velocity_counts_s", d.max_velocity_counts_s),
+            ("drive.max_accel_counts_s2", d.max_accel_counts_s2),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(format!("{name} = {v} must be finite and > 0"));
+            }
+        }
+        if d.bandwidth_hz > 500.0 {
+            return bad(format!(
+                "drive.bandwidth_hz = {} is above the model's 500 Hz limit",
+                d.bandwidth_hz
+            ));
+        }
+        if ![1, 2, 5, 6].contains(&d.quick_stop_option) {
+            return bad(format!(
+                "drive.quick_stop_option = {} (supported: 1, 2, 5, 6)",
+                d.quick_stop_option
+            ));
+        }
+        let n = self.drives;
+        for (i, f) in self.drive_fault.iter().enumerate() {
+            if f.drive >= n {
+                return bad(format!(
+                    "drive_fault[{i}].drive = {} but only {n} drives",
+                    f.drive
+                ));
+            }
+            if !(f.at_s.is_finite() && f.at_s >= 0.0) {
+                return bad(format!("drive_fault[{i}].at_s = {} must be >= 0", f.at_s));
+            }
+            if f.code == 0 {
+                return bad(format!(
+                    "drive_fault[{i}].code must not be 0 (0 means no error)"
+                ));
+            }
+        }
+        for (i, r) in self.refuse_transition.iter().enumerate() {
+            if r.drive >= n {
+                return bad(format!(
+                    "refuse_transition[{i}].drive = {} but only {n} drives",
+                    r.drive
+                ));
+            }
+            if r.code == 0 {
+                return bad(format!("refuse_transition[{i}].code must not be 0"));
+            }
+        }
+        for (i, c) in self.link_cut.iter().enumerate() {
+            if c.before_drive >= n {
+                return bad(format!(
+                    "link_cut[{i}].before_drive = {} but only {n} drives",
+                    c.before_drive
+                ));
+            }
+            if !(c.at_s.is_finite() && c.at_s >= 0.0) {
+                return bad(format!("link_cut[{i}].at_s = {} must be >= 0", c.at_s));
+            }
+            if let Some(r) = c.restore_s {
+                if !(r.is_finite() && r > c.at_s) {
+                    return bad(format!("link_cut[{i}].restore_s = {r} must be > at_s"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_config_parses() {
+        let text = r#"
+            seed = 7
+            drives = 3
+            clock = "virtual"
+            [drive]
+            bandwidth_hz = 30.0
+            [frames]
+            drop = 0.01
+            [[drive_fault]]
+            drive = 1
+            at_s = 0.5
+            code = 0x5530
+            [[refuse_transition]]
+            drive = 2
+            to = "safe-op"
+            code = 0x001d
+            count = 1
+            [[link_cut]]
+            before_drive = 2
+            at_s = 1.0
+        "#;
+        let c = SimConfig::from_toml_str(text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.drives, 3);
+        assert_eq!(c.drive_fault[0].code, 0x5530);
+        assert_eq!(c.refuse_transition[0].to, TargetState::SafeOp);
+        assert_eq!(c.link_cut[0].restore_s, None);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = SimConfig::from_toml_str("[frames]\ndrops = 0.1\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("x.toml") && err.contains("drops"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_drive_is_named() {
+        let err = SimConfig::from_toml_str(
+            "drives = 2\n[[drive_fault]]\ndrive = 5\nat_s = 1.0\n",
+            Path::new("x.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("drive_fault[0].drive = 5"), "{err}");
+        let err = SimConfig::from_toml_str("[frames]\ndrop = 1.5\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("frames.drop"), "{err}");
+    }
+}

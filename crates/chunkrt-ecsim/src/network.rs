@@ -1,0 +1,321 @@
+//! The chain of drives on one wire: frame parsing, the order in which devices see a frame,
+//! the simulated clock, and seeded fault injection.
+
+use crate::config::{ClockMode, SimConfig};
+use crate::device::{al, Device};
+use crate::error::EcsimError;
+use crate::esc::{cmd, Hop};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+/// EtherCAT's EtherType.
+pub const ETHERTYPE_ECAT: u16 = 0x88A4;
+/// Time a frame needs from one device's port 0 to the next (cable plus forwarding), in ns.
+const HOP_NS: u64 = 1_000;
+/// Virtual-clock advance for frames without process data, in ns.
+const NON_PD_FRAME_NS: u64 = 20_000;
+
+/// What became of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameOutcome {
+    /// A reply is in the caller's buffer; deliver it after `delay_ns` of wall time.
+    Reply {
+        /// Injected delay (0 for normal frames).
+        delay_ns: u64,
+    },
+    /// No reply: not an EtherCAT frame, or lost/corrupted on the wire.
+    NoReply,
+}
+
+/// Counters of what the wire did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// EtherCAT frames received.
+    pub frames: u64,
+    /// Frames answered.
+    pub replies: u64,
+    /// Frames lost by injection.
+    pub dropped: u64,
+    /// Frames delayed by injection.
+    pub delayed: u64,
+    /// Frames corrupted by injection.
+    pub corrupted: u64,
+    /// Frames ignored (not EtherCAT, or already processed).
+    pub ignored: u64,
+}
+
+/// A simulated EtherCAT segment: a line of drives.
+pub struct SimNetwork {
+    devices: Vec<Device>,
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    start: Instant,
+    now_ns: u64,
+    op_epoch_ns: Option<u64>,
+    reachable: usize,
+    fired: Vec<bool>,
+    stats: WireStats,
+}
+
+impl SimNetwork {
+    /// Build the chain described by `cfg` (validated here).
+    pub fn new(cfg: SimConfig) -> Result<Self, EcsimError> {
+        cfg.validate()?;
+        let devices = (0..cfg.drives)
+            .map(|i| Device::new(&cfg.drive, i, &cfg.refuse_transition))
+            .collect();
+        let mut net = SimNetwork {
+            devices,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            start: Instant::now(),
+            now_ns: 0,
+            op_epoch_ns: None,
+            reachable: cfg.drives,
+            fired: vec![false; cfg.drive_fault.len()],
+            stats: WireStats::default(),
+            cfg,
+        };
+        net.set_reachable(net.cfg.drives);
+        Ok(net)
+    }
+
+    /// Number of drives (reachable or not).
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Always false: a network has at least one drive.
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// Drive `i` (0-based chain position).
+    pub fn device(&self, i: usize) -> Option<&Device> {
+        self.devices.get(i)
+    }
+
+    /// Mutable drive `i`, for tests that poke at a drive directly.
+    pub fn device_mut(&mut self, i: usize) -> Option<&mut Device> {
+        self.devices.get_mut(i)
+    }
+
+    /// Simulated time in ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Simulated time when the first drive entered OP.
+    pub fn op_epoch_ns(&self) -> Option<u64> {
+        self.op_epoch_ns
+    }
+
+    /// Wire counters.
+    pub fn stats(&self) -> WireStats {
+        self.stats
+    }
+
+    /// Drives the master can currently reach.
+    pub fn reachable(&self) -> usize {
+        self.reachable
+    }
+
+    /// Put drive `i` into fault now (takes effect on its next cycle). Returns false if there is
+    /// no such drive.
+    pub fn inject_drive_fault(&mut self, i: usize, code: u16) -> bool {
+        match self.devices.get_mut(i) {
+            Some(d) => {
+                d.objs.drive.raise_fault(code);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Cut the cable in front of drive `before` (it and all behind it disappear);
+    /// `before >= len()` restores the full chain.
+    pub fn cut_link(&mut self, before: usize) {
+        self.set_reachable(before.min(self.devices.len()));
+    }
+
+    fn set_reachable(&mut self, n: usize) {
+        self.reachable = n;
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            d.esc.port1_link = i + 1 < n;
+        }
+    }
+
+    fn advance_clock(&mut self, has_process_data: bool) {
+        self.now_ns = match self.cfg.clock {
+            ClockMode::Wall => (self.start.elapsed().as_nanos() as u64).max(self.now_ns),
+            ClockMode::Virtual => {
+                let step = if has_process_data {
+                    self.devices
+                        .first()
+                        .and_then(|d| d.esc.sync0_cycle_ns())
+                        .map_or(self.cfg.cycle_us * 1000, u64::from)
+                } else {
+                    NON_PD_FRAME_NS
+                };
+                self.now_ns + step
+            }
+        };
+    }
+
+    fn apply_timed_faults(&mut self) {
+        let Some(epoch) = self.op_epoch_ns else {
+            return;
+        };
+        let t = self.now_ns.saturating_sub(epoch) as f64 * 1e-9;
+        for (k, f) in self.cfg.drive_fault.iter().enumerate() {
+            if !self.fired[k] && t >= f.at_s {
+                self.fired[k] = true;
+                if let Some(d) = self.devices.get_mut(f.drive) {
+                    d.objs.drive.raise_fault(f.code);
+                }
+            }
+        }
+        if !self.cfg.link_cut.is_empty() {
+            let mut reach = self.devices.len();
+            for c in &self.cfg.link_cut {
+                if t >= c.at_s && c.restore_s.is_none_or(|r| t < r) {
+                    reach = reach.min(c.before_drive);
+                }
+            }
+            if reach != self.reachable {
+                self.set_reachable(reach);
+            }
+        }
+    }
+
+    /// Pass one Ethernet frame along the chain. The reply (if any) is written to `reply`.
+    pub fn process_frame(&mut self, frame: &[u8], reply: &mut Vec<u8>) -> FrameOutcome {
+        if frame.len() < 16
+            || u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_ECAT
+            || frame[6] & 0x02 != 0
+        {
+            // Not EtherCAT, or a frame a device already processed (our own reply).
+            self.stats.ignored += 1;
+            return FrameOutcome::NoReply;
+        }
+        self.stats.frames += 1;
+        let header = u16::from_le_bytes([frame[14], frame[15]]);
+        let end = (16 + usize::from(header & 0x07FF)).min(frame.len());
+        let dlpdu = header >> 12 == 1;
+        self.advance_clock(dlpdu && has_logical(&frame[16..end]));
+        self.apply_timed_faults();
+
+        reply.clear();
+        reply.extend_from_slice(frame);
+        reply[6] |= 0x02; // the first ESC sets the U/L bit of the source address
+
+        let faults_on = self.cfg.frames.from_start || self.op_epoch_ns.is_some();
+        let f = self.cfg.frames;
+        let (drop, corrupt, delay) = if faults_on {
+            (
+                self.rng.random_bool(f.drop),
+                self.rng.random_bool(f.corrupt),
+                self.rng.random_bool(f.delay),
+            )
+        } else {
+            (false, false, false)
+        };
+        let mut processed = self.reachable;
+        let mut lost = false;
+        if drop {
+            self.stats.dropped += 1;
+            lost = true;
+            if self.rng.random_bool(0.5) {
+                processed = 0; // lost on the way out
+            }
+        } else if corrupt {
+            self.stats.corrupted += 1;
+            lost = true;
+            processed = self.rng.random_range(0..=self.reachable);
+            for (i, d) in self.devices.iter_mut().enumerate().take(self.reachable) {
+                if i >= processed {
+                    d.esc.count_crc_error(0);
+                } else if d.esc.port1_link {
+                    d.esc.count_crc_error(1);
+                }
+            }
+        }
+        if dlpdu && self.reachable > 0 {
+            self.run_chain(reply, end, processed);
+        }
+        for d in &mut self.devices {
+            d.after_frame(self.now_ns);
+        }
+        if self.op_epoch_ns.is_none() && self.devices.iter().any(|d| d.al_state() == al::OP) {
+            self.op_epoch_ns = Some(self.now_ns);
+        }
+        if lost || self.reachable == 0 {
+            return FrameOutcome::NoReply;
+        }
+        self.stats.replies += 1;
+        if delay {
+            self.stats.delayed += 1;
+            return FrameOutcome::Reply {
+                delay_ns: f.delay_us * 1000,
+            };
+        }
+        FrameOutcome::Reply { delay_ns: 0 }
+    }
+
+    /// Let devices `0..count` process every PDU of the frame in turn, as the frame streams
+    /// through each of them.
+    fn run_chain(&mut self, buf: &mut [u8], end: usize, count: usize) {
+        let last = self.reachable.saturating_sub(1) as u64;
+        for (i, dev) in self.devices.iter_mut().enumerate().take(count) {
+            let i64_ = i as u64;
+            let hop = Hop {
+                arrival_ns: self.now_ns + i64_ * HOP_NS,
+                return_ns: dev
+                    .esc
+                    .port1_link
+                    .then(|| self.now_ns + (2 * last - i64_) * HOP_NS + HOP_NS / 2),
+            };
+            let mut o = 16usize;
+            while o + 12 <= end {
+                let command = buf[o];
+                let flags = u16::from_le_bytes([buf[o + 6], buf[o + 7]]);
+                let dlen = usize::from(flags & 0x07FF);
+                let data_end = o + 10 + dlen;
+                if data_end + 2 > end {
+                    break; // truncated PDU: the ESC stops processing
+                }
+                let mut addr = [buf[o + 2], buf[o + 3], buf[o + 4], buf[o + 5]];
+                let mut wkc = u16::from_le_bytes([buf[data_end], buf[data_end + 1]]);
+                dev.esc.handle_pdu(
+                    command,
+                    &mut addr,
+                    &mut buf[o + 10..data_end],
+                    &mut wkc,
+                    &hop,
+                );
+                buf[o + 2..o + 6].copy_from_slice(&addr);
+                buf[data_end..data_end + 2].copy_from_slice(&wkc.to_le_bytes());
+                o = data_end + 2;
+                if flags & 0x8000 == 0 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether the PDUs in `payload` include a logical command (process data).
+fn has_logical(payload: &[u8]) -> bool {
+    let mut o = 0usize;
+    while o + 12 <= payload.len() {
+        if matches!(payload[o], cmd::LRD | cmd::LWR | cmd::LRW) {
+            return true;
+        }
+        let flags = u16::from_le_bytes([payload[o + 6], payload[o + 7]]);
+        o += 12 + usize::from(flags & 0x07FF);
+        if flags & 0x8000 == 0 {
+            break;
+        }
+    }
+    false
+}
