@@ -1,1 +1,44 @@
-fn main() {}
+//! `chunkrt`: the real-time dual-rate control runtime's command line.
+//!
+//! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
+//! configuration or bring-up error (nothing was moved).
+
+mod args;
+mod bench;
+mod check;
+mod paths;
+mod run;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Exit status of a usage, configuration or bring-up error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status of a failed run or a broken budget.
+pub const EXIT_FAIL: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CHUNKRT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match run::dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("chunkrt: error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

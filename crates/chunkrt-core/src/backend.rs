@@ -72,11 +72,17 @@ impl core::fmt::Display for BackendError {
             BackendError::FrameLost => write!(f, "frame lost"),
             BackendError::FrameLate { rtt_us } => write!(f, "frame late ({rtt_us} us)"),
             BackendError::DriveFault { joint, code } => {
-                write!(f, "drive of joint {joint} in fault, error code 0x{code:04X}")
+                write!(
+                    f,
+                    "drive of joint {joint} in fault, error code 0x{code:04X}"
+                )
             }
             BackendError::DriveMissing { joint } => write!(f, "drive of joint {joint} missing"),
             BackendError::InvalidCommand { joint } => {
-                write!(f, "command for joint {joint} refused (not finite or out of range)")
+                write!(
+                    f,
+                    "command for joint {joint} refused (not finite or out of range)"
+                )
             }
             BackendError::Io { errno } => write!(f, "I/O error (errno {errno})"),
             BackendError::Injected => write!(f, "injected backend error"),

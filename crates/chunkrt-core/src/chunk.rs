@@ -70,7 +70,9 @@ impl Chunk {
     /// Whether every used value is finite.
     pub fn all_finite(&self) -> bool {
         let dof = (self.dof as usize).min(MAX_DOF);
-        self.rows().iter().all(|row| row[..dof].iter().all(|v| v.is_finite()))
+        self.rows()
+            .iter()
+            .all(|row| row[..dof].iter().all(|v| v.is_finite()))
     }
 
     /// Age of the chunk at `now`: time since the observation it was computed from.

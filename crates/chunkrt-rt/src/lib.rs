@@ -1,1 +1,16 @@
-//! chunkrt-rt (being built).
+//! chunkrt-rt: the operating system's real-time facilities and the runtime.
+//!
+//! `os` wraps SCHED_FIFO, CPU affinity, `mlockall`, stack prefaulting and
+//! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`; `control` is the per-cycle
+//! work of the control loop; `inference` the chunk producer's schedule; `runtime`
+//! wires the three threads together and returns the report.
+
+pub mod build;
+pub mod control;
+pub mod inference;
+pub mod os;
+pub mod runtime;
+pub mod signals;
+
+pub use control::{ControlLoop, ControlParts, DomainBox};
+pub use runtime::{RunError, RunOptions, RunOutcome, Runtime};

@@ -1,1 +1,24 @@
-//! chunkrt-telemetry (being built).
+//! chunkrt-telemetry: what the threads record, and what the report says.
+//!
+//! The control and inference threads push fixed-size `Copy` records into
+//! preallocated single-producer single-consumer rings (`ringbuf`); pushing never
+//! allocates, locks or blocks, and a full ring counts a drop instead of waiting.
+//! A telemetry thread drains the rings into HDR histograms created with fixed
+//! bounds, prints a live status line, writes the event logs, and at the end builds
+//! the text table and the JSON report.
+
+pub mod baseline;
+pub mod budget;
+pub mod collector;
+pub mod hgrm;
+pub mod metrics;
+pub mod plot;
+pub mod records;
+pub mod report;
+pub mod rings;
+
+pub use collector::Collector;
+pub use metrics::{Metric, MetricSet, METRICS};
+pub use records::{CycleRecord, EventRecord, InferRecord, InferStatus};
+pub use report::{HostInfo, MetricSummary, Report};
+pub use rings::{rings, CycleProducer, EventProducer, InferProducer, RingConsumers};

@@ -1,0 +1,111 @@
+//! Command-line arguments.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// chunkrt: a real-time dual-rate control runtime for arms driven by learned policies.
+#[derive(Parser, Debug)]
+#[command(name = "chunkrt", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the whole pipeline (default: the simulated arm, rt-config/sim.toml).
+    Run(RunArgs),
+    /// Latency benchmark: run the pipeline, judge it against a budget, write
+    /// report.json, .hgrm files and an SVG plot (exit 1 when a limit is broken).
+    Bench(crate::bench::BenchArgs),
+    /// Host readiness for real time: kernel, limits, isolation, governor, SMT, NIC.
+    Check(crate::check::CheckArgs),
+    /// Check a configuration file and print what it resolves to.
+    Validate {
+        /// The file.
+        file: PathBuf,
+    },
+}
+
+/// `chunkrt run`.
+#[derive(Parser, Debug, Clone)]
+pub struct RunArgs {
+    /// Configuration file (default: rt-config/sim.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// How long to run: `10s`, `500ms`, `2m`, `1h` (0 or `inf`: until Ctrl-C).
+    #[arg(long, default_value = "10s", value_parser = parse_run_for)]
+    pub duration: RunFor,
+    /// Output directory for report.json, gate.jsonl, events.jsonl.
+    #[arg(long, default_value = "runs/latest")]
+    pub out: PathBuf,
+    /// Override `control.period_ms` (the bus period, 1 to 20 ms).
+    #[arg(long)]
+    pub bus_period_ms: Option<f64>,
+    /// Do not print the live status line.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// How long to run; `None`: until stopped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunFor(pub Option<Duration>);
+
+/// clap's parser for [`RunFor`].
+pub fn parse_run_for(s: &str) -> Result<RunFor, String> {
+    parse_duration(s).map(RunFor)
+}
+
+/// Parses `10s`, `250ms`, `2m`, `1h`, `1.5s`; `0` and `inf` mean "no limit".
+pub fn parse_duration(s: &str) -> Result<Option<Duration>, String> {
+    let s = s.trim();
+    if s == "inf" || s == "0" {
+        return Ok(None);
+    }
+    let split = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("`{s}`: expected a number with a unit (ms, s, m, h), e.g. `10s`"))?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: `{num}` is not a number"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+        return Err(format!("`{s}`: out of range"));
+    }
+    Ok(Some(Duration::from_secs_f64(secs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_garbage() {
+        assert_eq!(
+            parse_duration("10s").unwrap(),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            parse_duration("250ms").unwrap(),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("2m").unwrap(),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(parse_duration("inf").unwrap(), None);
+        assert!(parse_duration("10").unwrap_err().contains("unit"));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! The subcommands.
+
+use crate::args::{Cli, Command, RunArgs};
+use crate::{paths, EXIT_FAIL, EXIT_USAGE};
+use anyhow::Context;
+use chunkrt_config::Config;
+use chunkrt_rt::{RunOptions, Runtime};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Runs a subcommand; returns the exit status.
+pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Run(args) => run(&args),
+        Command::Bench(args) => crate::bench::bench(&args),
+        Command::Check(args) => crate::check::check(&args),
+        Command::Validate { file } => validate(&file),
+    }
+}
+
+fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => paths::default_config()?,
+    };
+    let cfg = Config::load(&path)?;
+    Ok((cfg, path.display().to_string()))
+}
+
+fn validate(file: &std::path::Path) -> anyhow::Result<u8> {
+    let cfg = Config::load(file)?;
+    println!(
+        "{}: OK: {} joints, {} ms bus period, {:?} policy, {:?} backend",
+        file.display(),
+        cfg.control.joints,
+        cfg.control.period_ms,
+        cfg.policy.kind,
+        cfg.backend.kind
+    );
+    Ok(0)
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let (mut cfg, name) = load(args.config.as_deref())?;
+    if let Some(p) = args.bus_period_ms {
+        if !(1.0..=20.0).contains(&p) {
+            eprintln!("chunkrt: error: --bus-period-ms {p}: expected 1 to 20");
+            return Ok(EXIT_USAGE);
+        }
+        cfg.control.period_ms = p;
+    }
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    let opts = RunOptions {
+        duration: args.duration.0,
+        out_dir: Some(args.out.clone()),
+        live_status: !args.quiet,
+        stop: Arc::new(AtomicBool::new(false)),
+        config_name: name.clone(),
+    };
+    eprintln!(
+        "chunkrt: {} on the {:?} backend, {} ms bus period, {:?} policy; Ctrl-C stops safely",
+        name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
+    );
+    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
+    let outcome = match runtime.run(&opts) {
+        Ok(o) => o,
+        Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
+        Err(e) => {
+            eprintln!("chunkrt: error: {e}");
+            return Ok(EXIT_FAIL);
+        }
+    };
+    println!("{}", outcome.report.table());
+    println!("report: {}", args.out.join("report.json").display());
+    Ok(0)
+}

@@ -1,0 +1,68 @@
+//! Builds the backend and the policy that a config names.
+
+use crate::runtime::RunError;
+use chunkrt_config::{BackendKind, Config, PolicyKind};
+use chunkrt_core::{ms_to_ns, Backend, Policy};
+
+/// The simulated arm's parameters from `[sim]`, with the limits from `[limits]`.
+pub fn sim_params(cfg: &Config) -> chunkrt_sim::SimArmParams {
+    let n = cfg.control.joints;
+    let sim = cfg.sim.clone().unwrap_or_default();
+    let mut p = chunkrt_sim::SimArmParams::with_joints(n);
+    p.substep_ns = (sim.substep_us * 1000.0).round() as u64;
+    p.bandwidth_hz = sim.bandwidth_hz;
+    for j in 0..n {
+        if let Some(v) = &sim.inertia_kg_m2 {
+            p.inertia_kg_m2[j] = v.get(j);
+        }
+        if let Some(v) = &sim.viscous_nm_s_rad {
+            p.viscous_nm_s_rad[j] = v.get(j);
+        }
+        if let Some(v) = &sim.coulomb_nm {
+            p.coulomb_nm[j] = v.get(j);
+        }
+        if let Some(v) = &sim.max_torque_nm {
+            p.max_torque_nm[j] = v.get(j);
+        }
+        if let Some(v) = &sim.initial_pos_rad {
+            p.initial_pos_rad[j] = v.get(j);
+        }
+        p.pos_min_rad[j] = cfg.limits.pos_min_rad.get(j);
+        p.pos_max_rad[j] = cfg.limits.pos_max_rad.get(j);
+    }
+    p
+}
+
+/// The backend the config names.
+pub fn backend(cfg: &Config) -> Result<Box<dyn Backend>, RunError> {
+    match cfg.backend.kind {
+        BackendKind::Sim => {
+            let arm = chunkrt_sim::SimArm::new(sim_params(cfg))
+                .map_err(|e| RunError::Backend(e.to_string()))?;
+            Ok(Box::new(arm))
+        }
+        BackendKind::Ethercat => Err(RunError::Backend(
+            "the EtherCAT backend is not part of this build".into(),
+        )),
+    }
+}
+
+/// The policy the config names.
+pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
+    let p = &cfg.policy;
+    match p.kind {
+        PolicyKind::Scripted => {
+            let mut params =
+                chunkrt_policy::ScriptedParams::new(cfg.control.joints, p.goals_rad.clone());
+            params.horizon = p.horizon;
+            params.dt_ns = ms_to_ns(p.dt_ms);
+            params.max_vel_rad_s = p.max_vel_rad_s;
+            let policy = chunkrt_policy::ScriptedPolicy::new(params)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            Ok(Box::new(policy))
+        }
+        PolicyKind::Onnx => Err(RunError::Policy(
+            "ONNX policies are not part of this build yet".into(),
+        )),
+    }
+}

@@ -1,0 +1,268 @@
+//! The control loop's per-cycle work: everything between two deadlines.
+//!
+//! `ControlLoop::cycle` is the real tick: the runtime calls it on the SCHED_FIFO
+//! thread, and the allocation test calls it thousands of times under a counting
+//! allocator. Nothing in it allocates, locks, logs or formats: records go into
+//! preallocated rings, errors are `Copy` values.
+
+use chunkrt_buffer::{Publisher, Subscriber};
+use chunkrt_core::{
+    Backend, Chunk, Command, DriveRequest, Executor, Feedback, Gate, JointVec, Mode,
+    ModeChangeReason, MonoTime, Observation, Setpoint, MAX_DOF,
+};
+use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
+
+/// Box on the observed positions outside which the policy loses authority.
+#[derive(Clone, Copy, Debug)]
+pub struct DomainBox {
+    /// Lower bounds.
+    pub lo: JointVec,
+    /// Upper bounds.
+    pub hi: JointVec,
+}
+
+impl DomainBox {
+    fn contains(&self, pos: &JointVec, dof: usize) -> bool {
+        (0..dof).all(|j| pos[j] >= self.lo[j] && pos[j] <= self.hi[j])
+    }
+}
+
+/// The control thread's state; built before the first deadline.
+pub struct ControlLoop {
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) executor: Executor,
+    gate: Gate,
+    chunks: Subscriber<Chunk>,
+    observations: Publisher<Observation>,
+    cycles_out: CycleProducer,
+    events_out: EventProducer,
+    domain: Option<DomainBox>,
+    dof: usize,
+    period_ns: u64,
+    clock: fn() -> MonoTime,
+    fb: Feedback,
+    cmd: Command,
+    setpoint: Setpoint,
+    cycle: u64,
+    backend_failing: bool,
+    out_of_domain: bool,
+    last_mode: Mode,
+    stopping: bool,
+    chunks_ignored_stopping: u64,
+}
+
+/// What the loop needs to be built.
+pub struct ControlParts {
+    /// The started backend.
+    pub backend: Box<dyn Backend>,
+    /// The executor at rest at the first measured position.
+    pub executor: Executor,
+    /// The gate at rest at the same position.
+    pub gate: Gate,
+    /// Chunks from the inference thread.
+    pub chunks: Subscriber<Chunk>,
+    /// Observations to the inference thread.
+    pub observations: Publisher<Observation>,
+    /// Cycle records to telemetry.
+    pub cycles_out: CycleProducer,
+    /// Events to telemetry.
+    pub events_out: EventProducer,
+    /// Optional support-monitor box.
+    pub domain: Option<DomainBox>,
+    /// Control period.
+    pub period_ns: u64,
+    /// The backend's first measurement.
+    pub first_feedback: Feedback,
+    /// The clock (`os::now` in the runtime; tests drive a clock of their own).
+    pub clock: fn() -> MonoTime,
+}
+
+impl ControlLoop {
+    /// Assembles the loop.
+    pub fn new(p: ControlParts) -> Self {
+        let dof = p.backend.dof();
+        let mut cmd = Command {
+            dof: dof as u16,
+            ..Command::default()
+        };
+        cmd.pos_rad = p.first_feedback.pos_rad;
+        ControlLoop {
+            backend: p.backend,
+            executor: p.executor,
+            gate: p.gate,
+            chunks: p.chunks,
+            observations: p.observations,
+            cycles_out: p.cycles_out,
+            events_out: p.events_out,
+            domain: p.domain,
+            dof,
+            period_ns: p.period_ns,
+            clock: p.clock,
+            fb: p.first_feedback,
+            cmd,
+            setpoint: Setpoint::default(),
+            cycle: 0,
+            backend_failing: false,
+            out_of_domain: false,
+            last_mode: Mode::Holding,
+            stopping: false,
+            chunks_ignored_stopping: 0,
+        }
+    }
+
+    /// Control period.
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+
+    /// Current executor mode.
+    pub fn mode(&self) -> Mode {
+        self.executor.mode()
+    }
+
+    /// The last command handed to the backend.
+    pub fn last_command(&self) -> &Command {
+        &self.cmd
+    }
+
+    /// Gate interventions per constraint so far.
+    pub fn gate_counts(&self) -> &[u64] {
+        self.gate.counts()
+    }
+
+    /// The last feedback.
+    pub fn last_feedback(&self) -> &Feedback {
+        &self.fb
+    }
+
+    /// Takes authority away from the policy for good (shutdown): the arm is brought
+    /// to rest and no further chunk is offered to the executor.
+    pub fn stop_playing(&mut self, now: MonoTime, reason: ModeChangeReason) {
+        self.stopping = true;
+        if self.executor.mode() == Mode::Playing {
+            self.executor.force_fallback(now, reason);
+        }
+    }
+
+    /// Chunks that arrived after `stop_playing` and were not offered.
+    pub fn chunks_ignored_stopping(&self) -> u64 {
+        self.chunks_ignored_stopping
+    }
+
+    /// One cycle. `deadline` is the absolute time the thread slept for, `wake` when
+    /// it woke, `missed` the deadlines skipped before it.
+    pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
+        // 1. Newest chunk, if any: validate and splice (not while stopping: the
+        // policy has lost authority for good).
+        if let Some(chunk) = self.chunks.latest() {
+            if self.stopping {
+                self.chunks_ignored_stopping += 1;
+            } else if let Err(reason) = self.executor.offer(chunk, wake) {
+                self.events_out.push(EventRecord::Reject {
+                    t: wake,
+                    seq: chunk.seq,
+                    reason,
+                });
+            }
+        }
+
+        // 2. Support monitor on the last measurement.
+        if let Some(domain) = &self.domain {
+            let inside = domain.contains(&self.fb.pos_rad, self.dof);
+            if !inside && !self.out_of_domain {
+                self.executor
+                    .force_fallback(wake, ModeChangeReason::OutOfDomain);
+            }
+            self.out_of_domain = !inside;
+        }
+
+        // 3-4. Executor, then the gate, applied last in every mode.
+        self.executor.tick(wake, &mut self.setpoint);
+        let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
+        if mask.0 != 0 {
+            for iv in self.gate.interventions() {
+                self.events_out.push(EventRecord::Gate {
+                    t: wake,
+                    intervention: *iv,
+                });
+            }
+        }
+        let mode = self.executor.mode();
+        self.cmd.t_cmd = deadline;
+        self.cmd.request = match mode {
+            Mode::SafeStop => DriveRequest::QuickStop,
+            _ => DriveRequest::Track,
+        };
+
+        // 5-6. Exchange with the drives.
+        let t_cmd = (self.clock)();
+        let result = self.backend.exchange(t_cmd, &self.cmd, &mut self.fb);
+        let backend_error = match result {
+            Ok(()) => {
+                self.backend_failing = false;
+                false
+            }
+            Err(error) => {
+                self.events_out
+                    .push(EventRecord::Backend { t: t_cmd, error });
+                if !self.backend_failing {
+                    self.executor
+                        .force_fallback(t_cmd, ModeChangeReason::BackendError);
+                }
+                self.backend_failing = true;
+                true
+            }
+        };
+
+        // 7. Observation for the inference thread.
+        let fb = &self.fb;
+        let cmd = &self.cmd;
+        let seq = self.cycle;
+        self.observations.publish_with(|o| {
+            o.seq = seq;
+            o.t_capture = fb.t_capture;
+            o.dof = fb.dof;
+            o.pos_rad = fb.pos_rad;
+            o.vel_rad_s = fb.vel_rad_s;
+            o.torque_nm = fb.torque_nm;
+            o.cmd_pos_rad = cmd.pos_rad;
+        });
+
+        // 8. Mode events and the cycle record.
+        while let Some(ev) = self.executor.pop_event() {
+            self.events_out.push(EventRecord::Mode(ev));
+        }
+        self.last_mode = mode;
+        let (mut handoff_ns, mut e2e_ns, mut chunk_age_ns) = (0, 0, 0);
+        let chunk_seq = self.cmd.chunk_seq;
+        if let Some(info) = self.executor.current_chunk() {
+            chunk_age_ns = wake.saturating_since(info.t_obs);
+        }
+        if let Some(info) = self.executor.first_use() {
+            handoff_ns = wake.saturating_since(info.t_publish).max(1);
+            e2e_ns = t_cmd.saturating_since(info.t_obs).max(1);
+        }
+        let mut track_err: f64 = 0.0;
+        for j in 0..self.dof.min(MAX_DOF) {
+            track_err = track_err.max((self.cmd.pos_rad[j] - self.fb.pos_rad[j]).abs());
+        }
+        self.cycles_out.push(CycleRecord {
+            cycle: self.cycle,
+            t_deadline: deadline,
+            t_wake: wake,
+            t_cmd,
+            t_done: (self.clock)(),
+            missed,
+            mode: mode as u8,
+            gate_mask: mask.0,
+            chunk_seq,
+            chunk_age_ns,
+            handoff_ns,
+            e2e_ns,
+            bus_rtt_ns: self.fb.bus_rtt_ns,
+            backend_error,
+            track_err_rad: track_err,
+        });
+        self.cycle += 1;
+    }
+}

@@ -1,0 +1,159 @@
+//! The operating system's real-time facilities, each wrapped once.
+//!
+//! Everything here may fail on an ordinary machine (no root, no RT limits); callers
+//! get the reason as text, warn loudly, and run anyway.
+
+use chunkrt_core::MonoTime;
+
+/// Reads `CLOCK_MONOTONIC`.
+#[inline]
+pub fn now() -> MonoTime {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    MonoTime(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Sleeps until the absolute time `t` on `CLOCK_MONOTONIC` (`TIMER_ABSTIME`), so
+/// that the schedule never drifts by the time spent working. Retries on EINTR.
+#[inline]
+pub fn sleep_until(t: MonoTime) {
+    let ts = libc::timespec {
+        tv_sec: (t.0 / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t.0 % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != libc::EINTR {
+            return;
+        }
+    }
+}
+
+/// Makes the calling thread SCHED_FIFO at `priority`.
+pub fn set_fifo(priority: u8) -> Result<(), String> {
+    use thread_priority::{
+        set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
+        ThreadPriority, ThreadSchedulePolicy,
+    };
+    let prio = ThreadPriority::from_posix(thread_priority::ScheduleParams {
+        sched_priority: priority as i32,
+    });
+    set_thread_priority_and_policy(
+        thread_native_id(),
+        prio,
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .map_err(|e| format!("SCHED_FIFO priority {priority} refused: {e:?} (run as root or grant CAP_SYS_NICE / an rtprio limit)"))
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to(cpu: usize) -> Result<(), String> {
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    match ids.into_iter().find(|c| c.id == cpu) {
+        Some(id) if core_affinity::set_for_current(id) => Ok(()),
+        Some(_) => Err(format!("pinning to CPU {cpu} refused")),
+        None => Err(format!("CPU {cpu} is not available to this process")),
+    }
+}
+
+/// Locks current and future memory (`mlockall(MCL_CURRENT | MCL_FUTURE)`).
+pub fn lock_memory() -> Result<(), String> {
+    // SAFETY: mlockall has no memory-safety preconditions.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "mlockall refused: {} (raise `ulimit -l` or run as root)",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// Touches `bytes` of stack so that the pages exist (and are locked) before the
+/// first deadline: no page fault on the real-time path.
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    const CHUNK: usize = 16 * 1024;
+    fn touch(depth: usize) {
+        let mut buf = [0u8; CHUNK];
+        // SAFETY: a volatile write to a local array is always valid; it keeps the
+        // compiler from removing the touch.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr(), 1) };
+        if depth > 1 {
+            touch(depth - 1);
+        }
+        std::hint::black_box(&buf);
+    }
+    touch(bytes.div_ceil(CHUNK));
+}
+
+/// Kernel release and preemption model, read from the running kernel.
+pub fn kernel_info() -> (String, String, bool) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let version = std::fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
+    let rt = std::fs::read_to_string("/sys/kernel/realtime")
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false)
+        || version.contains("PREEMPT_RT");
+    let preempt = if rt {
+        "PREEMPT_RT".to_string()
+    } else if version.contains("PREEMPT_DYNAMIC") {
+        let mode = std::fs::read_to_string("/sys/kernel/debug/sched/preempt")
+            .ok()
+            .and_then(|s| {
+                s.split_whitespace()
+                    .find(|w| w.starts_with('('))
+                    .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string())
+            });
+        match mode {
+            Some(m) => format!("PREEMPT_DYNAMIC ({m})"),
+            None => "PREEMPT_DYNAMIC".to_string(),
+        }
+    } else if version.contains("PREEMPT") {
+        "PREEMPT".to_string()
+    } else {
+        "none/voluntary".to_string()
+    };
+    (release, preempt, rt)
+}
+
+/// Number of online CPUs.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_moves_forward_and_sleep_until_reaches_its_deadline() {
+        let t0 = now();
+        let deadline = t0.add_ns(2_000_000);
+        sleep_until(deadline);
+        assert!(now() >= deadline);
+        // A deadline in the past returns at once.
+        sleep_until(t0);
+        prefault_stack(256 * 1024);
+        let (release, preempt, _) = kernel_info();
+        assert!(!release.is_empty() && !preempt.is_empty());
+    }
+}

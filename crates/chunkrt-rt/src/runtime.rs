@@ -1,0 +1,424 @@
+//! The runtime: builds the backend, policy, executor, gate and rings from a config,
+//! starts the control, inference and telemetry threads, and returns the report.
+
+use crate::control::{ControlLoop, ControlParts, DomainBox};
+use crate::inference::{self, InferenceExit, InferenceParts};
+use crate::os;
+use chunkrt_config::Config;
+use chunkrt_core::{
+    Backend, Chunk, Executor, Feedback, Gate, Mode, ModeChangeReason, MonoTime, Observation, Policy,
+};
+use chunkrt_telemetry::{rings, Collector, HostInfo, MetricSet, Report};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+/// How long the controlled stop may take before the backend is shut down anyway.
+const STOP_TIMEOUT_NS: u64 = 3_000_000_000;
+
+/// A run could not start or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The backend could not be built or brought up.
+    #[error("backend: {0}")]
+    Backend(String),
+    /// The policy could not be built.
+    #[error("policy: {0}")]
+    Policy(String),
+    /// The output directory could not be used.
+    #[error("output directory {dir}: {message}")]
+    Output {
+        /// The directory.
+        dir: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A thread could not be started or died.
+    #[error("thread: {0}")]
+    Thread(String),
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Stop after this long (None: until stopped).
+    pub duration: Option<Duration>,
+    /// Where to write `report.json`, `gate.jsonl`, `events.jsonl`.
+    pub out_dir: Option<PathBuf>,
+    /// Print the live status line.
+    pub live_status: bool,
+    /// External stop request (signals, tests).
+    pub stop: Arc<AtomicBool>,
+    /// Name of the config file, for the report.
+    pub config_name: String,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: Some(Duration::from_secs(10)),
+            out_dir: None,
+            live_status: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            config_name: String::new(),
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The report (also written as `report.json` when an output directory is set).
+    pub report: Report,
+    /// Whether the inference thread panicked.
+    pub inference_panicked: Option<String>,
+    /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
+    pub metrics: MetricSet,
+}
+
+/// Everything a run needs, built from a config; tests may swap the backend or policy.
+pub struct Runtime {
+    cfg: Config,
+    backend: Box<dyn Backend>,
+    policy: Box<dyn Policy>,
+}
+
+impl Runtime {
+    /// Builds the backend and policy that the config names.
+    pub fn from_config(cfg: &Config) -> Result<Runtime, RunError> {
+        let backend = crate::build::backend(cfg)?;
+        let policy = crate::build::policy(cfg)?;
+        Ok(Runtime::with_parts(cfg, backend, policy))
+    }
+
+    /// Uses the given backend and policy.
+    pub fn with_parts(cfg: &Config, backend: Box<dyn Backend>, policy: Box<dyn Policy>) -> Self {
+        Runtime {
+            cfg: cfg.clone(),
+            backend,
+            policy,
+        }
+    }
+
+    /// Runs until the duration ends or a stop is requested; then brings the arm to
+    /// rest, shuts the backend down and returns the report.
+    pub fn run(self, opts: &RunOptions) -> Result<RunOutcome, RunError> {
+        let Runtime {
+            cfg,
+            mut backend,
+            policy,
+        } = self;
+        if let Some(dir) = &opts.out_dir {
+            std::fs::create_dir_all(dir).map_err(|e| RunError::Output {
+                dir: dir.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let period_ns = cfg.period_ns();
+        let t_start = os::now();
+        let mut first = Feedback::default();
+        backend
+            .start(t_start, &mut first)
+            .map_err(|e| RunError::Backend(e.to_string()))?;
+
+        let limits = cfg.joint_limits();
+        let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
+        let gate = Gate::new(limits, period_ns, &first.pos_rad);
+        let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
+        let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
+        let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
+        let domain = cfg.domain_box().map(|(lo, hi)| DomainBox { lo, hi });
+        let mut control = ControlLoop::new(ControlParts {
+            backend,
+            executor,
+            gate,
+            chunks: chunk_sub,
+            observations: obs_pub,
+            cycles_out: cycle_p,
+            events_out: event_p,
+            domain,
+            period_ns,
+            first_feedback: first,
+            clock: os::now,
+        });
+
+        let collector =
+            Collector::new(period_ns, t_start, opts.out_dir.as_deref()).map_err(|e| {
+                RunError::Output {
+                    dir: opts.out_dir.clone().unwrap_or_default(),
+                    message: e.to_string(),
+                }
+            })?;
+
+        let stop_inference = Arc::new(AtomicBool::new(false));
+        let control_done = Arc::new(AtomicBool::new(false));
+        let inference_cpu = cfg.inference.cpu;
+        let inf_parts = InferenceParts {
+            policy,
+            observations: obs_sub,
+            chunks: chunk_pub,
+            records: infer_p,
+            period_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms),
+            start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
+            stop: stop_inference.clone(),
+        };
+        let inference_handle = thread::Builder::new()
+            .name("chunkrt-infer".into())
+            .spawn(move || {
+                if inference_cpu >= 0 {
+                    if let Err(e) = os::pin_to(inference_cpu as usize) {
+                        tracing::warn!("inference thread: {e}");
+                    }
+                }
+                inference::run(inf_parts)
+            })
+            .map_err(|e| RunError::Thread(e.to_string()))?;
+
+        let status_ns = chunkrt_core::ms_to_ns(cfg.telemetry.status_interval_ms);
+        let drain_ns = chunkrt_core::ms_to_ns(cfg.telemetry.drain_interval_ms).max(1_000_000);
+        let live = opts.live_status && status_ns > 0;
+        let done = control_done.clone();
+        let telemetry_handle = thread::Builder::new()
+            .name("chunkrt-telemetry".into())
+            .spawn(move || {
+                let mut collector = collector;
+                let mut next_status = os::now().add_ns(status_ns);
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    collector.drain(&mut consumers);
+                    if finished {
+                        break;
+                    }
+                    let now = os::now();
+                    if live && now >= next_status {
+                        eprintln!("{}", collector.status_line(now));
+                        next_status = now.add_ns(status_ns);
+                    }
+                    os::sleep_until(now.add_ns(drain_ns));
+                }
+                collector
+            })
+            .map_err(|e| RunError::Thread(e.to_string()))?;
+
+        let rt_opts = RtSetup {
+            priority: cfg.control.priority,
+            cpu: cfg.control.cpu,
+            lock_memory: cfg.control.lock_memory,
+        };
+        let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
+        let stop = opts.stop.clone();
+        let control_handle = thread::Builder::new()
+            .name("chunkrt-control".into())
+            .stack_size(4 << 20)
+            .spawn(move || {
+                let host = rt_opts.apply();
+                let (t0, t1) = control_thread(&mut control, duration_ns, &stop);
+                control_done.store(true, Ordering::Release);
+                (control, host, t0, t1)
+            })
+            .map_err(|e| RunError::Thread(e.to_string()))?;
+
+        let (mut control, host, t0, t1) = control_handle
+            .join()
+            .map_err(|_| RunError::Thread("the control thread panicked".into()))?;
+        stop_inference.store(true, Ordering::Release);
+        let inference_exit = inference_handle
+            .join()
+            .map_err(|_| RunError::Thread("the inference thread died".into()))?;
+        let collector = telemetry_handle
+            .join()
+            .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
+        let shutdown_error = control.backend.shutdown(os::now()).err();
+
+        let metrics = collector.metrics().clone();
+        let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
+        finish_report(&mut report, &cfg, &control, opts);
+        if let Some(e) = shutdown_error {
+            report
+                .extra
+                .insert("shutdown_error".into(), json!(e.to_string()));
+        }
+        if let Some(e) = log_error {
+            report.extra.insert("log_error".into(), json!(e));
+        }
+        let inference_panicked = match inference_exit {
+            InferenceExit::Panicked(msg) => {
+                report
+                    .extra
+                    .insert("inference_panic".into(), json!(msg.clone()));
+                Some(msg)
+            }
+            InferenceExit::Stopped => None,
+        };
+        if let Some(dir) = &opts.out_dir {
+            std::fs::write(dir.join("report.json"), report.to_json()).map_err(|e| {
+                RunError::Output {
+                    dir: dir.clone(),
+                    message: format!("writing report.json: {e}"),
+                }
+            })?;
+        }
+        Ok(RunOutcome {
+            report,
+            inference_panicked,
+            metrics,
+        })
+    }
+}
+
+/// Real-time set-up of the control thread.
+struct RtSetup {
+    priority: u8,
+    cpu: i32,
+    lock_memory: bool,
+}
+
+impl RtSetup {
+    /// Applies what it can and says in the host block what took effect.
+    fn apply(&self) -> HostInfo {
+        let (kernel, preempt, realtime_kernel) = os::kernel_info();
+        let mut host = HostInfo {
+            kernel,
+            preempt,
+            realtime_kernel,
+            priority: self.priority,
+            cpus: os::cpu_count(),
+            ..HostInfo::default()
+        };
+        if self.cpu >= 0 {
+            match os::pin_to(self.cpu as usize) {
+                Ok(()) => host.control_cpu = Some(self.cpu as usize),
+                Err(e) => tracing::warn!("control thread not pinned: {e}"),
+            }
+        }
+        if self.lock_memory {
+            match os::lock_memory() {
+                Ok(()) => host.mlockall = true,
+                Err(e) => {
+                    tracing::warn!("REAL-TIME DEGRADED: {e}");
+                    host.mlockall_error = Some(e);
+                }
+            }
+        }
+        os::prefault_stack(512 * 1024);
+        match os::set_fifo(self.priority) {
+            Ok(()) => host.sched_fifo = true,
+            Err(e) => {
+                tracing::warn!("REAL-TIME DEGRADED: {e}; running with normal scheduling");
+                host.sched_fifo_error = Some(e);
+            }
+        }
+        host
+    }
+}
+
+/// The control thread's schedule: absolute deadlines, no backlog, then a controlled stop.
+/// Returns the start and end times of the loop.
+fn control_thread(
+    control: &mut ControlLoop,
+    duration_ns: Option<u64>,
+    stop: &AtomicBool,
+) -> (MonoTime, MonoTime) {
+    let period = control.period_ns();
+    let t0 = os::now();
+    let end = duration_ns.map(|d| t0.add_ns(d));
+    let mut deadline = t0.add_ns(period);
+    let mut missed = 0u32;
+    let mut stopping_since: Option<MonoTime> = None;
+    loop {
+        os::sleep_until(deadline);
+        let wake = os::now();
+        control.cycle(deadline, wake, missed);
+
+        let now = os::now();
+        match stopping_since {
+            None => {
+                let expired = end.is_some_and(|e| now >= e);
+                if expired || stop.load(Ordering::Relaxed) || crate::signals::requested() {
+                    control.stop_playing(now, ModeChangeReason::Shutdown);
+                    stopping_since = Some(now);
+                }
+            }
+            Some(since) => {
+                let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop);
+                if at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS {
+                    return (t0, now);
+                }
+            }
+        }
+
+        // Next deadline; deadlines that have already passed are skipped (counted), so
+        // a stall never turns into a burst of catch-up cycles.
+        deadline = deadline.add_ns(period);
+        missed = 0;
+        let now = os::now();
+        if now > deadline {
+            let behind = now.saturating_since(deadline) / period;
+            if behind > 0 {
+                missed = behind.min(u32::MAX as u64) as u32;
+                deadline = deadline.add_ns(behind * period);
+            }
+        }
+    }
+}
+
+fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts: &RunOptions) {
+    let ex = &control.executor;
+    let seam = ex.seam_stats();
+    report.seam.insert("seam_count".into(), seam.seams as f64);
+    report
+        .seam
+        .insert("seam_max_pos_step_rad".into(), seam.max_pos_step_rad);
+    report
+        .seam
+        .insert("seam_max_vel_step_rad_s".into(), seam.max_vel_step_rad_s);
+    report
+        .seam
+        .insert("seam_max_acc_step_rad_s2".into(), seam.max_acc_step_rad_s2);
+    // The executor is the authority on the chunk life cycle (see ChunkCounts).
+    let c = ex.counts();
+    for (k, v) in [
+        ("chunks_offered", c.offered),
+        ("chunks_accepted", c.accepted),
+        ("chunks_rejected", c.rejected),
+        ("chunks_used", c.used),
+        ("chunks_superseded", c.superseded),
+        ("chunks_discarded", c.discarded),
+        ("chunks_expired", c.expired),
+        ("chunks_horizon_ended", c.horizon_ended),
+        ("chunks_pending", c.pending),
+        ("fallback_entries", c.fallback_entries),
+        ("mode_events_dropped", ex.events_dropped()),
+        ("chunks_ignored_stopping", control.chunks_ignored_stopping()),
+    ] {
+        report.counters.insert(k.into(), v);
+    }
+    for (i, n) in control.gate_counts().iter().enumerate() {
+        report.gate.insert(
+            chunkrt_telemetry::collector::constraint_name_index(i).into(),
+            *n,
+        );
+    }
+    let mut conf = std::collections::BTreeMap::new();
+    conf.insert("file".into(), json!(opts.config_name));
+    conf.insert("backend".into(), json!(control.backend.name()));
+    conf.insert(
+        "policy".into(),
+        json!(format!("{:?}", cfg.policy.kind).to_lowercase()),
+    );
+    conf.insert("period_ms".into(), json!(cfg.control.period_ms));
+    conf.insert(
+        "chunk_period_ms".into(),
+        json!(cfg.inference.chunk_period_ms),
+    );
+    conf.insert(
+        "max_chunk_age_ms".into(),
+        json!(cfg.executor.max_chunk_age_ms),
+    );
+    conf.insert("blend_ms".into(), json!(cfg.executor.blend_ms));
+    conf.insert("joints".into(), json!(cfg.control.joints));
+    report.config = conf;
+}

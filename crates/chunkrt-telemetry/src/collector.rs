@@ -1,0 +1,386 @@
+//! The telemetry thread's state: drains the rings into histograms, counters and logs.
+
+use crate::metrics::{Metric, MetricSet};
+use crate::records::{CycleRecord, EventRecord, InferRecord, InferStatus};
+use crate::report::{summarize, HostInfo, Report, SCHEMA_VERSION};
+use crate::rings::RingConsumers;
+use chunkrt_core::{Constraint, Intervention, Mode, MonoTime};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Most events kept in the report (all of them go to `events.jsonl`).
+const MAX_REPORT_EVENTS: usize = 10_000;
+
+/// Name of a mode in logs and reports.
+pub fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Playing => "Playing",
+        Mode::Decelerating => "Decelerating",
+        Mode::Holding => "Holding",
+        Mode::SafeStop => "SafeStop",
+    }
+}
+
+/// Mode from its `as u8` value in a cycle record.
+pub fn mode_from_u8(v: u8) -> Mode {
+    match v {
+        0 => Mode::Playing,
+        1 => Mode::Decelerating,
+        2 => Mode::Holding,
+        _ => Mode::SafeStop,
+    }
+}
+
+/// Name of a gate constraint in logs and reports.
+pub fn constraint_name(c: Constraint) -> &'static str {
+    match c {
+        Constraint::NonFinite => "non_finite",
+        Constraint::Position => "position",
+        Constraint::Braking => "braking",
+        Constraint::Velocity => "velocity",
+        Constraint::Acceleration => "acceleration",
+        Constraint::Jerk => "jerk",
+        Constraint::Domain => "domain",
+    }
+}
+
+/// Name of the constraint whose `as u8` value is `i` (for per-constraint counts).
+pub fn constraint_name_index(i: usize) -> &'static str {
+    const ALL: [Constraint; 7] = [
+        Constraint::NonFinite,
+        Constraint::Position,
+        Constraint::Braking,
+        Constraint::Velocity,
+        Constraint::Acceleration,
+        Constraint::Jerk,
+        Constraint::Domain,
+    ];
+    ALL.get(i).map(|c| constraint_name(*c)).unwrap_or("unknown")
+}
+
+/// A run of identical gate interventions (same joint, same constraint, consecutive).
+struct GateRun {
+    first: Intervention,
+    last: Intervention,
+    t_first: MonoTime,
+    t_last: MonoTime,
+    repeats: u64,
+}
+
+/// Drains the rings; owned by the telemetry thread.
+pub struct Collector {
+    metrics: MetricSet,
+    period_ns: u64,
+    t0: MonoTime,
+    last_wake: Option<MonoTime>,
+    counters: BTreeMap<&'static str, u64>,
+    events: Vec<serde_json::Value>,
+    gate_log: Option<BufWriter<File>>,
+    event_log: Option<BufWriter<File>>,
+    gate_run: Option<GateRun>,
+    last_mode: u8,
+    last_chunk_seq: u64,
+    max_track_err_rad: f64,
+    log_error: Option<String>,
+}
+
+impl Collector {
+    /// A collector for a loop of period `period_ns` started at `t0`; with `out_dir`
+    /// it writes `gate.jsonl` and `events.jsonl` there.
+    pub fn new(period_ns: u64, t0: MonoTime, out_dir: Option<&Path>) -> std::io::Result<Self> {
+        let open = |name: &str| -> std::io::Result<Option<BufWriter<File>>> {
+            match out_dir {
+                Some(d) => Ok(Some(BufWriter::new(File::create(d.join(name))?))),
+                None => Ok(None),
+            }
+        };
+        let mut counters = BTreeMap::new();
+        for k in [
+            "cycles",
+            "deadline_overruns",
+            "missed_cycles",
+            "chunks_published",
+            "chunks_used",
+            "inference_errors",
+            "chunks_dropped_injected",
+            "anytime_reduced",
+            "out_of_domain",
+            "fallback_entries",
+            "ring_drops",
+            "backend_errors",
+            "gate_interventions",
+            "chunks_rejected_logged",
+        ] {
+            counters.insert(k, 0);
+        }
+        Ok(Collector {
+            metrics: MetricSet::new(),
+            period_ns,
+            t0,
+            last_wake: None,
+            counters,
+            events: Vec::new(),
+            gate_log: open("gate.jsonl")?,
+            event_log: open("events.jsonl")?,
+            gate_run: None,
+            last_mode: u8::MAX,
+            last_chunk_seq: 0,
+            max_track_err_rad: 0.0,
+            log_error: None,
+        })
+    }
+
+    fn bump(&mut self, k: &'static str, by: u64) {
+        *self.counters.entry(k).or_insert(0) += by;
+    }
+
+    fn t_rel(&self, t: MonoTime) -> f64 {
+        t.diff_ns(self.t0) as f64 * 1e-9
+    }
+
+    /// Drains every ring; returns the number of records taken.
+    pub fn drain(&mut self, cons: &mut RingConsumers) -> usize {
+        let mut n = 0;
+        while let Some(r) = cons.pop_infer() {
+            self.on_infer(&r);
+            n += 1;
+        }
+        while let Some(r) = cons.pop_cycle() {
+            self.on_cycle(&r);
+            n += 1;
+        }
+        while let Some(e) = cons.pop_event() {
+            self.on_event(&e);
+            n += 1;
+        }
+        self.counters.insert("ring_drops", cons.drops());
+        n
+    }
+
+    fn on_cycle(&mut self, r: &CycleRecord) {
+        self.bump("cycles", 1);
+        let wake = r.t_wake.saturating_since(r.t_deadline);
+        // Cycles that never ran count too (no coordinated omission).
+        self.metrics
+            .record_correct(Metric::WakeLatency, wake, self.period_ns);
+        // An overrun: the cycle's work ended after the next deadline, or deadlines
+        // were skipped before it.
+        let next_deadline = r.t_deadline.add_ns(self.period_ns);
+        if r.missed > 0 || r.t_done > next_deadline {
+            self.bump("deadline_overruns", 1);
+        }
+        self.bump("missed_cycles", r.missed as u64);
+        if let Some(prev) = self.last_wake {
+            let actual = r.t_wake.saturating_since(prev);
+            let nominal = self.period_ns * (1 + r.missed as u64);
+            self.metrics
+                .record(Metric::PeriodJitter, actual.abs_diff(nominal));
+        }
+        self.last_wake = Some(r.t_wake);
+        self.metrics
+            .record(Metric::CycleTime, r.t_cmd.saturating_since(r.t_wake));
+        if r.bus_rtt_ns > 0 {
+            self.metrics.record(Metric::BusRtt, r.bus_rtt_ns);
+        }
+        if r.chunk_seq != 0 {
+            self.metrics.record(Metric::ChunkAge, r.chunk_age_ns);
+            if r.chunk_seq != self.last_chunk_seq {
+                self.bump("chunks_used", 1);
+                self.last_chunk_seq = r.chunk_seq;
+                self.metrics.record(Metric::HandoffLatency, r.handoff_ns);
+            }
+        }
+        if r.e2e_ns > 0 {
+            self.metrics.record(Metric::E2eLatency, r.e2e_ns);
+        }
+        if r.backend_error {
+            self.bump("backend_errors", 1);
+        }
+        if r.gate_mask != 0 {
+            self.bump("gate_interventions", 1);
+        }
+        if r.track_err_rad.is_finite() && r.track_err_rad > self.max_track_err_rad {
+            self.max_track_err_rad = r.track_err_rad;
+        }
+        self.last_mode = r.mode;
+    }
+
+    fn on_infer(&mut self, r: &InferRecord) {
+        match r.status {
+            InferStatus::Published => self.bump("chunks_published", 1),
+            InferStatus::Failed => self.bump("inference_errors", 1),
+            InferStatus::Dropped => self.bump("chunks_dropped_injected", 1),
+        }
+        if r.status != InferStatus::Failed {
+            self.metrics
+                .record(Metric::InferenceLatency, r.t_end.saturating_since(r.t_obs));
+        }
+        self.metrics
+            .record(Metric::ObsAge, r.t_begin.saturating_since(r.t_obs));
+        if r.step_ns > 0 {
+            self.metrics.record(Metric::InferenceStep, r.step_ns);
+        }
+        if r.steps < r.steps_nominal {
+            self.bump("anytime_reduced", 1);
+        }
+        if r.out_of_domain {
+            self.bump("out_of_domain", 1);
+        }
+    }
+
+    fn on_event(&mut self, e: &EventRecord) {
+        let value = match e {
+            EventRecord::Gate { t, intervention } => {
+                self.on_gate(*t, *intervention);
+                return;
+            }
+            EventRecord::Mode(m) => {
+                if m.from == Mode::Playing {
+                    self.bump("fallback_entries", 1);
+                }
+                json!({
+                    "t_s": self.t_rel(m.t),
+                    "event": "mode",
+                    "from": mode_name(m.from),
+                    "to": mode_name(m.to),
+                    "reason": format!("{:?}", m.reason),
+                })
+            }
+            EventRecord::Reject { t, seq, reason } => {
+                self.bump("chunks_rejected_logged", 1);
+                json!({
+                    "t_s": self.t_rel(*t),
+                    "event": "chunk_rejected",
+                    "seq": seq,
+                    "reason": format!("{reason:?}"),
+                })
+            }
+            EventRecord::Backend { t, error } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "backend_error",
+                "kind": error.name(),
+                "detail": error.to_string(),
+            }),
+        };
+        self.write_line(LogFile::Event, &value);
+        if self.events.len() < MAX_REPORT_EVENTS {
+            self.events.push(value);
+        }
+    }
+
+    fn on_gate(&mut self, t: MonoTime, iv: Intervention) {
+        if let Some(run) = &mut self.gate_run {
+            if run.last.joint == iv.joint && run.last.constraint == iv.constraint {
+                run.last = iv;
+                run.t_last = t;
+                run.repeats += 1;
+                return;
+            }
+        }
+        self.flush_gate_run();
+        self.gate_run = Some(GateRun {
+            first: iv,
+            last: iv,
+            t_first: t,
+            t_last: t,
+            repeats: 1,
+        });
+    }
+
+    fn flush_gate_run(&mut self) {
+        if let Some(run) = self.gate_run.take() {
+            let v = json!({
+                "t_s": self.t_rel(run.t_first),
+                "t_last_s": self.t_rel(run.t_last),
+                "joint": run.first.joint,
+                "constraint": constraint_name(run.first.constraint),
+                "proposed_rad": run.first.proposed_rad,
+                "executed_rad": run.first.executed_rad,
+                "last_proposed_rad": run.last.proposed_rad,
+                "last_executed_rad": run.last.executed_rad,
+                "repeats": run.repeats,
+            });
+            self.write_line(LogFile::Gate, &v);
+        }
+    }
+
+    fn write_line(&mut self, which: LogFile, v: &serde_json::Value) {
+        let w = match which {
+            LogFile::Gate => self.gate_log.as_mut(),
+            LogFile::Event => self.event_log.as_mut(),
+        };
+        if let Some(w) = w {
+            if let Err(e) = writeln!(w, "{v}") {
+                self.log_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    /// A one-line live status.
+    pub fn status_line(&self, now: MonoTime) -> String {
+        let h = self.metrics.get(Metric::WakeLatency);
+        let age = self.metrics.get(Metric::ChunkAge);
+        format!(
+            "t={:6.1}s cycles={} mode={} wake p99={:.0}us max={:.0}us chunk_age p50={:.1}ms chunks={} overruns={} drops={}",
+            self.t_rel(now),
+            self.counters["cycles"],
+            if self.last_mode == u8::MAX { "-" } else { mode_name(mode_from_u8(self.last_mode)) },
+            h.value_at_quantile(0.99) as f64 / 1e3,
+            h.max() as f64 / 1e3,
+            age.value_at_quantile(0.5) as f64 / 1e6,
+            self.counters["chunks_published"],
+            self.counters["deadline_overruns"],
+            self.counters["ring_drops"],
+        )
+    }
+
+    /// The histograms so far.
+    pub fn metrics(&self) -> &MetricSet {
+        &self.metrics
+    }
+
+    /// A counter's value.
+    pub fn counter(&self, k: &str) -> u64 {
+        self.counters.get(k).copied().unwrap_or(0)
+    }
+
+    /// Closes the logs and builds the report.
+    pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
+        self.flush_gate_run();
+        for w in [self.gate_log.as_mut(), self.event_log.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = w.flush() {
+                self.log_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+        let mut report = Report {
+            schema: SCHEMA_VERSION,
+            chunkrt_version: env!("CARGO_PKG_VERSION").to_string(),
+            host,
+            duration_s,
+            metrics: summarize(&self.metrics),
+            counters: self
+                .counters
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            events: self.events,
+            ..Report::default()
+        };
+        report.extra.insert(
+            "tracking".into(),
+            json!({ "max_err_rad": self.max_track_err_rad }),
+        );
+        (report, self.log_error)
+    }
+}
+
+enum LogFile {
+    Gate,
+    Event,
+}

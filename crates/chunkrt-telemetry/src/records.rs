@@ -1,0 +1,103 @@
+//! The fixed-size records the real-time threads push. All `Copy`, no heap.
+
+use chunkrt_core::{BackendError, Intervention, ModeEvent, MonoTime, RejectReason};
+
+/// One control cycle.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CycleRecord {
+    /// Cycle number (0-based, counts cycles that ran).
+    pub cycle: u64,
+    /// The absolute deadline the thread slept for.
+    pub t_deadline: MonoTime,
+    /// When it woke.
+    pub t_wake: MonoTime,
+    /// When the command was handed to the backend.
+    pub t_cmd: MonoTime,
+    /// When the cycle's work ended.
+    pub t_done: MonoTime,
+    /// Deadlines skipped before this cycle because the loop was late (never ran).
+    pub missed: u32,
+    /// Executor mode (`Mode as u8`).
+    pub mode: u8,
+    /// Gate constraints that acted this cycle (bit mask).
+    pub gate_mask: u32,
+    /// Sequence number of the playing chunk (0: none).
+    pub chunk_seq: u64,
+    /// Age of the playing chunk (now - t_obs), 0 when none.
+    pub chunk_age_ns: u64,
+    /// Publish -> first use, set on the first cycle that plays a chunk.
+    pub handoff_ns: u64,
+    /// Observation capture -> first command derived from it leaving for the drives.
+    pub e2e_ns: u64,
+    /// Bus round trip (0 without a bus).
+    pub bus_rtt_ns: u64,
+    /// Whether the backend exchange failed this cycle.
+    pub backend_error: bool,
+    /// Largest |command - measured position| over the joints (tracking error).
+    pub track_err_rad: f64,
+}
+
+/// How an inference call ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InferStatus {
+    /// A chunk was published.
+    #[default]
+    Published,
+    /// The policy returned an error; nothing was published.
+    Failed,
+    /// A chunk was computed and deliberately dropped (fault injection).
+    Dropped,
+}
+
+/// One inference call.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct InferRecord {
+    /// Sequence number given to the chunk.
+    pub seq: u64,
+    /// Capture time of the observation used.
+    pub t_obs: MonoTime,
+    /// When inference started.
+    pub t_begin: MonoTime,
+    /// When it ended (publish time when published).
+    pub t_end: MonoTime,
+    /// Sampler steps run.
+    pub steps: u16,
+    /// Sampler steps configured.
+    pub steps_nominal: u16,
+    /// Mean sampler step duration.
+    pub step_ns: u64,
+    /// Outcome.
+    pub status: InferStatus,
+    /// The observation was outside the declared operating domain.
+    pub out_of_domain: bool,
+}
+
+/// Something that happened on the control thread and belongs in the log.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EventRecord {
+    /// The executor changed mode.
+    Mode(ModeEvent),
+    /// A chunk was rejected at ingestion.
+    Reject {
+        /// When.
+        t: MonoTime,
+        /// The chunk.
+        seq: u64,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// The gate changed a command.
+    Gate {
+        /// When.
+        t: MonoTime,
+        /// What it did.
+        intervention: Intervention,
+    },
+    /// The backend exchange failed.
+    Backend {
+        /// When.
+        t: MonoTime,
+        /// The error.
+        error: BackendError,
+    },
+}

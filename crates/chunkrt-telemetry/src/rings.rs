@@ -1,0 +1,140 @@
+//! Preallocated SPSC rings between the real-time threads and the telemetry thread.
+
+use crate::records::{CycleRecord, EventRecord, InferRecord};
+use ringbuf::traits::{Consumer, Producer, Split};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Ring drops, per ring, shared with the telemetry thread.
+#[derive(Debug, Default)]
+pub struct DropCounters {
+    /// Cycle records that did not fit.
+    pub cycle: AtomicU64,
+    /// Inference records that did not fit.
+    pub infer: AtomicU64,
+    /// Event records that did not fit.
+    pub event: AtomicU64,
+}
+
+macro_rules! producer {
+    ($name:ident, $rec:ty, $field:ident, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name {
+            prod: HeapProd<$rec>,
+            drops: Arc<DropCounters>,
+        }
+
+        impl $name {
+            /// Pushes a record; when the ring is full the record is counted as dropped.
+            /// Never allocates, locks or blocks.
+            #[inline]
+            pub fn push(&mut self, rec: $rec) {
+                if self.prod.try_push(rec).is_err() {
+                    self.drops.$field.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    };
+}
+
+producer!(
+    CycleProducer,
+    CycleRecord,
+    cycle,
+    "The control thread's end of the cycle ring."
+);
+producer!(
+    InferProducer,
+    InferRecord,
+    infer,
+    "The inference thread's end of the inference ring."
+);
+producer!(
+    EventProducer,
+    EventRecord,
+    event,
+    "The control thread's end of the event ring."
+);
+
+/// The telemetry thread's ends of all rings.
+pub struct RingConsumers {
+    pub(crate) cycle: HeapCons<CycleRecord>,
+    pub(crate) infer: HeapCons<InferRecord>,
+    pub(crate) event: HeapCons<EventRecord>,
+    pub(crate) drops: Arc<DropCounters>,
+}
+
+impl RingConsumers {
+    /// Takes the next cycle record.
+    pub fn pop_cycle(&mut self) -> Option<CycleRecord> {
+        self.cycle.try_pop()
+    }
+    /// Takes the next inference record.
+    pub fn pop_infer(&mut self) -> Option<InferRecord> {
+        self.infer.try_pop()
+    }
+    /// Takes the next event record.
+    pub fn pop_event(&mut self) -> Option<EventRecord> {
+        self.event.try_pop()
+    }
+    /// Total records dropped so far (all rings).
+    pub fn drops(&self) -> u64 {
+        self.drops.cycle.load(Ordering::Relaxed)
+            + self.drops.infer.load(Ordering::Relaxed)
+            + self.drops.event.load(Ordering::Relaxed)
+    }
+    /// Cycle records dropped so far.
+    pub fn cycle_drops(&self) -> u64 {
+        self.drops.cycle.load(Ordering::Relaxed)
+    }
+}
+
+/// Allocates the three rings (`capacity` records each) and splits them once.
+pub fn rings(capacity: usize) -> (CycleProducer, EventProducer, InferProducer, RingConsumers) {
+    let drops = Arc::new(DropCounters::default());
+    let (cp, cc) = HeapRb::<CycleRecord>::new(capacity).split();
+    let (ip, ic) = HeapRb::<InferRecord>::new(capacity).split();
+    let (ep, ec) = HeapRb::<EventRecord>::new(capacity).split();
+    (
+        CycleProducer {
+            prod: cp,
+            drops: drops.clone(),
+        },
+        EventProducer {
+            prod: ep,
+            drops: drops.clone(),
+        },
+        InferProducer {
+            prod: ip,
+            drops: drops.clone(),
+        },
+        RingConsumers {
+            cycle: cc,
+            infer: ic,
+            event: ec,
+            drops,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_ring_counts_drops_instead_of_blocking() {
+        let (mut cp, _ep, _ip, mut cons) = rings(4);
+        for i in 0..10 {
+            cp.push(CycleRecord {
+                cycle: i,
+                ..Default::default()
+            });
+        }
+        assert_eq!(cons.cycle_drops(), 6);
+        let got: Vec<u64> = std::iter::from_fn(|| cons.pop_cycle())
+            .map(|r| r.cycle)
+            .collect();
+        assert_eq!(got, vec![0, 1, 2, 3]);
+    }
+}
