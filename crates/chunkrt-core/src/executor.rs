@@ -13,12 +13,13 @@
 //!   "old trajectory" is the previous chunk's spline when a chunk was playing on its
 //!   own; in every other case (a seam during a blend, a chunk arriving while
 //!   decelerating or holding) it is the output's state at the seam continued as a
-//!   constant-acceleration motion. `blend_ns = 0` switches blending off: the newest
+//!   constant-acceleration motion (velocity and acceleration first clipped to the
+//!   joint limits, so repeated seams cannot compound a transient excess). `blend_ns = 0` switches blending off: the newest
 //!   chunk wins at once (the comparison mode).
 //! * **Freshness.** The playing chunk is fresh while `now - t_obs <= max_chunk_age`
 //!   and the sample time is inside its horizon.
 //! * **Fallback ladder.** `Playing -> Decelerating` (jerk-limited stop from the last
-//!   output state) `-> Holding` (at rest) `-> SafeStop` (after `safe_stop_after`
+//!   output state, its velocity and acceleration clipped to the limits) `-> Holding` (at rest) `-> SafeStop` (after `safe_stop_after`
 //!   without a fresh chunk, counted from the moment the ladder was entered). Every
 //!   mode change is queued as a timestamped [`ModeEvent`].
 //! * **Resume.** A fresh chunk is always blended in while `Decelerating`. From
@@ -501,7 +502,7 @@ impl Executor {
         } else if self.mode == Mode::Playing && self.cur_valid && !blend_running {
             BlendSource::Spline(prev)
         } else {
-            self.blend_state = old;
+            self.blend_state = self.within_limits(&old);
             BlendSource::State
         };
         self.blend_t0 = ts;
@@ -522,9 +523,29 @@ impl Executor {
         self.seam.record(dp, dv, da);
     }
 
+    /// `state` with velocity and acceleration clipped to the joint limits.
+    ///
+    /// The output can exceed them only transiently, inside a seam blend whose excess
+    /// the gate is already absorbing. Continuing such a state (a stop ramping down an
+    /// acceleration far above the limit, or a blend source extrapolated with it)
+    /// would compound the excess, so the fallback and the state-based blend start
+    /// from the clipped state: position stays continuous, and velocity/acceleration
+    /// are continuous whenever they were within the limits.
+    fn within_limits(&self, state: &Pva) -> Pva {
+        let mut out = *state;
+        for j in 0..self.cfg.dof {
+            let lim = &self.limits.joint[j];
+            let (v, a) = (lim.max_vel_rad_s.abs(), lim.max_acc_rad_s2.abs());
+            out.vel_rad_s[j] = out.vel_rad_s[j].clamp(-v, v);
+            out.acc_rad_s2[j] = out.acc_rad_s2[j].clamp(-a, a);
+        }
+        out
+    }
+
     /// Enters `Decelerating` from the last output state.
     fn enter_fallback(&mut self, now: MonoTime, reason: ModeChangeReason) {
-        self.stop = StopProfile::plan(&self.last, self.cfg.dof, &self.limits);
+        let start = self.within_limits(&self.last);
+        self.stop = StopProfile::plan(&start, self.cfg.dof, &self.limits);
         self.stop_t0 = self.last_ts;
         self.blend = BlendSource::None;
         self.t_fallback = now;

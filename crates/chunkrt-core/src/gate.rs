@@ -120,6 +120,8 @@ struct JointState {
     q: f64,
     v: f64,
     a: f64,
+    /// The last command was the proposal itself (no rate intervention).
+    on_track: bool,
 }
 
 /// Admissible interval of the next acceleration and what set each end.
@@ -190,6 +192,7 @@ fn bounds(s: &JointState, lo_pos: f64, hi_pos: f64, lim: &JointLimit, t: f64) ->
         q: -s.q,
         v: -s.v,
         a: -s.a,
+        on_track: s.on_track,
     };
     let (neg_lo, lo_by) = upper_bound(&mirrored, -hi_hard, -lo_hard, lo_hard_by, -lo_pos, lim, t);
     Bounds {
@@ -248,6 +251,7 @@ impl Gate {
                 q: if p.is_finite() { *p } else { 0.0 },
                 v: 0.0,
                 a: 0.0,
+                on_track: true,
             };
         }
     }
@@ -317,14 +321,29 @@ impl Gate {
             }
             let b = bounds(&s, lo, hi, &lim, t);
             let alpha_dead = ((pd - s.q) / t - s.v) / t;
+            // Off track, rejoin only where the next period's catch-up would also be
+            // within the jerk limit (velocity matched too); otherwise a one-period
+            // position match leaves a velocity mismatch that kicks back out.
+            let rejoin_ok = s.on_track || {
+                let v1 = s.v + alpha_dead * t;
+                let alpha_next = (vd + 0.5 * ad * t - v1) / t;
+                (alpha_next - alpha_dead).abs() <= lim.max_jerk_rad_s3 * t
+            };
+            let exact = alpha_dead >= b.lo && alpha_dead <= b.hi && rejoin_ok;
             let alpha = if b.lo > b.hi {
                 // Only reachable with degenerate limits (e.g. a position range shorter
                 // than a braking distance); keep the jerk and acceleration limits.
                 0.5 * (b.lo + b.hi)
-            } else if alpha_dead >= b.lo && alpha_dead <= b.hi {
+            } else if exact {
                 alpha_dead
             } else {
-                last = if alpha_dead > b.hi { b.hi_by } else { b.lo_by };
+                last = if alpha_dead > b.hi {
+                    b.hi_by
+                } else if alpha_dead < b.lo {
+                    b.lo_by
+                } else {
+                    Constraint::Jerk // within bounds, but rejoining would break it next
+                };
                 bits |= last.bit();
                 self.track(&s, pd, vd, ad, &lim).clamp(b.lo, b.hi)
             };
@@ -334,6 +353,7 @@ impl Gate {
                 q: q1,
                 v: v1,
                 a: alpha,
+                on_track: exact,
             };
             cmd.pos_rad[j] = q1;
             cmd.vel_rad_s[j] = if bits == 0 {
@@ -357,14 +377,15 @@ impl Gate {
     }
 
     /// Acceleration that steers toward the proposal when it cannot be reached in one
-    /// period: square-root position and velocity laws with feed-forward, gains chosen
-    /// so the velocity loop is four times faster than the position loop (critically
-    /// damped in the linear region) and slow enough for the jerk limit.
+    /// period: square-root position and velocity laws with feed-forward. The square
+    /// roots keep the approach within the braking deceleration and the jerk limit;
+    /// the linear ends near zero have the velocity loop four times faster than the
+    /// position loop (critically damped) and a quarter of the sampling rate.
     fn track(&self, s: &JointState, pd: f64, vd: f64, ad: f64, lim: &JointLimit) -> f64 {
         let t = self.t;
         let a_max = lim.max_acc_rad_s2.max(TINY);
         let j_max = lim.max_jerk_rad_s3.max(TINY);
-        let kv = (0.25 / t).min(0.5 * j_max / a_max);
+        let kv = 0.25 / t;
         let kp = 0.25 * kv;
         let b = lim.brake_acc_rad_s2.min(a_max).max(TINY);
         let v_ref =
