@@ -126,9 +126,9 @@ pub struct PolicyConfig {
     /// Anytime sampling: the chunk must be ready within this many ms (0: off).
     #[serde(default)]
     pub deadline_ms: f64,
-    /// Anytime sampling: never fewer steps than this.
-    #[serde(default = "one")]
-    pub min_steps: usize,
+    /// Anytime sampling: never fewer steps than this (default from the manifest).
+    #[serde(default)]
+    pub min_steps: Option<usize>,
     /// Seed of the sampler noise.
     #[serde(default)]
     pub seed: u64,

@@ -61,8 +61,37 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
                 .map_err(|e| RunError::Policy(e.to_string()))?;
             Ok(Box::new(policy))
         }
-        PolicyKind::Onnx => Err(RunError::Policy(
-            "ONNX policies are not part of this build yet".into(),
-        )),
+        PolicyKind::Onnx => {
+            let manifest = p
+                .manifest
+                .as_ref()
+                .map(|m| cfg.resolve(m))
+                .ok_or_else(|| RunError::Policy("policy.manifest is not set".into()))?;
+            let mut oc = chunkrt_policy::OnnxPolicyConfig::new(manifest);
+            oc.session.ort_library = p.ort_library.as_ref().map(|l| cfg.resolve(l));
+            oc.session.execution_provider = p
+                .execution_provider
+                .parse()
+                .map_err(|e| RunError::Policy(format!("policy.execution_provider: {e}")))?;
+            oc.session.intra_threads = p.threads;
+            oc.method = p
+                .sampler
+                .as_deref()
+                .map(|s| {
+                    chunkrt_policy::SamplerMethod::parse(s)
+                        .ok_or_else(|| RunError::Policy(format!("policy.sampler: unknown `{s}`")))
+                })
+                .transpose()?;
+            oc.steps = p.steps;
+            oc.min_steps = p.min_steps;
+            oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
+            oc.seed = Some(p.seed);
+            if !p.goals_rad.is_empty() {
+                oc.goals = Some(p.goals_rad.clone());
+            }
+            let policy = chunkrt_policy::OnnxPolicy::new(&oc)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            Ok(Box::new(policy))
+        }
     }
 }
