@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod chunk;
+pub mod delay;
 mod envelope;
 pub mod executor;
 pub mod gate;
@@ -21,6 +22,10 @@ pub mod time;
 
 pub use backend::{Backend, BackendError};
 pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
+pub use delay::{
+    stream_seed, DelayLine, DelayLineFull, DelayModel, DelaySampler, DropDecider, SplitMix64,
+    INJECT_LINE_CAPACITY,
+};
 pub use executor::{
     ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,
     SeamStats, Setpoint,
