@@ -23,6 +23,12 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Host readiness for real time: kernel, limits, isolation, governor, SMT, NIC.
     Check(crate::check::CheckArgs),
+    /// EtherCAT SubDevice simulator: CiA 402 servo drives answering on a network
+    /// interface (AF_PACKET; root or CAP_NET_RAW), e.g. inside a network namespace.
+    Ecsim(crate::tools::EcsimArgs),
+    /// Inspect a policy model.
+    #[command(subcommand)]
+    Policy(crate::tools::PolicyCommand),
     /// Check a configuration file and print what it resolves to.
     Validate {
         /// The file.

@@ -8,6 +8,7 @@ mod bench;
 mod check;
 mod paths;
 mod run;
+mod tools;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -14,6 +14,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Bench(args) => crate::bench::bench(&args),
         Command::Check(args) => crate::check::check(&args),
+        Command::Ecsim(args) => crate::tools::ecsim(&args),
+        Command::Policy(cmd) => crate::tools::policy(&cmd),
         Command::Validate { file } => validate(&file),
     }
 }

@@ -1,0 +1,104 @@
+//! `chunkrt ecsim` and `chunkrt policy sample`: the tools around the runtime.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// `chunkrt ecsim`.
+#[derive(Parser, Debug, Clone)]
+pub struct EcsimArgs {
+    /// Network interface to answer on (the far end of a veth pair, say).
+    #[arg(long)]
+    pub iface: String,
+    /// Number of simulated drives in the chain.
+    #[arg(long, default_value_t = 7)]
+    pub drives: usize,
+    /// Simulator configuration (drive parameters, fault injection), TOML.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// `chunkrt policy ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum PolicyCommand {
+    /// Draw action chunks from a model at one observation.
+    Sample(SampleArgs),
+}
+
+/// `chunkrt policy sample`.
+#[derive(Parser, Debug, Clone)]
+pub struct SampleArgs {
+    /// The policy manifest (the model sits beside it).
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// The observation vector, comma separated (as the manifest encodes it).
+    #[arg(long, allow_hyphen_values = true)]
+    pub obs: String,
+    /// Number of chunks to draw.
+    #[arg(long, default_value_t = 1)]
+    pub samples: usize,
+    /// Sampler steps (default: the manifest's).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Noise seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Serves simulated drives until SIGINT / SIGTERM.
+pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
+    if args.drives == 0 || args.drives > chunkrt_core::MAX_DOF {
+        anyhow::bail!(
+            "--drives {}: expected 1 to {}",
+            args.drives,
+            chunkrt_core::MAX_DOF
+        );
+    }
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "chunkrt ecsim: {} drive(s) on {}; Ctrl-C stops",
+        args.drives, args.iface
+    );
+    chunkrt_ecsim::run_af_packet(
+        &args.iface,
+        args.drives,
+        args.config.as_deref(),
+        chunkrt_rt::signals::flag(),
+    )?;
+    Ok(0)
+}
+
+/// Runs a policy subcommand.
+pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
+    match cmd {
+        PolicyCommand::Sample(a) => {
+            let obs = a
+                .obs
+                .split(',')
+                .map(|v| {
+                    v.trim()
+                        .parse::<f32>()
+                        .map_err(|_| anyhow::anyhow!("--obs: `{}` is not a number", v.trim()))
+                })
+                .collect::<anyhow::Result<Vec<f32>>>()?;
+            if a.samples == 0 {
+                anyhow::bail!("--samples must be at least 1");
+            }
+            let opts = chunkrt_policy::SampleOptions {
+                samples: a.samples,
+                steps: a.steps,
+                seed: a.seed,
+                ..chunkrt_policy::SampleOptions::default()
+            };
+            let report = chunkrt_policy::sample_chunks_with(&a.manifest, &obs, &opts)?;
+            if a.json {
+                println!("{}", chunkrt_policy::report_to_json(&report));
+            } else {
+                print!("{}", chunkrt_policy::report_to_text(&report));
+            }
+            Ok(0)
+        }
+    }
+}
