@@ -64,8 +64,13 @@ CONFIG_ARGS=()
 if [ -n "${ECSIM_CONFIG:-}" ]; then
     CONFIG_ARGS=(--config "$ECSIM_CONFIG")
 fi
+# Real-time priority where available, as a deployment would run both ends.
+RT=()
+if command -v chrt >/dev/null 2>&1 && chrt -f 10 true 2>/dev/null; then
+    RT=(chrt -f 10)
+fi
 # shellcheck disable=SC2086
-ip netns exec "$NS" $ECSIM_CMD --iface "$DEV_IF" --drives "$DRIVES" "${CONFIG_ARGS[@]}" &
+ip netns exec "$NS" "${RT[@]}" $ECSIM_CMD --iface "$DEV_IF" --drives "$DRIVES" "${CONFIG_ARGS[@]}" &
 SIM_PID=$!
 sleep 0.5
 if ! kill -0 "$SIM_PID" 2>/dev/null; then
@@ -75,7 +80,7 @@ fi
 
 echo "ecsim veth test: $DRIVES drives, 1 ms cycle, ${SECONDS_TO_RUN} s ($HOST_IF <-> $NS/$DEV_IF)"
 # shellcheck disable=SC2086
-if $MASTER_CMD --iface "$HOST_IF" --seconds "$SECONDS_TO_RUN" --period-us 1000 --drives "$DRIVES"; then
+if "${RT[@]}" $MASTER_CMD --iface "$HOST_IF" --seconds "$SECONDS_TO_RUN" --period-us 1000 --drives "$DRIVES"; then
     echo "PASS: ecsim veth test, zero working-counter errors"
 else
     echo "FAIL: ecsim veth test (see master output above)"

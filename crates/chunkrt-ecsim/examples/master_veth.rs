@@ -50,27 +50,53 @@ fn main() -> ExitCode {
     std::thread::spawn(move || async_io::block_on(task));
     let md = MainDevice::new(
         pdu_loop,
-        Timeouts { pdu: Duration::from_millis(50), ..Timeouts::default() },
-        MainDeviceConfig { dc_static_sync_iterations: 1000, ..MainDeviceConfig::default() },
+        Timeouts {
+            pdu: Duration::from_millis(50),
+            ..Timeouts::default()
+        },
+        MainDeviceConfig {
+            dc_static_sync_iterations: 1000,
+            ..MainDeviceConfig::default()
+        },
     );
     let t0 = Instant::now();
     let result = async_io::block_on(async {
-        let group = md.init_single_group::<64, 2048>(ethercat_now).await.map_err(|e| format!("init: {e}"))?;
+        let group = md
+            .init_single_group::<64, 2048>(ethercat_now)
+            .await
+            .map_err(|e| format!("init: {e}"))?;
         if let Some(n) = drives {
             if group.len() != n {
                 return Err(format!("found {} drives, expected {n}", group.len()));
             }
         }
         for sd in group.iter(&md) {
-            let vendor: u32 = sd.sdo_read(0x1018, 1).await.map_err(|e| format!("0x1018: {e}"))?;
-            eprintln!("master: {:#06x} {} vendor {vendor:#010x}", sd.configured_address(), sd.name());
-            sd.sdo_write(0x6060, 0, 8u8).await.map_err(|e| format!("0x6060: {e}"))?;
+            let vendor: u32 = sd
+                .sdo_read(0x1018, 1)
+                .await
+                .map_err(|e| format!("0x1018: {e}"))?;
+            eprintln!(
+                "master: {:#06x} {} vendor {vendor:#010x}",
+                sd.configured_address(),
+                sd.name()
+            );
+            sd.sdo_write(0x6060, 0, 8u8)
+                .await
+                .map_err(|e| format!("0x6060: {e}"))?;
         }
-        let group = group.into_op(&md).await.map_err(|e| format!("into OP: {e}"))?;
-        eprintln!("master: {} drives in OP after {:?}", group.len(), t0.elapsed());
+        let group = group
+            .into_op(&md)
+            .await
+            .map_err(|e| format!("into OP: {e}"))?;
+        eprintln!(
+            "master: {} drives in OP after {:?}",
+            group.len(),
+            t0.elapsed()
+        );
         let period = Duration::from_micros(period_us);
         let cycles = seconds * 1_000_000 / period_us;
-        let report = master::enable_and_track(&md, &group, cycles, Some(period), 100_000.0, 0.5).await;
+        let report =
+            master::enable_and_track(&md, &group, cycles, Some(period), 100_000.0, 0.5).await;
         Ok::<_, String>(report)
     });
     match result {

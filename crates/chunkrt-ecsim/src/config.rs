@@ -386,3 +386,17 @@ mod tests {
         assert!(err.contains("frames.drop"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod example_files {
+    use super::*;
+
+    #[test]
+    fn shipped_examples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rt-config");
+        let nominal = SimConfig::load(&dir.join("ecsim-nominal.toml")).unwrap();
+        assert_eq!(nominal, SimConfig::default());
+        let faults = SimConfig::load(&dir.join("ecsim-faults.toml")).unwrap();
+        assert_eq!(faults.link_cut[0].restore_s, Some(25.0));
+    }
+}

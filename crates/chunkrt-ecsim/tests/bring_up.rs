@@ -17,7 +17,7 @@ fn seven_drives_to_op_sdo_remap_enable_and_track() {
     let (md, sim) = common::start(
         &STORAGE,
         SimConfig::virtual_chain(7),
-        Duration::from_secs(5),
+        common::timeouts(Duration::from_secs(5), Duration::from_millis(100)),
     );
     let p = DriveParams::default();
     block_on(async {

@@ -89,6 +89,12 @@ pub struct RunReport {
     pub max_tracking_error: i64,
     /// Final inputs of each drive.
     pub last_inputs: Vec<DriveInputs>,
+    /// Working counter of the last answered exchange.
+    pub last_wkc: u16,
+    /// (drive, 0x603F) each time a drive newly showed fault.
+    pub faults_seen: Vec<(usize, u16)>,
+    /// Cycle at which each fault in `faults_seen` was seen.
+    pub fault_cycles: Vec<u64>,
 }
 
 /// Enable every drive of `group` and let them follow a sine of `amplitude` counts at `freq_hz`
@@ -122,6 +128,10 @@ pub async fn enable_and_track<const N: usize, const P: usize>(
         for (i, sd) in group.iter(md).enumerate() {
             let mut io = sd.io_raw_mut();
             let inp = decode_inputs(io.inputs());
+            if faulted(inp.statusword) && !faulted(report.last_inputs[i].statusword) {
+                report.faults_seen.push((i, inp.error_code));
+                report.fault_cycles.push(cycle);
+            }
             report.last_inputs[i] = inp;
             let cw = next_controlword(inp.statusword, last_cw[i]);
             let enabled = op_enabled(inp.statusword);
@@ -155,8 +165,12 @@ pub async fn enable_and_track<const N: usize, const P: usize>(
             t_enabled += 1;
         }
         match group.tx_rx(md).await {
-            Ok(r) if r.working_counter != expected_wkc => report.wkc_errors += 1,
-            Ok(_) => {}
+            Ok(r) => {
+                report.last_wkc = r.working_counter;
+                if r.working_counter != expected_wkc {
+                    report.wkc_errors += 1;
+                }
+            }
             Err(_) => report.exchange_errors += 1,
         }
         report.cycles += 1;

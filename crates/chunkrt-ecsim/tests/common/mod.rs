@@ -16,10 +16,10 @@ pub const MAX_PDU_DATA: usize = PduStorage::element_size(1100);
 pub type Storage = PduStorage<MAX_FRAMES, MAX_PDU_DATA>;
 
 /// Timeouts that keep failing tests short but leave room for a loaded 2-core machine.
-pub fn timeouts(state_transition: Duration) -> Timeouts {
+pub fn timeouts(state_transition: Duration, pdu: Duration) -> Timeouts {
     Timeouts {
         state_transition,
-        pdu: Duration::from_millis(100),
+        pdu,
         eeprom: Duration::from_millis(100),
         wait_loop_delay: Duration::from_millis(0),
         mailbox_echo: Duration::from_millis(500),
@@ -32,7 +32,7 @@ pub fn timeouts(state_transition: Duration) -> Timeouts {
 pub fn start(
     storage: &'static Storage,
     cfg: SimConfig,
-    state_transition: Duration,
+    timeouts: Timeouts,
 ) -> (MainDevice<'static>, SimHandle) {
     let (tx, rx, pdu_loop) = storage
         .try_split()
@@ -41,7 +41,7 @@ pub fn start(
     let handle = spawn_in_process(tx, rx, net).expect("wire thread");
     let md = MainDevice::new(
         pdu_loop,
-        timeouts(state_transition),
+        timeouts,
         MainDeviceConfig {
             dc_static_sync_iterations: 50,
             ..MainDeviceConfig::default()
