@@ -1,7 +1,8 @@
 //! `chunkrt`: the real-time dual-rate control runtime's command line.
 //!
 //! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
-//! configuration or bring-up error (nothing was moved).
+//! configuration or bring-up error (nothing was moved); 3 the policy failed
+//! (panicked) during the run and the arm was brought to rest.
 
 mod args;
 mod bench;
@@ -17,6 +18,8 @@ use std::process::ExitCode;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status of a failed run or a broken budget.
 pub const EXIT_FAIL: u8 = 1;
+/// Exit status when the policy failed during the run (the arm was brought to rest).
+pub const EXIT_POLICY_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {

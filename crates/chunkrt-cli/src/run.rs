@@ -74,5 +74,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     };
     println!("{}", outcome.report.table());
     println!("report: {}", args.out.join("report.json").display());
+    if let Some(msg) = &outcome.inference_panicked {
+        eprintln!("chunkrt: the policy failed during the run ({msg}); the arm was brought to rest");
+        return Ok(crate::EXIT_POLICY_FAILED);
+    }
     Ok(0)
 }

@@ -24,6 +24,8 @@ pub struct InferenceParts {
     pub start_offset_ns: i64,
     /// Set by the runtime to end the loop.
     pub stop: Arc<AtomicBool>,
+    /// Set by this thread when the policy panicked (the control loop then stops safely).
+    pub failed: Arc<AtomicBool>,
 }
 
 /// How the inference thread ended.
@@ -80,7 +82,8 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".to_string());
-                tracing::error!("policy panicked: {msg}; the control loop falls back");
+                tracing::error!("policy panicked: {msg}; the control loop brings the arm to rest");
+                p.failed.store(true, Ordering::Release);
                 return InferenceExit::Panicked(msg);
             }
         };

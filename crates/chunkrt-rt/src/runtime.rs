@@ -154,6 +154,7 @@ impl Runtime {
             })?;
 
         let stop_inference = Arc::new(AtomicBool::new(false));
+        let policy_failed = Arc::new(AtomicBool::new(false));
         let control_done = Arc::new(AtomicBool::new(false));
         let inference_cpu = cfg.inference.cpu;
         let inf_parts = InferenceParts {
@@ -164,6 +165,7 @@ impl Runtime {
             period_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms),
             start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
             stop: stop_inference.clone(),
+            failed: policy_failed.clone(),
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -215,7 +217,7 @@ impl Runtime {
             .stack_size(4 << 20)
             .spawn(move || {
                 let host = rt_opts.apply();
-                let (t0, t1) = control_thread(&mut control, duration_ns, &stop);
+                let (t0, t1) = control_thread(&mut control, duration_ns, &stop, &policy_failed);
                 control_done.store(true, Ordering::Release);
                 (control, host, t0, t1)
             })
@@ -321,6 +323,7 @@ fn control_thread(
     control: &mut ControlLoop,
     duration_ns: Option<u64>,
     stop: &AtomicBool,
+    policy_failed: &AtomicBool,
 ) -> (MonoTime, MonoTime) {
     let period = control.period_ns();
     let t0 = os::now();
@@ -337,7 +340,9 @@ fn control_thread(
         match stopping_since {
             None => {
                 let expired = end.is_some_and(|e| now >= e);
-                if expired || stop.load(Ordering::Relaxed) || crate::signals::requested() {
+                let failed = policy_failed.load(Ordering::Relaxed);
+                if expired || failed || stop.load(Ordering::Relaxed) || crate::signals::requested()
+                {
                     control.stop_playing(now, ModeChangeReason::Shutdown);
                     stopping_since = Some(now);
                 }
