@@ -5,11 +5,13 @@
 //! expected, so that a user who mistypes a key is told exactly which one.
 
 mod error;
+mod inject;
 mod perjoint;
 mod schema;
 mod validate;
 
 pub use error::ConfigError;
+pub use inject::{InferenceDelayConfig, InjectConfig, MAX_INJECT_DELAY_MS};
 pub use perjoint::PerJoint;
 pub use schema::*;
 

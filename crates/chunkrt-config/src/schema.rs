@@ -31,6 +31,9 @@ pub struct Config {
     /// Telemetry rings and reports.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Delay and loss injection (`[inject]`; absent: nothing injected).
+    #[serde(default)]
+    pub inject: crate::inject::InjectConfig,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -102,6 +102,7 @@ impl Config {
             0.0,
             60_000.0,
         )?;
+        self.inject.validate(self.control.period_ms)?;
         Ok(())
     }
 

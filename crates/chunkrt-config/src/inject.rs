@@ -1,0 +1,302 @@
+//! `[inject]`: delay and loss injected on the real path, deterministic from a seed.
+//!
+//! ```toml
+//! [inject]
+//! seed = 7
+//! observation_delay_ms = 30.0   # inference sees an observation this much older
+//! transport_delay_ms = 4.0      # commands reach the drives this much later
+//! feedback_delay_ms = 2.0       # the loop sees measurements this much older
+//! drop_chunk_probability = 0.05 # computed chunks that are never published
+//! inference_delay = { kind = "spikes", base_ms = 0.0, spike_ms = 120.0, probability = 0.02 }
+//! ```
+//!
+//! Everything defaults to zero: a config without `[inject]` injects nothing, and the
+//! control loop then bypasses the delay lines altogether.
+
+use chunkrt_core::{ms_to_ns, DelayModel, INJECT_LINE_CAPACITY};
+use serde::{Deserialize, Serialize};
+
+/// Longest injectable delay of any kind.
+pub const MAX_INJECT_DELAY_MS: f64 = 10_000.0;
+
+/// The `[inject]` table.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectConfig {
+    /// Seed of every injected random draw (each injection point has its own stream).
+    #[serde(default)]
+    pub seed: u64,
+    /// Inference sees the observation captured this long before the newest one.
+    #[serde(default)]
+    pub observation_delay_ms: f64,
+    /// Extra time each inference takes before its chunk is published.
+    #[serde(default)]
+    pub inference_delay: InferenceDelayConfig,
+    /// Probability that a computed chunk is dropped instead of published.
+    #[serde(default)]
+    pub drop_chunk_probability: f64,
+    /// Delay line between the permission gate and the backend (a slow bus).
+    #[serde(default)]
+    pub transport_delay_ms: f64,
+    /// The control loop sees measurements this much older (a slow sensor path).
+    #[serde(default)]
+    pub feedback_delay_ms: f64,
+}
+
+/// Distribution of the injected inference delay.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum InferenceDelayConfig {
+    /// Always `ms`.
+    Fixed {
+        /// The delay.
+        ms: f64,
+    },
+    /// Uniform in [`min_ms`, `max_ms`).
+    Uniform {
+        /// Lower bound.
+        min_ms: f64,
+        /// Upper bound.
+        max_ms: f64,
+    },
+    /// Normal, clipped at zero.
+    Normal {
+        /// Mean.
+        mean_ms: f64,
+        /// Standard deviation.
+        std_ms: f64,
+    },
+    /// `base_ms`, or `spike_ms` with `probability`.
+    Spikes {
+        /// The usual delay.
+        #[serde(default)]
+        base_ms: f64,
+        /// A spike's delay.
+        spike_ms: f64,
+        /// Probability of a spike per chunk.
+        probability: f64,
+    },
+}
+
+impl Default for InferenceDelayConfig {
+    fn default() -> Self {
+        InferenceDelayConfig::Fixed { ms: 0.0 }
+    }
+}
+
+impl InferenceDelayConfig {
+    /// The core model (call after validation).
+    pub fn model(&self) -> DelayModel {
+        match *self {
+            InferenceDelayConfig::Fixed { ms } => DelayModel::Fixed { ns: ms_to_ns(ms) },
+            InferenceDelayConfig::Uniform { min_ms, max_ms } => DelayModel::Uniform {
+                min_ns: ms_to_ns(min_ms),
+                max_ns: ms_to_ns(max_ms),
+            },
+            InferenceDelayConfig::Normal { mean_ms, std_ms } => DelayModel::Normal {
+                mean_ns: ms_to_ns(mean_ms),
+                std_ns: ms_to_ns(std_ms),
+            },
+            InferenceDelayConfig::Spikes {
+                base_ms,
+                spike_ms,
+                probability,
+            } => DelayModel::Spikes {
+                base_ns: ms_to_ns(base_ms),
+                spike_ns: ms_to_ns(spike_ms),
+                probability,
+            },
+        }
+    }
+}
+
+impl InjectConfig {
+    /// Whether anything at all is injected.
+    pub fn is_active(&self) -> bool {
+        self.observation_delay_ms > 0.0
+            || self.transport_delay_ms > 0.0
+            || self.feedback_delay_ms > 0.0
+            || self.drop_chunk_probability > 0.0
+            || !self.inference_delay.model().is_zero()
+    }
+
+    /// Observation delay in ns.
+    pub fn observation_delay_ns(&self) -> u64 {
+        ms_to_ns(self.observation_delay_ms)
+    }
+
+    /// Transport delay in ns.
+    pub fn transport_delay_ns(&self) -> u64 {
+        ms_to_ns(self.transport_delay_ms)
+    }
+
+    /// Feedback delay in ns.
+    pub fn feedback_delay_ns(&self) -> u64 {
+        ms_to_ns(self.feedback_delay_ms)
+    }
+
+    /// Checks ranges; the delay lines on the control thread hold
+    /// `INJECT_LINE_CAPACITY` cycles, so their delays are checked against the period.
+    pub(crate) fn validate(&self, period_ms: f64) -> Result<(), (String, String)> {
+        let line_max_ms = (INJECT_LINE_CAPACITY - 2) as f64 * period_ms;
+        for (key, v, hi) in [
+            (
+                "inject.observation_delay_ms",
+                self.observation_delay_ms,
+                line_max_ms,
+            ),
+            (
+                "inject.transport_delay_ms",
+                self.transport_delay_ms,
+                line_max_ms,
+            ),
+            (
+                "inject.feedback_delay_ms",
+                self.feedback_delay_ms,
+                line_max_ms,
+            ),
+        ] {
+            let hi = hi.min(MAX_INJECT_DELAY_MS);
+            if !(v.is_finite() && v >= 0.0 && v <= hi) {
+                return Err((
+                    key.into(),
+                    format!(
+                        "expected a delay in [0, {hi}] ms (the delay line holds {} cycles \
+                         of {period_ms} ms), got {v}",
+                        INJECT_LINE_CAPACITY - 2
+                    ),
+                ));
+            }
+        }
+        let p = self.drop_chunk_probability;
+        if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+            return Err((
+                "inject.drop_chunk_probability".into(),
+                format!("expected a probability in [0, 1], got {p}"),
+            ));
+        }
+        self.inference_delay.validate()
+    }
+}
+
+impl InferenceDelayConfig {
+    fn validate(&self) -> Result<(), (String, String)> {
+        let delay = |key: &str, v: f64| -> Result<(), (String, String)> {
+            if v.is_finite() && (0.0..=MAX_INJECT_DELAY_MS).contains(&v) {
+                Ok(())
+            } else {
+                Err((
+                    format!("inject.inference_delay.{key}"),
+                    format!("expected a delay in [0, {MAX_INJECT_DELAY_MS}] ms, got {v}"),
+                ))
+            }
+        };
+        match *self {
+            InferenceDelayConfig::Fixed { ms } => delay("ms", ms),
+            InferenceDelayConfig::Uniform { min_ms, max_ms } => {
+                delay("min_ms", min_ms)?;
+                delay("max_ms", max_ms)?;
+                if max_ms < min_ms {
+                    return Err((
+                        "inject.inference_delay.max_ms".into(),
+                        format!("expected max_ms >= min_ms ({min_ms}), got {max_ms}"),
+                    ));
+                }
+                Ok(())
+            }
+            InferenceDelayConfig::Normal { mean_ms, std_ms } => {
+                delay("mean_ms", mean_ms)?;
+                delay("std_ms", std_ms)
+            }
+            InferenceDelayConfig::Spikes {
+                base_ms,
+                spike_ms,
+                probability,
+            } => {
+                delay("base_ms", base_ms)?;
+                delay("spike_ms", spike_ms)?;
+                if !(probability.is_finite() && (0.0..=1.0).contains(&probability)) {
+                    return Err((
+                        "inject.inference_delay.probability".into(),
+                        format!("expected a probability in [0, 1], got {probability}"),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A one-line description for reports (`spikes 0 ms / 120 ms at p=0.02`).
+    pub fn describe(&self) -> String {
+        match *self {
+            InferenceDelayConfig::Fixed { ms } => format!("fixed {ms} ms"),
+            InferenceDelayConfig::Uniform { min_ms, max_ms } => {
+                format!("uniform [{min_ms}, {max_ms}) ms")
+            }
+            InferenceDelayConfig::Normal { mean_ms, std_ms } => {
+                format!("normal {mean_ms} ms +- {std_ms} ms (clipped at 0)")
+            }
+            InferenceDelayConfig::Spikes {
+                base_ms,
+                spike_ms,
+                probability,
+            } => format!("spikes {base_ms} ms, {spike_ms} ms with p={probability}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<InjectConfig, String> {
+        let cfg: InjectConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.validate(1.0).map_err(|(k, m)| format!("{k}: {m}"))?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn every_kind_parses_into_its_model() {
+        let c = parse(
+            "seed = 3\ntransport_delay_ms = 4.0\n\
+             inference_delay = { kind = \"uniform\", min_ms = 1.0, max_ms = 3.0 }",
+        )
+        .unwrap();
+        assert_eq!(c.transport_delay_ns(), 4_000_000);
+        assert_eq!(
+            c.inference_delay.model(),
+            DelayModel::Uniform {
+                min_ns: 1_000_000,
+                max_ns: 3_000_000
+            }
+        );
+        assert!(c.is_active());
+        let c =
+            parse("inference_delay = { kind = \"spikes\", spike_ms = 100.0, probability = 0.1 }")
+                .unwrap();
+        assert!(matches!(
+            c.inference_delay.model(),
+            DelayModel::Spikes { .. }
+        ));
+        let c =
+            parse("inference_delay = { kind = \"normal\", mean_ms = 5.0, std_ms = 1.0 }").unwrap();
+        assert!(matches!(
+            c.inference_delay.model(),
+            DelayModel::Normal { .. }
+        ));
+        assert!(!parse("").unwrap().is_active());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = parse("transport_delay_ms = 2000.0").unwrap_err();
+        assert!(e.starts_with("inject.transport_delay_ms"), "{e}");
+        let e = parse("drop_chunk_probability = 1.5").unwrap_err();
+        assert!(e.starts_with("inject.drop_chunk_probability"), "{e}");
+        let e = parse("inference_delay = { kind = \"uniform\", min_ms = 3.0, max_ms = 1.0 }")
+            .unwrap_err();
+        assert!(e.starts_with("inject.inference_delay.max_ms"), "{e}");
+        assert!(parse("inference_delay = { kind = \"gamma\", ms = 1.0 }").is_err());
+        assert!(parse("inference_delay = { kind = \"fixed\", ms = 1.0, sd = 2.0 }").is_err());
+    }
+}
