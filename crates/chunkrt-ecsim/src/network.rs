@@ -319,3 +319,171 @@ fn has_logical(payload: &[u8]) -> bool {
     }
     false
 }
+
+/// Build an EtherCAT frame from `(command, address, data)` PDUs, as a master sends it.
+#[doc(hidden)]
+pub fn build_frame(pdus: &[(u8, [u8; 4], &[u8])]) -> Vec<u8> {
+    let mut f = vec![0xFF; 6];
+    f.extend_from_slice(&[0x10; 6]);
+    f.extend_from_slice(&ETHERTYPE_ECAT.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    for (k, (command, addr, data)) in pdus.iter().enumerate() {
+        let more = if k + 1 < pdus.len() { 0x8000u16 } else { 0 };
+        f.extend_from_slice(&[*command, k as u8]);
+        f.extend_from_slice(addr);
+        f.extend_from_slice(&(data.len() as u16 & 0x07FF | more).to_le_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(data);
+        f.extend_from_slice(&[0, 0]);
+    }
+    let len = (f.len() - 16) as u16;
+    f[14..16].copy_from_slice(&(len | 0x1000).to_le_bytes());
+    f
+}
+
+/// Decode the PDUs of a reply into `(data, wkc)` pairs.
+#[doc(hidden)]
+pub fn parse_reply(f: &[u8]) -> Vec<(Vec<u8>, u16)> {
+    let mut out = Vec::new();
+    let mut o = 16usize;
+    while o + 12 <= f.len() {
+        let flags = u16::from_le_bytes([f[o + 6], f[o + 7]]);
+        let n = usize::from(flags & 0x07FF);
+        if o + 12 + n > f.len() {
+            break;
+        }
+        let wkc = u16::from_le_bytes([f[o + 10 + n], f[o + 11 + n]]);
+        out.push((f[o + 10..o + 10 + n].to_vec(), wkc));
+        o += 12 + n;
+        if flags & 0x8000 == 0 {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(n: usize) -> SimNetwork {
+        SimNetwork::new(SimConfig::virtual_chain(n)).unwrap()
+    }
+
+    fn exchange(net: &mut SimNetwork, pdus: &[(u8, [u8; 4], &[u8])]) -> Vec<(Vec<u8>, u16)> {
+        let mut reply = Vec::new();
+        let out = net.process_frame(&build_frame(pdus), &mut reply);
+        assert_eq!(out, FrameOutcome::Reply { delay_ns: 0 });
+        assert_eq!(reply[6] & 0x02, 0x02, "U/L bit set on the reply");
+        parse_reply(&reply)
+    }
+
+    fn fp(station: u16, reg: u16) -> [u8; 4] {
+        let (a, r) = (station.to_le_bytes(), reg.to_le_bytes());
+        [a[0], a[1], r[0], r[1]]
+    }
+
+    #[test]
+    fn broadcast_and_auto_increment_addressing_in_one_frame() {
+        let mut n = net(3);
+        let r = exchange(
+            &mut n,
+            &[
+                (cmd::BRD, [0, 0, 0, 0], &[0]),
+                (cmd::APWR, fp(0, 0x10), &[0x00, 0x10]),
+                (cmd::APWR, fp(0xFFFF, 0x10), &[0x01, 0x10]),
+                (cmd::APWR, fp(0xFFFE, 0x10), &[0x02, 0x10]),
+                (cmd::FPRD, fp(0x1002, 0x10), &[0, 0]),
+            ],
+        );
+        assert_eq!(r[0], (vec![0x11], 3), "BRD counted by every device");
+        assert_eq!((r[1].1, r[2].1, r[3].1), (1, 1, 1));
+        assert_eq!(
+            r[4],
+            (vec![0x02, 0x10], 1),
+            "FPRD to the last device in the same frame"
+        );
+    }
+
+    #[test]
+    fn dc_latch_and_frmw_working_counters() {
+        let mut n = net(3);
+        exchange(
+            &mut n,
+            &[
+                (cmd::APWR, fp(0, 0x10), &[0x00, 0x10]),
+                (cmd::APWR, fp(0xFFFF, 0x10), &[0x01, 0x10]),
+                (cmd::APWR, fp(0xFFFE, 0x10), &[0x02, 0x10]),
+            ],
+        );
+        let r = exchange(&mut n, &[(cmd::BWR, fp(0, 0x0900), &[0; 4])]);
+        assert_eq!(r[0].1, 3);
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x0900), &[0; 16])]);
+        let p0 = u32::from_le_bytes(r[0].0[0..4].try_into().unwrap());
+        let p1 = u32::from_le_bytes(r[0].0[4..8].try_into().unwrap());
+        assert_eq!(
+            p1.wrapping_sub(p0),
+            4 * HOP_NS as u32 + HOP_NS as u32 / 2,
+            "loop time to the end and back"
+        );
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1002, 0x0110), &[0; 2])]);
+        assert_eq!(r[0].0[0] & 0x20, 0, "last device: no link on port 1");
+        let r = exchange(&mut n, &[(cmd::FRMW, fp(0x1000, 0x0910), &[0; 8])]);
+        assert_eq!(r[0].1, 3, "reference reads, the two others write");
+        assert_ne!(r[0].0, vec![0; 8], "system time read");
+    }
+
+    #[test]
+    fn non_ethercat_and_own_frames_are_ignored() {
+        let mut n = net(2);
+        let mut reply = Vec::new();
+        let mut f = build_frame(&[(cmd::BRD, [0; 4], &[0])]);
+        f[12] = 0x08;
+        assert_eq!(n.process_frame(&f, &mut reply), FrameOutcome::NoReply);
+        let mut f = build_frame(&[(cmd::BRD, [0; 4], &[0])]);
+        f[6] |= 0x02;
+        assert_eq!(n.process_frame(&f, &mut reply), FrameOutcome::NoReply);
+        assert_eq!(n.stats().ignored, 2);
+    }
+
+    #[test]
+    fn mailbox_needs_configured_sync_managers_and_pre_op() {
+        let mut n = net(1);
+        exchange(&mut n, &[(cmd::APWR, fp(0, 0x10), &[0x00, 0x10])]);
+        // SM0/SM1 as the SII declares them, then PRE-OP.
+        let sm = [
+            0x00, 0x10, 0x80, 0x00, 0x26, 0x00, 0x01, 0x00, 0x80, 0x10, 0x80, 0x00, 0x22, 0x00,
+            0x01, 0x00,
+        ];
+        exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x0800), &sm)]);
+        // In INIT the mailbox is closed: the write does not count.
+        let r = exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x1000), &[0; 128])]);
+        assert_eq!(r[0].1, 0);
+        exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x0120), &[0x02, 0x00])]);
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x0130), &[0, 0])]);
+        assert_eq!(r[0].0, vec![0x02, 0x00], "PRE-OP");
+        // SDO upload 0x1018:02 (product code).
+        let mut req = [0u8; 128];
+        req[..16].copy_from_slice(&[
+            10, 0, 0, 0, 0, 0x13, 0, 0x20, 0x40, 0x18, 0x10, 0x02, 0, 0, 0, 0,
+        ]);
+        let r = exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x1000), &req)]);
+        assert_eq!(r[0].1, 1);
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x080D), &[0])]);
+        assert_eq!(r[0].0[0] & 0x08, 0x08, "reply waiting in SM1");
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x1080), &[0; 128])]);
+        assert_eq!(r[0].1, 1);
+        let code = u32::from_le_bytes(r[0].0[12..16].try_into().unwrap());
+        assert_eq!(code, DriveParamsDefault::product_code());
+        // The mailbox is now empty: reading again does not count.
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x1080), &[0; 128])]);
+        assert_eq!(r[0].1, 0);
+    }
+
+    struct DriveParamsDefault;
+    impl DriveParamsDefault {
+        fn product_code() -> u32 {
+            crate::config::DriveParams::default().product_code
+        }
+    }
+}
