@@ -119,6 +119,9 @@ pub struct FrameFaults {
     pub corrupt: f64,
     /// Apply frame faults from the first frame instead of from the first OP.
     pub from_start: bool,
+    /// Seconds after the first OP when frame faults begin (ignored with `from_start`); lets a
+    /// master finish its transition to OP before frames go missing.
+    pub start_s: f64,
 }
 
 /// Put a drive into CiA 402 fault at a given time.
@@ -248,6 +251,12 @@ impl SimConfig {
             return bad(format!(
                 "cycle_us = {} must be in 1..=1000000",
                 self.cycle_us
+            ));
+        }
+        if !(self.frames.start_s.is_finite() && self.frames.start_s >= 0.0) {
+            return bad(format!(
+                "frames.start_s = {} must be >= 0",
+                self.frames.start_s
             ));
         }
         for (name, p) in [

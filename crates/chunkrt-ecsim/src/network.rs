@@ -209,7 +209,10 @@ impl SimNetwork {
         reply.extend_from_slice(frame);
         reply[6] |= 0x02; // the first ESC sets the U/L bit of the source address
 
-        let faults_on = self.cfg.frames.from_start || self.op_epoch_ns.is_some();
+        let faults_on = self.cfg.frames.from_start
+            || self.op_epoch_ns.is_some_and(|e| {
+                self.now_ns.saturating_sub(e) as f64 * 1e-9 >= self.cfg.frames.start_s
+            });
         let f = self.cfg.frames;
         let (drop, corrupt, delay) = if faults_on {
             (
