@@ -49,6 +49,8 @@ pub struct ControlLoop {
     last_mode: Mode,
     stopping: bool,
     chunks_ignored_stopping: u64,
+    /// Delay injection (issue 8); `None`: the cycle is exactly the uninjected one.
+    inject: Option<Box<crate::inject::ControlInjection>>,
 }
 
 /// What the loop needs to be built.
@@ -107,7 +109,20 @@ impl ControlLoop {
             last_mode: Mode::Holding,
             stopping: false,
             chunks_ignored_stopping: 0,
+            inject: None,
         }
+    }
+
+    /// Attaches the delay lines of `[inject]` (built before the first deadline). Not
+    /// called when nothing is injected, so a plain loop carries no injection code path.
+    pub fn with_injection(mut self, inject: crate::inject::ControlInjection) -> Self {
+        self.inject = Some(Box::new(inject));
+        self
+    }
+
+    /// The attached injection points, if any.
+    pub fn injection(&self) -> Option<&crate::inject::ControlInjection> {
+        self.inject.as_deref()
     }
 
     /// Control period.
@@ -196,7 +211,11 @@ impl ControlLoop {
 
         // 5-6. Exchange with the drives.
         let t_cmd = (self.clock)();
-        let result = self.backend.exchange(t_cmd, &self.cmd, &mut self.fb);
+        let result = match self.inject.as_deref_mut() {
+            None => self.backend.exchange(t_cmd, &self.cmd, &mut self.fb),
+            // Injected transport / feedback delay (issue 8), keyed on the deadline.
+            Some(inj) => inj.exchange(&mut *self.backend, deadline, t_cmd, &self.cmd, &mut self.fb),
+        };
         let backend_error = match result {
             Ok(()) => {
                 self.backend_failing = false;
@@ -218,15 +237,35 @@ impl ControlLoop {
         let fb = &self.fb;
         let cmd = &self.cmd;
         let seq = self.cycle;
-        self.observations.publish_with(|o| {
-            o.seq = seq;
-            o.t_capture = fb.t_capture;
-            o.dof = fb.dof;
-            o.pos_rad = fb.pos_rad;
-            o.vel_rad_s = fb.vel_rad_s;
-            o.torque_nm = fb.torque_nm;
-            o.cmd_pos_rad = cmd.pos_rad;
-        });
+        if let Some(inj) = self
+            .inject
+            .as_deref_mut()
+            .filter(|i| i.delays_observations())
+        {
+            // Injected observation delay (issue 8): publish the one captured earlier.
+            let fresh = Observation {
+                seq,
+                t_capture: fb.t_capture,
+                dof: fb.dof,
+                pos_rad: fb.pos_rad,
+                vel_rad_s: fb.vel_rad_s,
+                torque_nm: fb.torque_nm,
+                cmd_pos_rad: cmd.pos_rad,
+            };
+            if let Some(old) = inj.observation(deadline, &fresh) {
+                self.observations.publish(&old);
+            }
+        } else {
+            self.observations.publish_with(|o| {
+                o.seq = seq;
+                o.t_capture = fb.t_capture;
+                o.dof = fb.dof;
+                o.pos_rad = fb.pos_rad;
+                o.vel_rad_s = fb.vel_rad_s;
+                o.torque_nm = fb.torque_nm;
+                o.cmd_pos_rad = cmd.pos_rad;
+            });
+        }
 
         // 8. Mode events and the cycle record.
         while let Some(ev) = self.executor.pop_event() {

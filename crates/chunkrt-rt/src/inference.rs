@@ -26,6 +26,8 @@ pub struct InferenceParts {
     pub stop: Arc<AtomicBool>,
     /// Set by this thread when the policy panicked (the control loop then stops safely).
     pub failed: Arc<AtomicBool>,
+    /// Injected inference delay and dropped chunks (`[inject]`, issue 8).
+    pub inject: crate::inject::InferenceInjection,
 }
 
 /// How the inference thread ended.
@@ -87,6 +89,26 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
                 return InferenceExit::Panicked(msg);
             }
         };
+        // Injected inference delay, then maybe a dropped chunk (issue 8): the chunk was
+        // computed, and is held back or never published, as a slow or lossy link would.
+        let (inject_delay_ns, inject_drop) = p.inject.decide();
+        if inject_delay_ns > 0 {
+            os::sleep_until(os::now().add_ns(inject_delay_ns));
+        }
+        if inject_drop {
+            p.records.push(InferRecord {
+                seq: 0,
+                t_obs: obs.t_capture,
+                t_begin,
+                t_end: os::now(),
+                steps: info.steps,
+                steps_nominal: info.steps_nominal,
+                step_ns: info.step_ns,
+                status: InferStatus::Dropped,
+                out_of_domain: info.out_of_domain,
+            });
+            continue;
+        }
         seq += 1;
         chunk.seq = seq;
         chunk.t_obs = obs.t_capture;

@@ -8,6 +8,8 @@
 pub mod build;
 pub mod control;
 pub mod inference;
+pub mod inject;
+pub mod margin;
 pub mod os;
 pub mod runtime;
 pub mod signals;

@@ -144,6 +144,9 @@ impl Runtime {
             first_feedback: first,
             clock: os::now,
         });
+        // Delay lines of `[inject]` (issue 8); none when nothing is injected.
+        control = crate::inject::attach(control, &cfg.inject, &first);
+        let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
         let collector =
             Collector::new(period_ns, t_start, opts.out_dir.as_deref()).map_err(|e| {
@@ -166,6 +169,7 @@ impl Runtime {
             start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
             stop: stop_inference.clone(),
             failed: policy_failed.clone(),
+            inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -238,6 +242,10 @@ impl Runtime {
         let metrics = collector.metrics().clone();
         let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
         finish_report(&mut report, &cfg, &control, opts);
+        report.extra.insert(
+            "injected".into(),
+            crate::inject::describe(&cfg.inject, &control, &inject_counts),
+        );
         if let Some(e) = shutdown_error {
             report
                 .extra

@@ -1,0 +1,253 @@
+//! Delay injection on the control thread: preallocated delay lines for the commands
+//! (gate -> backend, a slow bus), the measurements (backend -> loop, a slow sensor
+//! path) and the observations (loop -> inference, a slow camera pipeline).
+//!
+//! Built before the first deadline; nothing here allocates, locks or formats per
+//! cycle. Delays are counted on the loop's deadlines, which are exact multiples of
+//! the period, so a delay of `n` periods shifts a stream by exactly `n` cycles (a
+//! delay between two multiples takes effect at the next cycle, as a bus would
+//! deliver it). A loop without injection carries none of this ([`ControlInjection`]
+//! is only attached when [`chunkrt_config::InjectConfig::is_active`]).
+
+use crate::control::ControlLoop;
+use chunkrt_config::InjectConfig;
+use chunkrt_core::{
+    stream_seed, Backend, BackendError, Command, DelayLine, DelaySampler, DropDecider, Feedback,
+    MonoTime, Observation, INJECT_LINE_CAPACITY,
+};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A stream delayed by a fixed time: the newest due value, held until the next.
+pub struct Delayed<T: Copy> {
+    line: Box<DelayLine<T, INJECT_LINE_CAPACITY>>,
+    out: T,
+    released: bool,
+}
+
+impl<T: Copy> Delayed<T> {
+    /// A stream delayed by `delay_ns` that reads `initial` until the first value is
+    /// due (a drive holds its last setpoint; a sensor shows its last reading).
+    pub fn new(delay_ns: u64, initial: T) -> Self {
+        Delayed {
+            line: Box::new(DelayLine::new(delay_ns, initial)),
+            out: initial,
+            released: false,
+        }
+    }
+
+    /// The delay.
+    pub fn delay_ns(&self) -> u64 {
+        self.line.delay_ns()
+    }
+
+    /// Values lost because the line was full (0 when the config was checked).
+    pub fn overflows(&self) -> u64 {
+        self.line.overflows()
+    }
+
+    /// Whether a value has come out yet.
+    pub fn released(&self) -> bool {
+        self.released
+    }
+
+    /// Feeds `value` in at `now` and returns what comes out at `now`: the newest due
+    /// value, or the previous output when none is due.
+    pub fn pass(&mut self, now: MonoTime, value: &T) -> &T {
+        // A full line drops the new value (counted); the stream then repeats.
+        let _ = self.line.push(now, *value);
+        if let Some(v) = self.line.pop_latest_due(now) {
+            self.out = v;
+            self.released = true;
+        }
+        &self.out
+    }
+}
+
+/// The control thread's injection points.
+pub struct ControlInjection {
+    transport: Option<Delayed<Command>>,
+    feedback: Option<Delayed<Feedback>>,
+    observation: Option<Delayed<Observation>>,
+    raw_fb: Feedback,
+}
+
+impl ControlInjection {
+    /// The injection points `cfg` turns on; `hold` is the command the drives hold
+    /// until the first delayed one arrives, `first` the first measurement.
+    pub fn new(cfg: &InjectConfig, hold: &Command, first: &Feedback) -> Self {
+        let obs = Observation {
+            t_capture: first.t_capture,
+            dof: first.dof,
+            pos_rad: first.pos_rad,
+            vel_rad_s: first.vel_rad_s,
+            torque_nm: first.torque_nm,
+            cmd_pos_rad: hold.pos_rad,
+            ..Observation::default()
+        };
+        ControlInjection {
+            transport: (cfg.transport_delay_ns() > 0)
+                .then(|| Delayed::new(cfg.transport_delay_ns(), *hold)),
+            feedback: (cfg.feedback_delay_ns() > 0)
+                .then(|| Delayed::new(cfg.feedback_delay_ns(), *first)),
+            observation: (cfg.observation_delay_ns() > 0)
+                .then(|| Delayed::new(cfg.observation_delay_ns(), obs)),
+            raw_fb: *first,
+        }
+    }
+
+    /// Exchange through the delay lines: the command goes in the transport line, what
+    /// comes out of it goes to the backend; the fresh measurement goes in the feedback
+    /// line and what comes out of it is written to `fb`. `at` is the cycle's deadline.
+    pub fn exchange(
+        &mut self,
+        backend: &mut dyn Backend,
+        at: MonoTime,
+        now: MonoTime,
+        cmd: &Command,
+        fb: &mut Feedback,
+    ) -> Result<(), BackendError> {
+        let wire = match &mut self.transport {
+            Some(line) => line.pass(at, cmd),
+            None => cmd,
+        };
+        match &mut self.feedback {
+            None => backend.exchange(now, wire, fb),
+            Some(line) => {
+                let result = backend.exchange(now, wire, &mut self.raw_fb);
+                *fb = *line.pass(at, &self.raw_fb);
+                result
+            }
+        }
+    }
+
+    /// Whether observations are delayed.
+    pub fn delays_observations(&self) -> bool {
+        self.observation.is_some()
+    }
+
+    /// The observation to publish at `at` for the fresh one `obs`: `None` while
+    /// observations are not delayed, or until the first delayed one is due.
+    pub fn observation(&mut self, at: MonoTime, obs: &Observation) -> Option<Observation> {
+        let line = self.observation.as_mut()?;
+        let out = *line.pass(at, obs);
+        line.released().then_some(out)
+    }
+
+    /// Values lost to full lines, over all three lines.
+    pub fn overflows(&self) -> u64 {
+        self.transport.as_ref().map_or(0, Delayed::overflows)
+            + self.feedback.as_ref().map_or(0, Delayed::overflows)
+            + self.observation.as_ref().map_or(0, Delayed::overflows)
+    }
+}
+
+/// What was actually injected on the inference side (shared with the runtime, which
+/// puts it in the report).
+#[derive(Debug, Default)]
+pub struct InjectCounts {
+    /// Chunks computed and deliberately not published.
+    pub chunks_dropped: AtomicU64,
+    /// Inference calls that were delayed, and the total delay added.
+    pub inference_delays: AtomicU64,
+    /// Sum of the injected inference delays.
+    pub inference_delay_ns_total: AtomicU64,
+    /// Largest injected inference delay.
+    pub inference_delay_ns_max: AtomicU64,
+}
+
+/// The inference thread's injection points: a delay drawn per chunk and the drop
+/// decision, each from its own seeded stream.
+pub struct InferenceInjection {
+    delay: DelaySampler,
+    drops: DropDecider,
+    delay_active: bool,
+    drop_active: bool,
+    counts: Arc<InjectCounts>,
+}
+
+/// Stream numbers of the injection points (see `chunkrt_core::stream_seed`).
+const STREAM_INFERENCE_DELAY: u64 = 1;
+const STREAM_DROP: u64 = 2;
+
+impl InferenceInjection {
+    /// The inference-side injection `cfg` asks for (inactive when it asks for none).
+    pub fn new(cfg: &InjectConfig, counts: Arc<InjectCounts>) -> Self {
+        let model = cfg.inference_delay.model();
+        InferenceInjection {
+            delay: DelaySampler::new(model, stream_seed(cfg.seed, STREAM_INFERENCE_DELAY)),
+            drops: DropDecider::new(
+                cfg.drop_chunk_probability,
+                stream_seed(cfg.seed, STREAM_DROP),
+            ),
+            delay_active: !model.is_zero(),
+            drop_active: cfg.drop_chunk_probability > 0.0,
+            counts,
+        }
+    }
+
+    /// Nothing injected.
+    pub fn none() -> Self {
+        InferenceInjection::new(&InjectConfig::default(), Arc::default())
+    }
+
+    /// For the chunk just computed: how long to hold it back (ns), and whether to
+    /// drop it instead of publishing it. Counts what it decides.
+    pub fn decide(&mut self) -> (u64, bool) {
+        let delay_ns = if self.delay_active {
+            let d = self.delay.sample_ns();
+            self.counts.inference_delays.fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .inference_delay_ns_total
+                .fetch_add(d, Ordering::Relaxed);
+            self.counts
+                .inference_delay_ns_max
+                .fetch_max(d, Ordering::Relaxed);
+            d
+        } else {
+            0
+        };
+        let dropped = self.drop_active && self.drops.drop_next();
+        if dropped {
+            self.counts.chunks_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        (delay_ns, dropped)
+    }
+}
+
+/// Attaches the control-side delay lines to `control` when `cfg` asks for any.
+pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> ControlLoop {
+    if cfg.transport_delay_ns() == 0
+        && cfg.feedback_delay_ns() == 0
+        && cfg.observation_delay_ns() == 0
+    {
+        return control;
+    }
+    let inj = ControlInjection::new(cfg, control.last_command(), first);
+    control.with_injection(inj)
+}
+
+/// `report.extra["injected"]`: what the config asked for and what was done.
+pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts) -> Value {
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let delays = n(&counts.inference_delays);
+    json!({
+        "active": cfg.is_active(),
+        "seed": cfg.seed,
+        "observation_delay_ms": cfg.observation_delay_ms,
+        "transport_delay_ms": cfg.transport_delay_ms,
+        "feedback_delay_ms": cfg.feedback_delay_ms,
+        "inference_delay": cfg.inference_delay.describe(),
+        "drop_chunk_probability": cfg.drop_chunk_probability,
+        "chunks_dropped": n(&counts.chunks_dropped),
+        "inference_delays": delays,
+        "inference_delay_mean_ms": if delays > 0 {
+            n(&counts.inference_delay_ns_total) as f64 / delays as f64 * 1e-6
+        } else {
+            0.0
+        },
+        "inference_delay_max_ms": n(&counts.inference_delay_ns_max) as f64 * 1e-6,
+        "delay_line_overflows": control.injection().map_or(0, ControlInjection::overflows),
+    })
+}

@@ -1,0 +1,447 @@
+//! Phase margin of a loop closed on the simulated arm, measured the way one measures
+//! it on a bench: break the loop at the controller output, inject a small sine there,
+//! and compare what goes into the plant with what comes back around the loop.
+//!
+//! With the probe `d` added to the controller output `u`, the plant gets `c = u + d`
+//! and the controller answers `u = -L c` (the setpoint is constant), so
+//! `L(jw) = -U(w) / C(w)`, whatever controller and plant sit inside. `U` and `C` are
+//! single-frequency DFTs over a whole number of probe periods after the loop has
+//! settled. The gain crossover is found by bisection on measured `|L| = 1`, the phase
+//! crossover (gain margin) on the measured phase.
+//!
+//! The plant is the real [`SimArm`] driven through [`Backend::exchange`], in
+//! simulated time (the arm integrates exactly over the `now` it is given, so no
+//! sleeping and a bit-for-bit repeatable result); injected delay goes through the same
+//! [`Delayed`] command line (a core [`DelayLine`](chunkrt_core::DelayLine)) that
+//! `[inject] transport_delay_ms` puts between the gate and the backend at run time.
+//!
+//! The controller is a host-side position servo at the bus period on one joint:
+//! `u = r + kp e + ki * sum(e T)` with `e = r - y` from the last measurement (the
+//! runtime computes a command before the exchange that measures). [`model_loop`] is
+//! the same loop written down by hand (docs/margin.md), for comparison.
+
+mod model;
+
+pub use model::{model_loop, model_margins, Complex, ModelMargins};
+
+use crate::inject::Delayed;
+use chunkrt_core::{Backend, Command, DriveRequest, Feedback, MonoTime, NS_PER_S};
+use chunkrt_sim::{SimArm, SimArmParams};
+
+/// Host-side servo gains.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServoGains {
+    /// Proportional gain on the position error (rad / rad).
+    pub kp: f64,
+    /// Integral gain (1/s): the command moves `ki * e * T` per cycle.
+    pub ki_per_s: f64,
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct MarginSetup {
+    /// The simulated arm (Coulomb friction makes the loop amplitude-dependent; the
+    /// reference loop has none).
+    pub arm: SimArmParams,
+    /// The joint the loop is closed on.
+    pub joint: usize,
+    /// Bus period.
+    pub period_ns: u64,
+    /// The controller.
+    pub gains: ServoGains,
+    /// Probe amplitude (rad).
+    pub amplitude_rad: f64,
+    /// Shortest settling time before the DFT window (also at least 5 probe periods).
+    pub settle_s: f64,
+    /// Shortest DFT window (also at least 4 probe periods).
+    pub window_s: f64,
+}
+
+impl MarginSetup {
+    /// The reference loop of docs/margin.md: one simulated joint (0.6 kg m^2, no
+    /// friction, 20 Hz drive position loop, 100 us drive sub-step) under a host-side
+    /// integral servo `ki = 2 pi 3 1/s` at a 1 ms bus period; 1 mrad probe.
+    pub fn reference() -> MarginSetup {
+        let mut arm = SimArmParams::with_joints(1);
+        arm.viscous_nm_s_rad[0] = 0.0;
+        arm.coulomb_nm[0] = 0.0;
+        arm.inertia_kg_m2[0] = 0.6;
+        arm.initial_pos_rad[0] = 0.0;
+        MarginSetup {
+            arm,
+            joint: 0,
+            period_ns: 1_000_000,
+            gains: ServoGains {
+                kp: 0.0,
+                ki_per_s: 2.0 * core::f64::consts::PI * 3.0,
+            },
+            amplitude_rad: 1e-3,
+            settle_s: 3.0,
+            window_s: 2.0,
+        }
+    }
+
+    /// Checks the setup; the message names the field.
+    pub fn check(&self) -> Result<(), MarginError> {
+        let bad = |what: &str| Err(MarginError::Setup(what.to_string()));
+        if self.joint >= self.arm.joints {
+            return bad(&format!(
+                "joint {} does not exist (the arm has {})",
+                self.joint, self.arm.joints
+            ));
+        }
+        if self.period_ns == 0 {
+            return bad("the period must be positive");
+        }
+        if !(self.gains.kp.is_finite() && self.gains.ki_per_s.is_finite()) {
+            return bad("gains must be finite");
+        }
+        if self.gains.ki_per_s <= 0.0 && self.gains.kp <= 0.0 {
+            return bad("at least one of kp, ki must be positive");
+        }
+        if !(self.amplitude_rad.is_finite() && self.amplitude_rad > 0.0) {
+            return bad("the probe amplitude must be positive");
+        }
+        let settle_ok = self.settle_s.is_finite() && self.settle_s >= 0.0;
+        let window_ok = self.window_s.is_finite() && self.window_s > 0.0;
+        if !(settle_ok && window_ok) {
+            return bad("settle and window times must be positive");
+        }
+        Ok(())
+    }
+
+    fn period_s(&self) -> f64 {
+        self.period_ns as f64 * 1e-9
+    }
+}
+
+/// How a measurement point turned out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointStatus {
+    /// A linear, settled measurement.
+    Ok,
+    /// The closed loop diverged (no margin left): the probe response grew without bound.
+    Unstable,
+    /// The drive hit its torque limit: the loop was not linear, the point is invalid.
+    Saturated,
+}
+
+/// One measured point of `L(jw)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoopPoint {
+    /// The probe frequency actually used (a whole number of periods fits the window).
+    pub freq_hz: f64,
+    /// `L(jw)`.
+    pub l: Complex,
+    /// Whether the point can be trusted.
+    pub status: PointStatus,
+}
+
+impl LoopPoint {
+    /// `|L|`.
+    pub fn mag(&self) -> f64 {
+        self.l.abs()
+    }
+
+    /// Phase of `L` in degrees, in (-360, 0] (loops here lag).
+    pub fn phase_deg(&self) -> f64 {
+        let p = self.l.arg().to_degrees();
+        if p > 0.0 {
+            p - 360.0
+        } else {
+            p
+        }
+    }
+}
+
+/// The measurement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MarginError {
+    /// The setup is unusable.
+    #[error("margin setup: {0}")]
+    Setup(String),
+    /// The simulated arm refused its parameters.
+    #[error("simulated arm: {0}")]
+    Sim(#[from] chunkrt_sim::SimError),
+    /// The arm refused a command or faulted.
+    #[error("simulated arm exchange: {0}")]
+    Backend(#[from] chunkrt_core::BackendError),
+    /// The arm could not start.
+    #[error("simulated arm start: {0}")]
+    Start(String),
+    /// `|L|` does not cross 1 in the frequency range.
+    #[error(
+        "no gain crossover between {lo_hz} Hz and {hi_hz} Hz (|L| from {mag_lo:.3} to {mag_hi:.3})"
+    )]
+    NoCrossover {
+        /// Lowest frequency.
+        lo_hz: f64,
+        /// Highest frequency.
+        hi_hz: f64,
+        /// `|L|` there.
+        mag_lo: f64,
+        /// `|L|` there.
+        mag_hi: f64,
+    },
+}
+
+/// Measures `L(jw)` at (about) `freq_hz` with `delay_ns` of transport delay.
+pub fn measure_point(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    freq_hz: f64,
+) -> Result<LoopPoint, MarginError> {
+    setup.check()?;
+    if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
+        return Err(MarginError::Setup(format!(
+            "probe frequency {freq_hz} Hz must lie in (0, Nyquist = {} Hz)",
+            0.5 / setup.period_s()
+        )));
+    }
+    let t_s = setup.period_s();
+    // A whole number of probe periods in the window, so DC and the transient's slow
+    // part cancel in the DFT; the frequency moves slightly to fit.
+    let periods = (setup.window_s * freq_hz).ceil().max(4.0);
+    let window = (periods / (freq_hz * t_s)).round() as u64;
+    let f = periods / (window as f64 * t_s);
+    let settle = ((setup.settle_s.max(5.0 / f)) / t_s).ceil() as u64;
+    let w = 2.0 * core::f64::consts::PI * f;
+
+    let j = setup.joint;
+    let mut arm = SimArm::new(setup.arm)?;
+    let t0 = MonoTime::from_ns(NS_PER_S);
+    let mut fb = Feedback::default();
+    arm.start(t0, &mut fb)
+        .map_err(|e| MarginError::Start(e.to_string()))?;
+    let r = fb.pos_rad[j];
+    let mut cmd = Command {
+        t_cmd: t0,
+        dof: setup.arm.joints as u16,
+        pos_rad: fb.pos_rad,
+        request: DriveRequest::Track,
+        ..Command::default()
+    };
+    let mut transport = Delayed::new(delay_ns, cmd);
+    let max_torque = setup.arm.max_torque_nm[j];
+    let blow_up = 1000.0 * setup.amplitude_rad;
+
+    let (mut integral, mut su, mut sc) = (0.0, Complex::ZERO, Complex::ZERO);
+    let mut status = PointStatus::Ok;
+    for k in 1..=settle + window {
+        let t = t0.add_ns(k * setup.period_ns);
+        // The controller uses the last measurement, as the control loop does.
+        let e = r - fb.pos_rad[j];
+        integral += setup.gains.ki_per_s * e * t_s;
+        let u = r + setup.gains.kp * e + integral;
+        let c = u + setup.amplitude_rad * (w * k as f64 * t_s).sin();
+        cmd.t_cmd = t;
+        cmd.pos_rad[j] = c;
+        let wire = transport.pass(t, &cmd);
+        arm.exchange(t, wire, &mut fb)?;
+        if (c - r).abs() > blow_up || !c.is_finite() {
+            status = PointStatus::Unstable;
+            break;
+        }
+        if fb.torque_nm[j].abs() >= 0.99 * max_torque {
+            status = PointStatus::Saturated;
+        }
+        if k > settle {
+            let ph = Complex::from_polar(1.0, -w * k as f64 * t_s);
+            su = su + ph.scale(u - r);
+            sc = sc + ph.scale(c - r);
+        }
+    }
+    let l = if status == PointStatus::Unstable || sc.abs() == 0.0 {
+        Complex::ZERO
+    } else {
+        -(su / sc)
+    };
+    Ok(LoopPoint {
+        freq_hz: f,
+        l,
+        status,
+    })
+}
+
+/// Measures `L` at each frequency (a Bode plot).
+pub fn bode(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    freqs_hz: &[f64],
+) -> Result<Vec<LoopPoint>, MarginError> {
+    freqs_hz
+        .iter()
+        .map(|&f| measure_point(setup, delay_ns, f))
+        .collect()
+}
+
+/// Bisection steps of the crossover searches (0.05 % in frequency over a decade).
+const BISECT_STEPS: usize = 14;
+
+/// Finds the gain crossover (`|L| = 1`) between `lo_hz` and `hi_hz` by bisection in
+/// log frequency on measured points; returns the measured point there.
+pub fn gain_crossover(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    lo_hz: f64,
+    hi_hz: f64,
+) -> Result<LoopPoint, MarginError> {
+    let p_lo = measure_point(setup, delay_ns, lo_hz)?;
+    let p_hi = measure_point(setup, delay_ns, hi_hz)?;
+    for p in [p_lo, p_hi] {
+        if p.status == PointStatus::Unstable {
+            return Ok(p);
+        }
+    }
+    if !(p_lo.mag() > 1.0 && p_hi.mag() < 1.0) {
+        return Err(MarginError::NoCrossover {
+            lo_hz,
+            hi_hz,
+            mag_lo: p_lo.mag(),
+            mag_hi: p_hi.mag(),
+        });
+    }
+    let (mut lo, mut hi) = (lo_hz, hi_hz);
+    let mut best = p_lo;
+    for _ in 0..BISECT_STEPS {
+        let mid = (lo * hi).sqrt();
+        let p = measure_point(setup, delay_ns, mid)?;
+        if p.status == PointStatus::Unstable {
+            return Ok(p);
+        }
+        best = p;
+        if p.mag() > 1.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(best)
+}
+
+/// Finds where the measured phase crosses -180 degrees between `lo_hz` (phase above)
+/// and `hi_hz` (phase below); returns the measured point there.
+pub fn phase_crossover(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    lo_hz: f64,
+    hi_hz: f64,
+) -> Result<LoopPoint, MarginError> {
+    let (mut lo, mut hi) = (lo_hz, hi_hz);
+    let mut best = measure_point(setup, delay_ns, lo)?;
+    for _ in 0..BISECT_STEPS {
+        let mid = (lo * hi).sqrt();
+        let p = measure_point(setup, delay_ns, mid)?;
+        best = p;
+        if p.phase_deg() > -180.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(best)
+}
+
+/// Unwrapped phases (degrees) of a Bode list ordered by frequency.
+pub fn unwrapped_phase_deg(points: &[LoopPoint]) -> Vec<f64> {
+    let mut out: Vec<f64> = Vec::with_capacity(points.len());
+    for p in points {
+        let mut ph = p.phase_deg();
+        if let Some(&prev) = out.last() {
+            while ph - prev > 180.0 {
+                ph -= 360.0;
+            }
+            while ph - prev < -180.0 {
+                ph += 360.0;
+            }
+        }
+        out.push(ph);
+    }
+    out
+}
+
+/// The margins at one injected delay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DelayRow {
+    /// Injected transport delay asked for.
+    pub delay_ns: u64,
+    /// Delay the line actually adds: the next whole number of bus periods.
+    pub effective_delay_ns: u64,
+    /// The measured point at the gain crossover.
+    pub crossover: LoopPoint,
+    /// Measured phase margin (`None` when the loop diverged or saturated).
+    pub pm_deg: Option<f64>,
+}
+
+/// Delay that the command line really adds for `delay_ns` at this period.
+pub fn effective_delay_ns(delay_ns: u64, period_ns: u64) -> u64 {
+    delay_ns.div_ceil(period_ns) * period_ns
+}
+
+/// Phase margin from a crossover point.
+pub fn phase_margin_deg(p: &LoopPoint) -> Option<f64> {
+    (p.status == PointStatus::Ok).then(|| 180.0 + p.phase_deg())
+}
+
+/// Measures the phase margin at each delay, searching the crossover in
+/// `[lo_hz, hi_hz]` (a bracket found at zero delay: delay does not change `|L|`).
+pub fn sweep(
+    setup: &MarginSetup,
+    delays_ns: &[u64],
+    lo_hz: f64,
+    hi_hz: f64,
+) -> Result<Vec<DelayRow>, MarginError> {
+    delays_ns
+        .iter()
+        .map(|&d| {
+            let crossover = gain_crossover(setup, d, lo_hz, hi_hz)?;
+            Ok(DelayRow {
+                delay_ns: d,
+                effective_delay_ns: effective_delay_ns(d, setup.period_ns),
+                crossover,
+                pm_deg: phase_margin_deg(&crossover),
+            })
+        })
+        .collect()
+}
+
+/// Least-squares slope of phase margin against effective delay (degrees per ms),
+/// over the rows with a margin.
+pub fn pm_slope_deg_per_ms(rows: &[DelayRow]) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| r.pm_deg.map(|pm| (r.effective_delay_ns as f64 * 1e-6, pm)))
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// The first delay (ms, linearly interpolated between rows) at which the margin falls
+/// below `threshold_deg`; a row without margin counts as below.
+pub fn delay_at_threshold_ms(rows: &[DelayRow], threshold_deg: f64) -> Option<f64> {
+    let mut prev: Option<(f64, f64)> = None;
+    for r in rows {
+        let d = r.effective_delay_ns as f64 * 1e-6;
+        match r.pm_deg {
+            Some(pm) if pm >= threshold_deg => prev = Some((d, pm)),
+            Some(pm) => {
+                return Some(match prev {
+                    Some((d0, pm0)) => d0 + (pm0 - threshold_deg) / (pm0 - pm) * (d - d0),
+                    None => d,
+                })
+            }
+            None => return Some(prev.map_or(d, |(d0, _)| d0)),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;
