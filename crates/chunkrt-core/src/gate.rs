@@ -381,6 +381,11 @@ impl Gate {
     /// roots keep the approach within the braking deceleration and the jerk limit;
     /// the linear ends near zero have the velocity loop four times faster than the
     /// position loop (critically damped) and a quarter of the sampling rate.
+    ///
+    /// Errors are taken after a coasting (zero-jerk) step and against the proposal in
+    /// the gate's discrete terms (a backward-difference velocity lags the
+    /// instantaneous one by half a period), so on a feasible moving proposal the
+    /// residual error vanishes and the exact path (`alpha_dead`) takes over again.
     fn track(&self, s: &JointState, pd: f64, vd: f64, ad: f64, lim: &JointLimit) -> f64 {
         let t = self.t;
         let a_max = lim.max_acc_rad_s2.max(TINY);
@@ -388,9 +393,12 @@ impl Gate {
         let kv = 0.25 / t;
         let kp = 0.25 * kv;
         let b = lim.brake_acc_rad_s2.min(a_max).max(TINY);
-        let v_ref =
-            (vd + sqrt_law(pd - s.q, 0.5 * b, kp)).clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s);
-        (ad + sqrt_law(v_ref - s.v, 0.5 * j_max, kv)).clamp(-a_max, a_max)
+        let v_coast = s.v + s.a * t;
+        let e = pd - (s.q + v_coast * t);
+        let ev = (vd - 0.5 * ad * t) - v_coast;
+        let v_corr = sqrt_law(e, 0.5 * b, kp);
+        let dv = (ev + v_corr).clamp(-2.0 * lim.max_vel_rad_s, 2.0 * lim.max_vel_rad_s);
+        (ad + sqrt_law(dv, 0.5 * j_max, kv)).clamp(-a_max, a_max)
     }
 
     /// Interventions of the last `filter` call.

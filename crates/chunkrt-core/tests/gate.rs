@@ -164,3 +164,34 @@ fn domain_flag_is_reported_once() {
     assert_eq!(g.counts()[Constraint::Domain as usize], 1);
     assert_eq!(cmd.dof, 2);
 }
+
+#[test]
+fn rejoins_a_moving_proposal_after_a_disturbance() {
+    let lim = limits(1);
+    let t = 1e-3;
+    let mut g = Gate::new(lim, 1_000_000, &[0.0; MAX_DOF]);
+    let mut chk = LimitChecker::new(lim, t, [0.0; MAX_DOF]);
+    let mut cmd = Command::default();
+    // A feasible 1 Hz sine (1.26 rad/s, 7.9 rad/s^2) that starts 0.2 rad away from
+    // the gate's state: the gate must catch it and then follow it exactly.
+    let w = std::f64::consts::TAU;
+    let mut last_intervention = 0;
+    for k in 1..4000 {
+        let x = k as f64 * t;
+        let p = 0.2 * (w * x).cos();
+        let mask = g.filter(
+            &sp(p, -0.2 * w * (w * x).sin(), -0.2 * w * w * (w * x).cos()),
+            &mut cmd,
+        );
+        chk.push(cmd.pos_rad);
+        if !mask.is_empty() {
+            last_intervention = k;
+        }
+    }
+    assert!(
+        last_intervention < 2000,
+        "still intervening at tick {last_intervention}"
+    );
+    let x = 3999.0 * t;
+    assert!((cmd.pos_rad[0] - 0.2 * (w * x).cos()).abs() < 1e-12);
+}

@@ -1,0 +1,99 @@
+//! One control tick: chunkrt's executor + permission gate beside a naive
+//! newest-wins linear-interpolation player, 7 joints, 1 ms bus period, a chunk
+//! (50 setpoints on the 20 ms grid) arriving every 50 ms. Each iteration is one
+//! tick; the chunk arrivals (splice, spline build) are amortised over the 50 ticks
+//! between them, as on the real loop.
+//!
+//! `cargo bench -p chunkrt-benches --bench tick -- --warm-up-time 1 --measurement-time 3`
+
+use std::hint::black_box;
+
+use chunkrt_benches::{ChunkStream, NaivePlayer};
+use chunkrt_core::{
+    Command, Executor, ExecutorConfig, Gate, JointLimit, JointLimits, MonoTime, Resume, Setpoint,
+    MAX_DOF, NS_PER_MS,
+};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+
+const DOF: usize = 7;
+const PERIOD_NS: u64 = NS_PER_MS;
+
+fn config() -> ExecutorConfig {
+    ExecutorConfig {
+        dof: DOF,
+        max_chunk_age_ns: 200 * NS_PER_MS,
+        blend_ns: 40 * NS_PER_MS,
+        lookahead_ns: 0,
+        safe_stop_after_ns: 1_000 * NS_PER_MS,
+        resume: Resume::Auto,
+        dt_min_ns: NS_PER_MS,
+        dt_max_ns: 100 * NS_PER_MS,
+        min_len: 2,
+        max_time_offset_ns: 1_000 * NS_PER_MS,
+    }
+}
+
+/// Executor + gate on a stream of sine amplitude `amp`; returns the gate's
+/// intervention count so the caller can check which regime was measured.
+fn bench_chunkrt(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, amp: f64) -> u64 {
+    let start = MonoTime::from_ms(1_000);
+    let limits = JointLimits::uniform(DOF, JointLimit::default());
+    let mut exec = Executor::new(config(), limits, &[0.0; MAX_DOF], start);
+    let mut gate = Gate::new(limits, PERIOD_NS, &[0.0; MAX_DOF]);
+    let mut stream = ChunkStream::new(DOF, amp, start);
+    let mut now = start;
+    let mut sp = Setpoint::default();
+    let mut cmd = Command::default();
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            now = now.add_ns(PERIOD_NS);
+            if let Some(chunk) = stream.poll(now) {
+                let _ = exec.offer(chunk, now);
+            }
+            exec.tick(now, &mut sp);
+            let mask = gate.filter(&sp, &mut cmd);
+            black_box((&cmd, mask));
+        })
+    });
+    // The measured loop really played chunks (not a fallback hold).
+    assert!(exec.counts().used > 0, "executor never played a chunk");
+    assert_eq!(
+        exec.counts().fallback_entries,
+        0,
+        "fallback during the bench"
+    );
+    gate.counts().iter().sum()
+}
+
+fn tick(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tick_7dof_1ms");
+    let nominal = bench_chunkrt(&mut group, "chunkrt_executor_gate", 0.2);
+    let saturated = bench_chunkrt(&mut group, "chunkrt_executor_gate_saturated", 0.4);
+    // Within the limits the gate only acts at start-up (blend from rest); beyond
+    // them it acts all the time.
+    assert!(
+        nominal < saturated,
+        "nominal {nominal} vs saturated {saturated} interventions"
+    );
+
+    let mut naive = NaivePlayer::default();
+    let start = MonoTime::from_ms(1_000);
+    let mut stream = ChunkStream::new(DOF, 0.2, start);
+    let mut now = start;
+    let mut out = [0.0; MAX_DOF];
+    group.bench_function("naive_newest_wins_lerp", |b| {
+        b.iter(|| {
+            now = now.add_ns(PERIOD_NS);
+            if let Some(chunk) = stream.poll(now) {
+                naive.offer(chunk);
+            }
+            naive.tick(now, &mut out);
+            black_box(&out);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, tick);
+criterion_main!(benches);
