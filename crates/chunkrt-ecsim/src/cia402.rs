@@ -197,6 +197,9 @@ impl Drive {
     /// One cycle of `dt_ns`: evaluate the controlword, then run the motor and supervision.
     /// `outputs_valid` is false in SAFE-OP, where the master's outputs must be ignored.
     pub fn cycle(&mut self, dt_ns: u64, outputs_valid: bool) {
+        // States entered during this cycle last at least until the next one, so the master sees
+        // quick stop active / fault reaction active even when the motor already stands still.
+        let at_start = self.state;
         if let Some(code) = self.pending_fault.take() {
             self.enter_fault(code);
         }
@@ -206,7 +209,7 @@ impl Drive {
             self.state = PowerState::SwitchOnDisabled;
         }
         self.step_motor(dt_ns);
-        self.supervise(dt_ns);
+        self.supervise(dt_ns, at_start);
         self.prev_target = self.target;
     }
 
@@ -325,7 +328,7 @@ impl Drive {
         }
     }
 
-    fn supervise(&mut self, dt_ns: u64) {
+    fn supervise(&mut self, dt_ns: u64, at_start: PowerState) {
         use PowerState::*;
         match self.state {
             OperationEnabled if self.mode == MODE_CSP => {
@@ -340,10 +343,16 @@ impl Drive {
                     self.fe_over_ns = 0;
                 }
             }
-            QuickStopActive if self.vel == 0.0 && matches!(self.quick_stop_option, 1 | 2) => {
+            QuickStopActive
+                if at_start == QuickStopActive
+                    && self.vel == 0.0
+                    && matches!(self.quick_stop_option, 1 | 2) =>
+            {
                 self.state = SwitchOnDisabled;
             }
-            FaultReactionActive if self.vel == 0.0 => self.state = Fault,
+            FaultReactionActive if at_start == FaultReactionActive && self.vel == 0.0 => {
+                self.state = Fault
+            }
             _ => {}
         }
     }

@@ -13,6 +13,8 @@
 //! - [`run_af_packet`]: a raw socket on a named interface (e.g. one end of a veth pair inside a
 //!   network namespace), for `chunkrt ecsim --iface IF --drives N [--config FILE]`.
 
+#![deny(missing_docs)]
+
 pub mod cia402;
 pub mod coe;
 pub mod config;
