@@ -12,6 +12,27 @@
 //!   `cargo test` drives the real master against simulated drives without root;
 //! - [`run_af_packet`]: a raw socket on a named interface (e.g. one end of a veth pair inside a
 //!   network namespace), for `chunkrt ecsim --iface IF --drives N [--config FILE]`.
+//!
+//! In-process use from a test or a backend's test (each master needs its own `static`
+//! `PduStorage`, since `try_split` works once per static):
+//!
+//! ```no_run
+//! use chunkrt_ecsim::{spawn_in_process, SimConfig, SimNetwork};
+//! use ethercrab::{MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+//!
+//! static STORAGE: PduStorage<16, { PduStorage::element_size(1100) }> = PduStorage::new();
+//!
+//! let (tx, rx, pdu_loop) = STORAGE.try_split().expect("split once");
+//! // Seven drives, virtual clock: one 1 ms cycle per process-data frame, no sleeping needed.
+//! let net = SimNetwork::new(SimConfig::virtual_chain(7))?;
+//! let sim = spawn_in_process(tx, rx, net)?;
+//! let config = MainDeviceConfig { dc_static_sync_iterations: 100, ..Default::default() };
+//! let md = MainDevice::new(pdu_loop, Timeouts::default(), config);
+//! // ... md.init_single_group(..), SDO, into_op, tx_rx every cycle ...
+//! sim.network().inject_drive_fault(3, 0x2310); // drive 3 faults on its next cycle
+//! sim.network().cut_link(5); // drives 5 and 6 disappear
+//! # Ok::<(), chunkrt_ecsim::EcsimError>(())
+//! ```
 
 #![deny(missing_docs)]
 

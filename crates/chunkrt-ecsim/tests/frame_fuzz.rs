@@ -80,7 +80,10 @@ proptest! {
         let mut net = SimNetwork::new(SimConfig::virtual_chain(3)).unwrap();
         let mut reply = Vec::new();
         for f in &frames {
-            let _ = net.process_frame(f, &mut reply);
+            if let FrameOutcome::Reply { .. } = net.process_frame(f, &mut reply) {
+                // An ESC never changes a frame's length, only its contents.
+                prop_assert_eq!(reply.len(), f.len());
+            }
         }
         let probe = build_frame(&[(cmd::BRD, [0; 4], &[0])]);
         prop_assert_eq!(net.process_frame(&probe, &mut reply), FrameOutcome::Reply { delay_ns: 0 });
