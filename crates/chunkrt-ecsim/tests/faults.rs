@@ -284,3 +284,47 @@ fn cut_link_drops_drives_behind_it() {
         assert_eq!(d.drive().error_code(), chunkrt_ecsim::cia402::ERR_COMM);
     }
 }
+
+#[test]
+fn restored_link_brings_drives_back_in_safe_op_with_error() {
+    static STORAGE: common::Storage = common::Storage::new();
+    let mut cfg = SimConfig::virtual_chain(3);
+    cfg.link_cut.push(LinkCut {
+        before_drive: 2,
+        at_s: 0.2,
+        restore_s: Some(0.5),
+    });
+    let (md, _sim) = common::start(&STORAGE, cfg, short());
+    block_on(async {
+        let group = to_op!(md);
+        let report = enable_and_track(&md, &group, 700, None, 50_000.0, 1.0).await;
+        // Back on the wire: the returning drive answers again (its outputs SM still counts in
+        // SAFE-OP), but it reports the watchdog error and its drive faulted.
+        assert_eq!(report.last_wkc, 9, "{report:?}");
+        let st = Command::fprd(0x1002, 0x0130)
+            .receive::<u16>(&md)
+            .await
+            .unwrap();
+        let code = Command::fprd(0x1002, 0x0134)
+            .receive::<u16>(&md)
+            .await
+            .unwrap();
+        assert_eq!((st, code), (0x0014, 0x001B), "SAFE-OP + error, SM watchdog");
+        assert!(
+            report
+                .faults_seen
+                .contains(&(2, chunkrt_ecsim::cia402::ERR_COMM)),
+            "{report:?}"
+        );
+        // Acknowledge and request OP again: accepted.
+        Command::fpwr(0x1002, 0x0120)
+            .send(&md, 0x0018u16)
+            .await
+            .unwrap();
+        let st = Command::fprd(0x1002, 0x0130)
+            .receive::<u16>(&md)
+            .await
+            .unwrap();
+        assert_eq!(st, 0x0008);
+    });
+}
