@@ -23,6 +23,9 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Host readiness for real time: kernel, limits, isolation, governor, SMT, NIC.
     Check(crate::check::CheckArgs),
+    /// How much delay can the loop take? Phase margin on the simulated arm, swept
+    /// against injected delay (writes margin.json and margin.svg).
+    Margin(crate::margin::MarginArgs),
     /// EtherCAT SubDevice simulator: CiA 402 servo drives answering on a network
     /// interface (AF_PACKET; root or CAP_NET_RAW), e.g. inside a network namespace.
     Ecsim(crate::tools::EcsimArgs),
@@ -54,6 +57,27 @@ pub struct RunArgs {
     /// Do not print the live status line.
     #[arg(long)]
     pub quiet: bool,
+    /// Inject transport delay between the gate and the backend (overrides
+    /// `inject.transport_delay_ms`).
+    #[arg(long)]
+    pub inject_transport_ms: Option<f64>,
+    /// Inject observation delay: inference sees older observations
+    /// (`inject.observation_delay_ms`).
+    #[arg(long)]
+    pub inject_obs_ms: Option<f64>,
+    /// Inject a fixed inference delay (replaces `inject.inference_delay`).
+    #[arg(long)]
+    pub inject_inference_ms: Option<f64>,
+    /// Inject feedback delay: the loop sees older measurements
+    /// (`inject.feedback_delay_ms`).
+    #[arg(long)]
+    pub inject_feedback_ms: Option<f64>,
+    /// Drop computed chunks with this probability (`inject.drop_chunk_probability`).
+    #[arg(long)]
+    pub inject_drop: Option<f64>,
+    /// Seed of the injected random draws (`inject.seed`).
+    #[arg(long)]
+    pub inject_seed: Option<u64>,
 }
 
 /// How long to run; `None`: until stopped.

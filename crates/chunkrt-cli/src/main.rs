@@ -7,6 +7,7 @@
 mod args;
 mod bench;
 mod check;
+mod margin;
 mod paths;
 mod run;
 mod tools;

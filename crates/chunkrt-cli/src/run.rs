@@ -14,6 +14,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run(&args),
         Command::Bench(args) => crate::bench::bench(&args),
         Command::Check(args) => crate::check::check(&args),
+        Command::Margin(args) => crate::margin::margin(&args),
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),
         Command::Validate { file } => validate(&file),
@@ -50,6 +51,30 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_USAGE);
         }
         cfg.control.period_ms = p;
+    }
+    // `--inject-*` overrides of `[inject]` (issue 8), checked like the file's values.
+    let inj = &mut cfg.inject;
+    if let Some(v) = args.inject_transport_ms {
+        inj.transport_delay_ms = v;
+    }
+    if let Some(v) = args.inject_obs_ms {
+        inj.observation_delay_ms = v;
+    }
+    if let Some(v) = args.inject_inference_ms {
+        inj.inference_delay = chunkrt_config::InferenceDelayConfig::Fixed { ms: v };
+    }
+    if let Some(v) = args.inject_feedback_ms {
+        inj.feedback_delay_ms = v;
+    }
+    if let Some(v) = args.inject_drop {
+        inj.drop_chunk_probability = v;
+    }
+    if let Some(v) = args.inject_seed {
+        inj.seed = v;
+    }
+    if let Err(e) = cfg.check_inject() {
+        eprintln!("chunkrt: error: command line: {e}");
+        return Ok(EXIT_USAGE);
     }
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let opts = RunOptions {

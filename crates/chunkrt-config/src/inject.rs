@@ -245,6 +245,15 @@ impl InferenceDelayConfig {
     }
 }
 
+impl crate::Config {
+    /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
+    pub fn check_inject(&self) -> Result<(), String> {
+        self.inject
+            .validate(self.control.period_ms)
+            .map_err(|(k, m)| format!("{k}: {m}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

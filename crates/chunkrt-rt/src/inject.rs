@@ -232,12 +232,21 @@ pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> Con
 pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts) -> Value {
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let delays = n(&counts.inference_delays);
+    // The control-side lines act on whole cycles: a delay between two multiples of
+    // the period takes effect at the next cycle.
+    let period_ns = control.period_ns().max(1);
+    let cycles_ms = |ns: u64| ns.div_ceil(period_ns) as f64 * period_ns as f64 * 1e-6;
     json!({
         "active": cfg.is_active(),
         "seed": cfg.seed,
         "observation_delay_ms": cfg.observation_delay_ms,
         "transport_delay_ms": cfg.transport_delay_ms,
         "feedback_delay_ms": cfg.feedback_delay_ms,
+        "effective_ms": {
+            "observation_delay": cycles_ms(cfg.observation_delay_ns()),
+            "transport_delay": cycles_ms(cfg.transport_delay_ns()),
+            "feedback_delay": cycles_ms(cfg.feedback_delay_ns()),
+        },
         "inference_delay": cfg.inference_delay.describe(),
         "drop_chunk_probability": cfg.drop_chunk_probability,
         "chunks_dropped": n(&counts.chunks_dropped),
