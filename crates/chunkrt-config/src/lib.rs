@@ -5,12 +5,14 @@
 //! expected, so that a user who mistypes a key is told exactly which one.
 
 mod error;
+mod ethercat;
 mod inject;
 mod perjoint;
 mod schema;
 mod validate;
 
 pub use error::ConfigError;
+pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
 pub use inject::{InferenceDelayConfig, InjectConfig, MAX_INJECT_DELAY_MS};
 pub use perjoint::PerJoint;
 pub use schema::*;

@@ -28,6 +28,9 @@ pub struct Config {
     /// The simulated arm (used when `backend.kind = "sim"`).
     #[serde(default)]
     pub sim: Option<SimConfig>,
+    /// The EtherCAT bus (required when `backend.kind = "ethercat"`).
+    #[serde(default)]
+    pub ethercat: Option<crate::ethercat::EthercatConfig>,
     /// Telemetry rings and reports.
     #[serde(default)]
     pub telemetry: TelemetryConfig,

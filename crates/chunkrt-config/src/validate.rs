@@ -73,12 +73,21 @@ impl Config {
                 let sim = self.sim.clone().unwrap_or_default();
                 sim.validate(n)?;
             }
-            BackendKind::Ethercat => {
-                return fail(
-                    "backend.kind",
-                    "the `ethercat` backend is not available in this build; use `sim`",
-                )
-            }
+            BackendKind::Ethercat => match &self.ethercat {
+                Some(ec) => {
+                    let l = &self.limits;
+                    ec.validate(n, self.control.period_ms, |j| {
+                        l.pos_min_rad.get(j).abs().max(l.pos_max_rad.get(j).abs())
+                    })?
+                }
+                None => {
+                    return fail(
+                        "ethercat",
+                        "`backend.kind = \"ethercat\"` needs an [ethercat] section \
+                         (interface and one [[ethercat.drive]] per joint)",
+                    )
+                }
+            },
         }
         if self.telemetry.ring_capacity < 64 || self.telemetry.ring_capacity > 1 << 22 {
             return fail(

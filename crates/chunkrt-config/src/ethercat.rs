@@ -1,0 +1,421 @@
+//! The `[ethercat]` section: the interface, the drives in bus order and how each maps
+//! onto a joint, the PDO mapping and the bus timeouts.
+
+use serde::{Deserialize, Serialize};
+
+/// EtherCAT bus of CiA 402 drives in Cyclic Synchronous Position mode.
+///
+/// The bus period is `control.period_ms`: one process-data exchange per control cycle.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EthercatConfig {
+    /// Network interface the drives hang off (`enp3s0`); a raw socket needs CAP_NET_RAW.
+    pub interface: String,
+    /// Configure Distributed Clocks SYNC0 at the bus period (most CSP drives want it).
+    #[serde(default)]
+    pub dc_sync0: bool,
+    /// A cycle's frame not back after this long is lost (default: half the bus period,
+    /// at most 2 ms).
+    #[serde(default)]
+    pub frame_timeout_ms: Option<f64>,
+    /// A cycle's frame back after this long is late (data used, error reported; default:
+    /// half the frame timeout).
+    #[serde(default)]
+    pub frame_late_ms: Option<f64>,
+    /// Longest wait for one AL state transition (INIT, PRE-OP, SAFE-OP, OP).
+    #[serde(default = "default_state_timeout")]
+    pub state_timeout_ms: f64,
+    /// Longest wait for the CiA 402 enable sequence at bring-up.
+    #[serde(default = "default_enable_timeout")]
+    pub enable_timeout_ms: f64,
+    /// Longest wait for one SDO (CoE mailbox) answer.
+    #[serde(default = "default_sdo_timeout")]
+    pub sdo_timeout_ms: f64,
+    /// After a (re-)enable, a command further than this from the held position is refused
+    /// instead of sent: nothing jumps on resume.
+    #[serde(default = "default_resume_window")]
+    pub resume_window_rad: f64,
+    /// The process-data mapping written to every drive in PRE-OP.
+    #[serde(default)]
+    pub pdo: PdoConfig,
+    /// The drives in bus order (the first one is the closest to the host).
+    pub drive: Vec<DriveConfig>,
+}
+
+/// One drive on the bus.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriveConfig {
+    /// The joint this drive moves (0-based; every joint exactly once).
+    pub joint: usize,
+    /// Encoder counts per radian of joint motion (gear ratio included).
+    pub counts_per_rad: f64,
+    /// Encoder count at joint angle 0.
+    #[serde(default)]
+    pub offset_counts: i64,
+    /// `1` or `-1`: sign of joint angle per count.
+    #[serde(default = "one_i8")]
+    pub direction: i8,
+    /// Expected vendor ID (SII / 0x1018:01); checked at bring-up.
+    pub vendor_id: u32,
+    /// Expected product code (SII / 0x1018:02); checked at bring-up.
+    pub product_code: u32,
+    /// Rated torque (0x6076) in Nm at the joint: 0x6077 is per mille of it.
+    #[serde(default = "one_f64")]
+    pub rated_torque_nm: f64,
+}
+
+/// Which objects go into the process data, in order.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PdoConfig {
+    /// Write the mapping over CoE in PRE-OP (drives without CoE keep their SII mapping,
+    /// which must then match `rx` and `tx`).
+    #[serde(default = "yes")]
+    pub write: bool,
+    /// RxPDO 0x1600 (host to drive).
+    #[serde(default = "default_rx")]
+    pub rx: Vec<PdoEntry>,
+    /// TxPDO 0x1A00 (drive to host).
+    #[serde(default = "default_tx")]
+    pub tx: Vec<PdoEntry>,
+}
+
+impl Default for PdoConfig {
+    fn default() -> Self {
+        PdoConfig {
+            write: true,
+            rx: default_rx(),
+            tx: default_tx(),
+        }
+    }
+}
+
+/// A CiA 402 object the backend knows how to put into process data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PdoEntry {
+    /// 0x6040 controlword (rx).
+    Controlword,
+    /// 0x607A target position (rx).
+    TargetPosition,
+    /// 0x60B1 velocity offset: velocity feed-forward in CSP (rx).
+    VelocityOffset,
+    /// 0x6060 modes of operation (rx).
+    ModeOfOperation,
+    /// 0x6041 statusword (tx).
+    Statusword,
+    /// 0x6064 position actual value (tx).
+    PositionActual,
+    /// 0x606C velocity actual value (tx).
+    VelocityActual,
+    /// 0x6077 torque actual value (tx).
+    TorqueActual,
+    /// 0x603F error code (tx).
+    ErrorCode,
+    /// 0x6061 modes of operation display (tx).
+    ModeDisplay,
+}
+
+impl PdoEntry {
+    /// Object index.
+    pub fn index(self) -> u16 {
+        match self {
+            PdoEntry::Controlword => 0x6040,
+            PdoEntry::TargetPosition => 0x607A,
+            PdoEntry::VelocityOffset => 0x60B1,
+            PdoEntry::ModeOfOperation => 0x6060,
+            PdoEntry::Statusword => 0x6041,
+            PdoEntry::PositionActual => 0x6064,
+            PdoEntry::VelocityActual => 0x606C,
+            PdoEntry::TorqueActual => 0x6077,
+            PdoEntry::ErrorCode => 0x603F,
+            PdoEntry::ModeDisplay => 0x6061,
+        }
+    }
+
+    /// Size in bits.
+    pub fn bits(self) -> u8 {
+        match self {
+            PdoEntry::ModeOfOperation | PdoEntry::ModeDisplay => 8,
+            PdoEntry::Controlword
+            | PdoEntry::Statusword
+            | PdoEntry::TorqueActual
+            | PdoEntry::ErrorCode => 16,
+            _ => 32,
+        }
+    }
+
+    /// Whether the host writes it (RxPDO) rather than reads it (TxPDO).
+    pub fn is_output(self) -> bool {
+        matches!(
+            self,
+            PdoEntry::Controlword
+                | PdoEntry::TargetPosition
+                | PdoEntry::VelocityOffset
+                | PdoEntry::ModeOfOperation
+        )
+    }
+
+    /// The mapping entry as written to 0x1600/0x1A00: index << 16 | subindex 0 << 8 | bits.
+    pub fn mapping_word(self) -> u32 {
+        (u32::from(self.index()) << 16) | u32::from(self.bits())
+    }
+}
+
+type Check = Result<(), (String, String)>;
+
+fn fail(path: String, message: impl Into<String>) -> Check {
+    Err((path, message.into()))
+}
+
+fn positive_ms(path: &str, v: f64, hi: f64) -> Check {
+    if v.is_finite() && v > 0.0 && v <= hi {
+        Ok(())
+    } else {
+        fail(
+            path.to_string(),
+            format!("expected a time in (0, {hi}] ms, got {v}"),
+        )
+    }
+}
+
+impl EthercatConfig {
+    /// Checks the section against the joint count, the bus period and the joint limits
+    /// (every joint angle within the limits must fit the drive's int32 position range).
+    pub(crate) fn validate(
+        &self,
+        joints: usize,
+        period_ms: f64,
+        limit_rad: impl Fn(usize) -> f64,
+    ) -> Check {
+        let iface = self.interface.trim();
+        if iface.is_empty() || iface.len() > 15 || iface.contains(['/', ' ']) {
+            return fail(
+                "ethercat.interface".into(),
+                format!(
+                    "expected a network interface name (1-15 characters, e.g. `enp3s0`), got `{}`",
+                    self.interface
+                ),
+            );
+        }
+        let timeout = self.frame_timeout_ms(period_ms);
+        positive_ms("ethercat.frame_timeout_ms", timeout, period_ms).map_err(|(p, m)| {
+            (
+                p,
+                format!("{m} (at most the bus period, control.period_ms)"),
+            )
+        })?;
+        positive_ms(
+            "ethercat.frame_late_ms",
+            self.frame_late_ms(period_ms),
+            timeout,
+        )
+        .map_err(|(p, m)| (p, format!("{m} (at most the frame timeout)")))?;
+        positive_ms(
+            "ethercat.state_timeout_ms",
+            self.state_timeout_ms,
+            600_000.0,
+        )?;
+        positive_ms(
+            "ethercat.enable_timeout_ms",
+            self.enable_timeout_ms,
+            600_000.0,
+        )?;
+        positive_ms("ethercat.sdo_timeout_ms", self.sdo_timeout_ms, 600_000.0)?;
+        if !(self.resume_window_rad.is_finite() && self.resume_window_rad > 0.0) {
+            return fail(
+                "ethercat.resume_window_rad".into(),
+                format!("expected a positive angle, got {}", self.resume_window_rad),
+            );
+        }
+        self.pdo.validate()?;
+        if self.drive.len() != joints {
+            return fail(
+                "ethercat.drive".into(),
+                format!(
+                    "expected one [[ethercat.drive]] per joint ({joints}, control.joints), got {}",
+                    self.drive.len()
+                ),
+            );
+        }
+        let mut seen = vec![None::<usize>; joints];
+        for (i, d) in self.drive.iter().enumerate() {
+            let key = |k: &str| format!("ethercat.drive[{i}].{k}");
+            if d.joint >= joints {
+                return fail(
+                    key("joint"),
+                    format!(
+                        "expected a joint index 0 to {}, got {}",
+                        joints - 1,
+                        d.joint
+                    ),
+                );
+            }
+            if let Some(other) = seen[d.joint] {
+                return fail(
+                    key("joint"),
+                    format!(
+                        "joint {} is already driven by ethercat.drive[{other}]",
+                        d.joint
+                    ),
+                );
+            }
+            seen[d.joint] = Some(i);
+            if !(d.counts_per_rad.is_finite() && d.counts_per_rad >= 1.0) {
+                return fail(
+                    key("counts_per_rad"),
+                    format!(
+                        "expected at least 1 count per radian, got {}",
+                        d.counts_per_rad
+                    ),
+                );
+            }
+            if d.offset_counts < i64::from(i32::MIN) || d.offset_counts > i64::from(i32::MAX) {
+                return fail(
+                    key("offset_counts"),
+                    format!("expected an int32 count, got {}", d.offset_counts),
+                );
+            }
+            if d.direction != 1 && d.direction != -1 {
+                return fail(
+                    key("direction"),
+                    format!("expected 1 or -1, got {}", d.direction),
+                );
+            }
+            if !(d.rated_torque_nm.is_finite() && d.rated_torque_nm > 0.0) {
+                return fail(
+                    key("rated_torque_nm"),
+                    format!("expected a positive torque, got {}", d.rated_torque_nm),
+                );
+            }
+            // Positions travel as int32 counts relative to the offset (wrapping), so the
+            // whole joint range must span less than half the int32 circle.
+            let span = limit_rad(d.joint) * d.counts_per_rad;
+            if span >= f64::from(i32::MAX) {
+                return fail(
+                    key("counts_per_rad"),
+                    format!(
+                        "joint {}: a limit of {} rad is {span:.0} counts from the offset, \
+                         beyond the int32 position range (2147483647)",
+                        d.joint,
+                        limit_rad(d.joint)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The frame timeout in ms (the default applied).
+    pub fn frame_timeout_ms(&self, period_ms: f64) -> f64 {
+        self.frame_timeout_ms
+            .unwrap_or_else(|| (0.5 * period_ms).min(2.0))
+    }
+
+    /// The late-frame threshold in ms (the default applied).
+    pub fn frame_late_ms(&self, period_ms: f64) -> f64 {
+        self.frame_late_ms
+            .unwrap_or_else(|| 0.5 * self.frame_timeout_ms(period_ms))
+    }
+}
+
+impl PdoConfig {
+    fn validate(&self) -> Check {
+        for (list, name, want_output) in [(&self.rx, "rx", true), (&self.tx, "tx", false)] {
+            for (k, e) in list.iter().enumerate() {
+                if e.is_output() != want_output {
+                    return fail(
+                        format!("ethercat.pdo.{name}[{k}]"),
+                        format!(
+                            "`{}` is a {} object; it belongs in ethercat.pdo.{}",
+                            entry_name(*e),
+                            if e.is_output() {
+                                "host-to-drive"
+                            } else {
+                                "drive-to-host"
+                            },
+                            if e.is_output() { "rx" } else { "tx" }
+                        ),
+                    );
+                }
+                if list[..k].contains(e) {
+                    return fail(
+                        format!("ethercat.pdo.{name}[{k}]"),
+                        format!("`{}` is listed twice", entry_name(*e)),
+                    );
+                }
+            }
+            if list.len() > 8 {
+                return fail(
+                    format!("ethercat.pdo.{name}"),
+                    format!("expected at most 8 entries, got {}", list.len()),
+                );
+            }
+        }
+        for (need, list, name) in [
+            (PdoEntry::Controlword, &self.rx, "rx"),
+            (PdoEntry::TargetPosition, &self.rx, "rx"),
+            (PdoEntry::Statusword, &self.tx, "tx"),
+            (PdoEntry::PositionActual, &self.tx, "tx"),
+        ] {
+            if !list.contains(&need) {
+                return fail(
+                    format!("ethercat.pdo.{name}"),
+                    format!("must contain `{}`", entry_name(need)),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The config spelling of an entry.
+pub fn entry_name(e: PdoEntry) -> &'static str {
+    match e {
+        PdoEntry::Controlword => "controlword",
+        PdoEntry::TargetPosition => "target_position",
+        PdoEntry::VelocityOffset => "velocity_offset",
+        PdoEntry::ModeOfOperation => "mode_of_operation",
+        PdoEntry::Statusword => "statusword",
+        PdoEntry::PositionActual => "position_actual",
+        PdoEntry::VelocityActual => "velocity_actual",
+        PdoEntry::TorqueActual => "torque_actual",
+        PdoEntry::ErrorCode => "error_code",
+        PdoEntry::ModeDisplay => "mode_display",
+    }
+}
+
+fn default_state_timeout() -> f64 {
+    5000.0
+}
+fn default_enable_timeout() -> f64 {
+    2000.0
+}
+fn default_sdo_timeout() -> f64 {
+    1000.0
+}
+fn default_resume_window() -> f64 {
+    0.05
+}
+fn one_i8() -> i8 {
+    1
+}
+fn one_f64() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_rx() -> Vec<PdoEntry> {
+    vec![PdoEntry::Controlword, PdoEntry::TargetPosition]
+}
+fn default_tx() -> Vec<PdoEntry> {
+    vec![
+        PdoEntry::Statusword,
+        PdoEntry::PositionActual,
+        PdoEntry::VelocityActual,
+        PdoEntry::TorqueActual,
+        PdoEntry::ErrorCode,
+    ]
+}

@@ -1,0 +1,418 @@
+//! `EthercatBackend`: the `Backend` the control loop calls once per cycle.
+
+use crate::bus::{Io, Stall, Storage};
+use crate::cia402::{self, PowerState};
+use crate::group::OpGroup;
+use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
+use crate::wire::raw::RawSocket;
+use crate::wire::sim::{SimControl, SimWire};
+use crate::wire::Wire;
+use crate::BringUpError;
+use chunkrt_core::{
+    Backend, BackendError, Command, DriveRequest, DriveState, Feedback, MonoTime, MAX_DOF,
+};
+use ethercrab::{MainDevice, MainDeviceConfig, RetryBehaviour, Timeouts};
+use std::time::{Duration, Instant};
+
+/// The host's view of one drive, updated every cycle (bus order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DriveIo {
+    pub power: PowerState,
+    pub statusword: u16,
+    pub last_cw: u16,
+    pub actual: i32,
+    pub vel: i32,
+    pub torque: i16,
+    pub error_code: u16,
+    /// Target held while the drive is not following commands (enabling, fault reset, a
+    /// refused resume): the actual position when it was last not enabled.
+    pub hold: i32,
+    /// Whether commands are followed (false until the first command close to `hold`).
+    pub tracking: bool,
+}
+
+impl Default for DriveIo {
+    fn default() -> Self {
+        DriveIo {
+            power: PowerState::NotReady,
+            statusword: 0,
+            last_cw: 0,
+            actual: 0,
+            vel: 0,
+            torque: 0,
+            error_code: 0,
+            hold: 0,
+            tracking: false,
+        }
+    }
+}
+
+/// What the bus did so far (read between runs or in tests; not touched by the runtime).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BusStats {
+    /// Exchanges.
+    pub cycles: u64,
+    /// Frames that never came back.
+    pub frames_lost: u64,
+    /// Frames back after the late threshold.
+    pub frames_late: u64,
+    /// Working-counter mismatches.
+    pub wkc_errors: u64,
+    /// Cycles with a drive gone or out of OP.
+    pub drive_missing: u64,
+    /// Cycles with a drive in fault.
+    pub drive_faults: u64,
+    /// Commands refused (not finite, wrong dof, a resume too far from the held position).
+    pub refused_commands: u64,
+    /// Largest round trip seen, ns.
+    pub max_rtt_ns: u64,
+}
+
+/// CiA 402 drives in CSP on one EtherCAT bus.
+pub struct EthercatBackend {
+    pub(crate) p: EthercatParams,
+    pub(crate) md: MainDevice<'static>,
+    pub(crate) io: Io,
+    pub(crate) group: Option<OpGroup>,
+    pub(crate) expected_wkc: u16,
+    pub(crate) drv: [DriveIo; MAX_DRIVES],
+    pub(crate) stats: BusStats,
+}
+
+impl EthercatBackend {
+    /// Opens a raw socket on `params.interface` (CAP_NET_RAW). Bring-up happens in
+    /// [`Backend::start`].
+    pub fn open(params: EthercatParams) -> Result<EthercatBackend, BringUpError> {
+        let sock = RawSocket::open(&params.interface)?;
+        Ok(EthercatBackend::with_wire(params, Box::new(sock)))
+    }
+
+    /// Runs on the in-process simulated chain `net` (tests, no root); the returned handle
+    /// shares the chain for fault injection and inspection.
+    pub fn simulated(
+        params: EthercatParams,
+        net: chunkrt_ecsim::SimNetwork,
+    ) -> (EthercatBackend, SimControl) {
+        let (wire, ctl) = SimWire::new(net);
+        (EthercatBackend::with_wire(params, Box::new(wire)), ctl)
+    }
+
+    /// Runs on any wire.
+    pub fn with_wire(params: EthercatParams, wire: Box<dyn Wire>) -> EthercatBackend {
+        assert!(
+            (1..=MAX_DRIVES).contains(&params.dof()),
+            "1 to {MAX_DRIVES} drives"
+        );
+        // ethercrab's PDU storage must outlive the TX/RX halves and the MainDevice that
+        // borrow it. One backend per process in production; each test leaks ~18 kB.
+        let storage: &'static Storage = Box::leak(Box::new(Storage::new()));
+        let (tx, rx, pdu_loop) = storage.try_split().expect("a fresh storage splits");
+        let timeouts = Timeouts {
+            state_transition: params.state_timeout,
+            // Bring-up frames; a cycle's frame has its own, shorter deadline.
+            pdu: Duration::from_millis(50),
+            eeprom: Duration::from_millis(100),
+            wait_loop_delay: Duration::from_millis(1),
+            mailbox_echo: params.sdo_timeout,
+            mailbox_response: params.sdo_timeout,
+        };
+        let md = MainDevice::new(
+            pdu_loop,
+            timeouts,
+            MainDeviceConfig {
+                dc_static_sync_iterations: params.dc_static_sync_iterations,
+                retry_behaviour: RetryBehaviour::None,
+            },
+        );
+        EthercatBackend {
+            md,
+            io: Io::new(tx, rx, wire),
+            group: None,
+            expected_wkc: 0,
+            drv: [DriveIo::default(); MAX_DRIVES],
+            stats: BusStats::default(),
+            p: params,
+        }
+    }
+
+    /// Bus counters so far.
+    pub fn stats(&self) -> BusStats {
+        self.stats
+    }
+
+    /// The last statusword of each drive (bus order), for tests and diagnostics.
+    pub fn statuswords(&self) -> Vec<u16> {
+        self.drv[..self.p.dof()]
+            .iter()
+            .map(|d| d.statusword)
+            .collect()
+    }
+
+    /// Writes every drive's outputs for `request` (bus order). `cmd` is the runtime's
+    /// command when it may be followed (checked by the caller), else None: hold.
+    /// Returns the joint whose resume was refused, if any.
+    pub(crate) fn encode(&mut self, request: DriveRequest, cmd: Option<&Command>) -> Option<u16> {
+        let group = self.group.as_ref()?;
+        let layout = self.p.layout;
+        let window = self.p.resume_window_rad;
+        let mut refused = None;
+        for (i, dp) in self.p.drives.iter().enumerate() {
+            let d = &mut self.drv[i];
+            let follow = matches!(request, DriveRequest::Track | DriveRequest::FaultReset)
+                && d.power == PowerState::OperationEnabled;
+            let (cw, target, vel) = if follow {
+                match (request, cmd) {
+                    (DriveRequest::Track, Some(c)) => {
+                        let pos = c.pos_rad[dp.joint];
+                        if !d.tracking {
+                            // Nothing jumps on resume: the first followed command must be
+                            // near the position the drive was enabled at.
+                            d.tracking = (pos - dp.scale.pos_rad(d.hold)).abs() <= window;
+                            if !d.tracking {
+                                refused.get_or_insert(dp.joint as u16);
+                            }
+                        }
+                        if d.tracking {
+                            d.hold = dp.scale.pos_counts(pos);
+                            let v = dp.scale.vel_counts_s(c.vel_rad_s[dp.joint]);
+                            (cia402::CW_ENABLE_OPERATION, d.hold, v)
+                        } else {
+                            (cia402::CW_ENABLE_OPERATION, d.hold, 0)
+                        }
+                    }
+                    _ => (cia402::CW_ENABLE_OPERATION, d.hold, 0),
+                }
+            } else {
+                // Not following: target = actual, so nothing moves when the drive enables.
+                d.tracking = false;
+                d.hold = d.actual;
+                (
+                    cia402::controlword(request, d.power, d.last_cw),
+                    d.actual,
+                    0,
+                )
+            };
+            d.last_cw = cw;
+            group.write_outputs(&self.md, i, |out| {
+                write_outputs(out, &layout, cw, target, vel)
+            });
+        }
+        refused
+    }
+
+    /// One process-data exchange and the decoding of its inputs into `drv`. On a lost
+    /// frame `drv` keeps the last values.
+    pub(crate) fn cycle(&mut self) -> Result<(), BackendError> {
+        let Some(group) = self.group.as_ref() else {
+            return Err(BackendError::DriveMissing { joint: 0 });
+        };
+        let deadline = Instant::now() + self.p.frame_timeout;
+        let result = self
+            .io
+            .block_on(group.tx_rx(&self.md), Some(deadline), self.p.frame_timeout);
+        let res = match result {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) | Err(Stall::Deadline) => {
+                self.stats.frames_lost += 1;
+                return Err(BackendError::FrameLost);
+            }
+            Err(Stall::Wire(e)) => return Err(BackendError::Io { errno: e.errno }),
+        };
+        let layout = self.p.layout;
+        for i in 0..self.p.dof() {
+            let d = &mut self.drv[i];
+            group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
+        }
+        if let Some(i) = res.first_not_op {
+            self.stats.drive_missing += 1;
+            let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
+            return Err(BackendError::DriveMissing { joint });
+        }
+        if res.wkc != self.expected_wkc {
+            self.stats.wkc_errors += 1;
+            return Err(BackendError::WorkingCounter {
+                expected: self.expected_wkc,
+                received: res.wkc,
+            });
+        }
+        Ok(())
+    }
+
+    /// Fills `fb` from `drv` (joint order).
+    pub(crate) fn fill_feedback(&self, t_capture: MonoTime, rtt_ns: u64, fb: &mut Feedback) {
+        fb.t_capture = t_capture;
+        fb.dof = self.p.dof() as u16;
+        fb.bus_rtt_ns = rtt_ns;
+        for j in self.p.dof()..MAX_DOF {
+            fb.pos_rad[j] = 0.0;
+            fb.vel_rad_s[j] = 0.0;
+            fb.torque_nm[j] = 0.0;
+            fb.state[j] = DriveState::Disabled;
+            fb.error_code[j] = 0;
+        }
+        for (i, dp) in self.p.drives.iter().enumerate() {
+            let d = &self.drv[i];
+            let j = dp.joint;
+            fb.pos_rad[j] = dp.scale.pos_rad(d.actual);
+            fb.vel_rad_s[j] = dp.scale.vel_rad_s(d.vel);
+            fb.torque_nm[j] = f64::from(d.torque) * 1e-3 * dp.rated_torque_nm;
+            fb.state[j] = d.power.drive_state();
+            fb.error_code[j] = d.error_code;
+        }
+    }
+
+    /// The first drive (bus order) in fault, as the error the runtime gets.
+    pub(crate) fn first_fault(&self) -> Option<BackendError> {
+        self.p.drives.iter().enumerate().find_map(|(i, dp)| {
+            let d = &self.drv[i];
+            d.power.is_fault().then_some(BackendError::DriveFault {
+                joint: dp.joint as u16,
+                code: d.error_code,
+            })
+        })
+    }
+
+    fn check(&self, cmd: &Command) -> Result<(), BackendError> {
+        let n = self.p.dof();
+        if usize::from(cmd.dof) != n {
+            return Err(BackendError::InvalidCommand {
+                joint: cmd.dof.min(n as u16),
+            });
+        }
+        if matches!(cmd.request, DriveRequest::Track) {
+            for j in 0..n {
+                if !(cmd.pos_rad[j].is_finite() && cmd.vel_rad_s[j].is_finite()) {
+                    return Err(BackendError::InvalidCommand { joint: j as u16 });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_outputs(out: &mut [u8], l: &PdoLayout, cw: u16, target: i32, vel: i32) {
+    if out.len() < l.out_len {
+        return; // checked at bring-up
+    }
+    out[l.controlword..l.controlword + 2].copy_from_slice(&cw.to_le_bytes());
+    out[l.target_position..l.target_position + 4].copy_from_slice(&target.to_le_bytes());
+    if let Some(o) = l.velocity_offset {
+        out[o..o + 4].copy_from_slice(&vel.to_le_bytes());
+    }
+    if let Some(o) = l.mode_of_operation {
+        out[o] = 8; // CSP
+    }
+}
+
+fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) {
+    if inp.len() < l.in_len {
+        return; // checked at bring-up
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([inp[o], inp[o + 1]]);
+    let i32_at = |o: usize| i32::from_le_bytes([inp[o], inp[o + 1], inp[o + 2], inp[o + 3]]);
+    d.statusword = u16_at(l.statusword);
+    d.power = PowerState::from_statusword(d.statusword);
+    d.actual = i32_at(l.position_actual);
+    d.vel = l.velocity_actual.map_or(0, i32_at);
+    d.torque = l.torque_actual.map_or(0, |o| u16_at(o) as i16);
+    d.error_code = l.error_code.map_or(0, u16_at);
+}
+
+impl Backend for EthercatBackend {
+    fn dof(&self) -> usize {
+        self.p.dof()
+    }
+
+    fn name(&self) -> &'static str {
+        "ethercat"
+    }
+
+    /// Bus scan, identity check, PDO mapping and CSP mode over CoE, SAFE-OP, OP, then the
+    /// CiA 402 enable sequence with target = actual. On failure every drive is disabled
+    /// and the bus is put back to INIT before the error is returned.
+    fn start(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        match self.bring_up() {
+            Ok(()) => {
+                self.fill_feedback(now, 0, fb);
+                Ok(())
+            }
+            Err(e) => {
+                self.abort();
+                Err(Box::new(e))
+            }
+        }
+    }
+
+    /// Encodes `cmd`, exchanges one frame, decodes the inputs into `fb`. Never allocates.
+    ///
+    /// - A command that is not valid (wrong dof, non-finite setpoint in `Track`) is not
+    ///   sent: every drive holds its last target, and `InvalidCommand` is returned.
+    /// - `Track` enables drives that are not enabled (target = actual) and follows the
+    ///   command once a drive is enabled, provided the first followed setpoint is within
+    ///   `resume_window_rad` of where it was enabled (else `InvalidCommand` and the drive
+    ///   holds). `FaultReset` pulses bit 7 on faulted drives, re-enables the others and
+    ///   holds them; `QuickStop` and `Disable` send the CiA 402 commands.
+    /// - Lost frame: `fb` keeps the last measurement (bus_rtt_ns 0), `FrameLost`. Every
+    ///   cycle rewrites every drive's outputs, so the next frame never carries a stale
+    ///   command. Late frame: `fb` is filled, `FrameLate`. A drive not in OP:
+    ///   `DriveMissing`; working counter off: `WorkingCounter`; a drive in fault:
+    ///   `DriveFault` with 0x603F.
+    fn exchange(
+        &mut self,
+        now: MonoTime,
+        cmd: &Command,
+        fb: &mut Feedback,
+    ) -> Result<(), BackendError> {
+        let entry = Instant::now();
+        self.stats.cycles += 1;
+        let checked = self.check(cmd);
+        let refused = match checked {
+            Ok(()) => self.encode(cmd.request, Some(cmd)),
+            // Not sent: hold (a stop request holds through its own path).
+            Err(_) => self.encode(
+                match cmd.request {
+                    DriveRequest::QuickStop | DriveRequest::Disable => cmd.request,
+                    _ => DriveRequest::FaultReset,
+                },
+                None,
+            ),
+        };
+        self.cycle()?;
+        let rtt = self.io.last_rtt().unwrap_or_default();
+        let rtt_ns = rtt.as_nanos() as u64;
+        self.stats.max_rtt_ns = self.stats.max_rtt_ns.max(rtt_ns);
+        // The drives latched their inputs about half a round trip after the send.
+        let sent_after = self
+            .io
+            .sent_at()
+            .map_or(0, |s| s.saturating_duration_since(entry).as_nanos() as u64);
+        self.fill_feedback(now.add_ns(sent_after + rtt_ns / 2), rtt_ns, fb);
+        if let Some(e) = self.first_fault() {
+            self.stats.drive_faults += 1;
+            return Err(e);
+        }
+        if rtt > self.p.frame_late {
+            self.stats.frames_late += 1;
+            return Err(BackendError::FrameLate {
+                rtt_us: (rtt_ns / 1000).min(u64::from(u32::MAX)) as u32,
+            });
+        }
+        if let Some(joint) = refused {
+            self.stats.refused_commands += 1;
+            return Err(BackendError::InvalidCommand { joint });
+        }
+        if checked.is_err() {
+            self.stats.refused_commands += 1;
+        }
+        checked
+    }
+
+    /// Quick stop until the drives are at rest, disable voltage, then OP -> INIT.
+    fn shutdown(&mut self, _now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.stop_and_disable().map_err(|e| e.into())
+    }
+}

@@ -1,0 +1,620 @@
+//! Bring-up (INIT -> OP -> Operation Enabled) and the way back down (quick stop, disable,
+//! OP -> INIT). Runs outside the control loop: may block, allocate and log.
+
+use crate::backend::EthercatBackend;
+use crate::bus::{Io, Stall, SLICE};
+use crate::cia402::PowerState;
+use crate::error::{BringUpError, DriveId};
+use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
+use crate::params::MAX_DRIVES;
+use chunkrt_config::PdoEntry;
+use chunkrt_core::{BackendError, DriveRequest};
+use ethercrab::error::{Error, MailboxError};
+use ethercrab::std::ethercat_now;
+use ethercrab::subdevice_group::DcConfiguration;
+use ethercrab::{
+    Command, DcSync, EtherCrabWireWrite, MainDevice, RegisterAddress, SubDevice, SubDeviceRef,
+};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// CSP, for 0x6060.
+const MODE_CSP: i8 = 8;
+
+/// Runs one bring-up step with its own deadline.
+fn step<F: Future>(
+    io: &mut Io,
+    name: &'static str,
+    timeout: Duration,
+    fut: F,
+) -> Result<F::Output, BringUpError> {
+    io.block_on(fut, Some(Instant::now() + timeout), SLICE)
+        .map_err(|s| BringUpError::Bus {
+            step: name,
+            wire: io.describe(),
+            reason: match s {
+                Stall::Deadline => format!("no progress within {timeout:?}"),
+                Stall::Wire(e) => e.to_string(),
+            },
+        })
+}
+
+/// Whether an SDO error means "this drive has no CoE mailbox".
+fn no_mailbox(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Mailbox(MailboxError::NoReadMailbox | MailboxError::NoWriteMailbox)
+    )
+}
+
+impl EthercatBackend {
+    fn id(&self, position: usize) -> DriveId {
+        DriveId {
+            position,
+            joint: self.p.drives.get(position).map_or(position, |d| d.joint),
+        }
+    }
+
+    /// The whole bring-up; on error the caller runs `abort`.
+    pub(crate) fn bring_up(&mut self) -> Result<(), BringUpError> {
+        let n = self.p.dof();
+        let wire = self.io.describe();
+        let scan_timeout = self.p.state_timeout * 2 + Duration::from_secs(10);
+        let scan = step(
+            &mut self.io,
+            "bus scan",
+            scan_timeout,
+            self.md
+                .init_single_group::<MAX_DRIVES, MAX_PDI>(ethercat_now),
+        )?;
+        let mut group: PreOpGroup = match scan {
+            Ok(g) => g,
+            Err(e) => {
+                let found = self.md.num_subdevices();
+                return Err(if found == 0 {
+                    BringUpError::DriveCount {
+                        wire,
+                        expected: n,
+                        found: 0,
+                        hint: "no drive answered: check that the cable is in this port and \
+                               the drives are powered"
+                            .into(),
+                    }
+                } else {
+                    BringUpError::Scan {
+                        wire,
+                        reason: e.to_string(),
+                    }
+                });
+            }
+        };
+        tracing::info!("ethercat: {} drive(s) on {wire}", group.len());
+
+        // Count, then identity: both before anything is written to a drive.
+        if group.len() != n {
+            let found = group.len();
+            let hint = if found < n {
+                let d = &self.p.drives[found];
+                format!(
+                    "nothing answers from bus position {found} on (expected joint {}, vendor \
+                     {:#010x} product {:#010x}): check that drive's power and the cable into it",
+                    d.joint, d.vendor_id, d.product_code
+                )
+            } else {
+                "more devices than [[ethercat.drive]] entries: list every drive, in bus order"
+                    .into()
+            };
+            return Err(BringUpError::DriveCount {
+                wire,
+                expected: n,
+                found,
+                hint,
+            });
+        }
+        for (i, sd) in group.iter(&self.md).enumerate() {
+            let id = sd.identity();
+            let want = &self.p.drives[i];
+            if id.vendor_id != want.vendor_id || id.product_id != want.product_code {
+                return Err(BringUpError::Identity {
+                    drive: self.id(i),
+                    expected_vendor: want.vendor_id,
+                    expected_product: want.product_code,
+                    found_vendor: id.vendor_id,
+                    found_product: id.product_id,
+                    name: sd.name().to_string(),
+                });
+            }
+        }
+
+        // PDO mapping and CSP mode over CoE, in PRE-OP.
+        for i in 0..n {
+            self.configure_drive(&group, i)?;
+        }
+
+        // PRE-OP -> SAFE-OP -> OP (requested; process data runs while drives get there).
+        let ids: Vec<(DriveId, u16)> = group
+            .iter(&self.md)
+            .enumerate()
+            .map(|(i, sd)| (self.id(i), sd.configured_address()))
+            .collect();
+        let t = self.p.state_timeout;
+        let op = if self.p.dc_sync0 {
+            for mut sd in group.iter_mut(&self.md) {
+                sd.set_dc_sync(DcSync::Sync0);
+            }
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "PRE-OP: FMMU set-up",
+                t,
+                group.into_pre_op_pdi(&self.md),
+            )?;
+            let dc = DcConfiguration {
+                start_delay: Duration::from_millis(100),
+                sync0_period: self.p.period,
+                sync0_shift: Duration::ZERO,
+            };
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "DC SYNC0 set-up",
+                t,
+                g.configure_dc_sync(&self.md, dc),
+            )?;
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "PRE-OP -> SAFE-OP",
+                t,
+                g.into_safe_op(&self.md),
+            )?;
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "SAFE-OP -> OP request",
+                t,
+                g.request_into_op(&self.md),
+            )?;
+            OpGroup::Dc(g)
+        } else {
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "PRE-OP -> SAFE-OP",
+                t,
+                group.into_safe_op(&self.md),
+            )?;
+            let g = transition(
+                &mut self.io,
+                &self.md,
+                &ids,
+                "SAFE-OP -> OP request",
+                t,
+                g.request_into_op(&self.md),
+            )?;
+            OpGroup::Plain(g)
+        };
+
+        // The image must hold what we decode.
+        let l = self.p.layout;
+        let mut wkc = 0u16;
+        for i in 0..n {
+            let (inp, out) = op.io_len(&self.md, i);
+            if inp < l.in_len || out < l.out_len {
+                return Err(BringUpError::Mapping {
+                    drive: self.id(i),
+                    found_in: inp,
+                    found_out: out,
+                    need_in: l.in_len,
+                    need_out: l.out_len,
+                    hint: if self.p.write_pdo {
+                        "the drive did not take the mapping written to 0x1600/0x1A00"
+                    } else {
+                        "set ethercat.pdo.write = true, or make ethercat.pdo.rx/tx match the \
+                         drive's fixed mapping"
+                    },
+                });
+            }
+            wkc += u16::from(inp > 0) + 2 * u16::from(out > 0);
+        }
+        self.expected_wkc = wkc;
+        self.group = Some(op);
+
+        // Cycle with every drive disabled until all are in OP.
+        self.run_until(
+            "SAFE-OP -> OP",
+            self.p.state_timeout,
+            DriveRequest::Disable,
+            |_| true,
+        )
+        .map_err(|last| BringUpError::State {
+            step: "SAFE-OP -> OP",
+            timeout: self.p.state_timeout,
+            report: format!("process data never ran clean (last: {last})"),
+        })?;
+
+        // CiA 402: shutdown, switch on, enable operation, target = actual throughout.
+        let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
+        if let Some(i) = faulted {
+            return Err(BringUpError::Enable {
+                timeout: Duration::ZERO,
+                report: format!(
+                    "{} is in fault (0x603F = {:#06x}, statusword {:#06x}); clear the cause \
+                     on the drive (chunkrt does not reset faults at start-up)",
+                    self.id(i),
+                    self.drv[i].error_code,
+                    self.drv[i].statusword
+                ),
+            });
+        }
+        let enabled = self.run_until(
+            "CiA 402 enable",
+            self.p.enable_timeout,
+            DriveRequest::Track,
+            |b| {
+                b.drv[..n]
+                    .iter()
+                    .all(|d| d.power == PowerState::OperationEnabled)
+            },
+        );
+        if enabled.is_err() {
+            let report = (0..n)
+                .filter(|&i| self.drv[i].power != PowerState::OperationEnabled)
+                .map(|i| {
+                    format!(
+                        "{}: {:?} (statusword {:#06x}, 0x603F {:#06x})",
+                        self.id(i),
+                        self.drv[i].power,
+                        self.drv[i].statusword,
+                        self.drv[i].error_code
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(BringUpError::Enable {
+                timeout: self.p.enable_timeout,
+                report,
+            });
+        }
+        tracing::info!("ethercat: {n} drive(s) operation enabled, holding position");
+        Ok(())
+    }
+
+    /// Writes the PDO mapping and mode 8 to drive `i` (PRE-OP). Drives without a CoE
+    /// mailbox are left with their SII mapping (checked after SAFE-OP).
+    fn configure_drive(&mut self, group: &PreOpGroup, i: usize) -> Result<(), BringUpError> {
+        let drive = self.id(i);
+        let Ok(sd) = group.subdevice(&self.md, i) else {
+            return Err(BringUpError::DriveCount {
+                wire: self.io.describe(),
+                expected: self.p.dof(),
+                found: group.len(),
+                hint: format!("{drive} vanished during set-up"),
+            });
+        };
+        let t = self.p.sdo_timeout * 2;
+        let io = &mut self.io;
+        let p = &self.p;
+        let written = (|| -> Result<(), SdoFail> {
+            if p.write_pdo {
+                for (assign, pdo, entries) in
+                    [(0x1C12u16, 0x1600u16, &p.rx), (0x1C13, 0x1A00, &p.tx)]
+                {
+                    sdo_w(
+                        io,
+                        &sd,
+                        t,
+                        "PDO mapping: clear the assignment",
+                        assign,
+                        0,
+                        0u8,
+                    )?;
+                    sdo_w(io, &sd, t, "PDO mapping: clear the entries", pdo, 0, 0u8)?;
+                    for (k, e) in entries.iter().enumerate() {
+                        let word = PdoEntry::mapping_word(*e);
+                        sdo_w(
+                            io,
+                            &sd,
+                            t,
+                            "PDO mapping: write an entry",
+                            pdo,
+                            k as u8 + 1,
+                            word,
+                        )?;
+                    }
+                    sdo_w(
+                        io,
+                        &sd,
+                        t,
+                        "PDO mapping: entry count",
+                        pdo,
+                        0,
+                        entries.len() as u8,
+                    )?;
+                    sdo_w(io, &sd, t, "PDO mapping: assign", assign, 1, pdo)?;
+                    sdo_w(io, &sd, t, "PDO mapping: assignment count", assign, 0, 1u8)?;
+                }
+            }
+            sdo_w(
+                io,
+                &sd,
+                t,
+                "mode of operation = 8 (CSP)",
+                0x6060,
+                0,
+                MODE_CSP,
+            )
+        })();
+        match written {
+            Ok(()) => {}
+            Err(SdoFail::Bus(e)) => return Err(e),
+            Err(SdoFail::Sdo { error, .. }) if no_mailbox(&error) => {
+                tracing::warn!(
+                    "{drive}: no CoE mailbox; its SII mapping and mode stand (checked in SAFE-OP)"
+                );
+                return Ok(());
+            }
+            Err(SdoFail::Sdo {
+                error,
+                step,
+                index,
+                sub,
+            }) => {
+                return Err(BringUpError::Sdo {
+                    drive,
+                    step,
+                    index,
+                    sub,
+                    reason: error.to_string(),
+                })
+            }
+        }
+        let shown = step(
+            &mut self.io,
+            "mode display",
+            t,
+            sd.sdo_read::<i8>(0x6061, 0),
+        )?;
+        match shown {
+            Ok(MODE_CSP) => Ok(()),
+            Ok(m) => Err(BringUpError::Sdo {
+                drive,
+                step: "mode of operation display (expected 8, CSP)",
+                index: 0x6061,
+                sub: 0,
+                reason: format!("the drive shows mode {m}: it does not accept CSP"),
+            }),
+            Err(e) => Err(BringUpError::Sdo {
+                drive,
+                step: "mode of operation display",
+                index: 0x6061,
+                sub: 0,
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Cycles at the bus period with `request` (no command: hold) until `done`, at most
+    /// `timeout`. Err carries the last cycle error.
+    fn run_until(
+        &mut self,
+        _name: &'static str,
+        timeout: Duration,
+        request: DriveRequest,
+        mut done: impl FnMut(&mut EthercatBackend) -> bool,
+    ) -> Result<(), BackendError> {
+        let end = Instant::now() + timeout;
+        let mut next = Instant::now();
+        let mut last = BackendError::FrameLost;
+        loop {
+            self.encode(request, None);
+            match self.cycle() {
+                Ok(()) if done(self) => return Ok(()),
+                Ok(()) => {}
+                Err(e) => last = e,
+            }
+            if Instant::now() >= end {
+                return Err(last);
+            }
+            next += self.p.period;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+    }
+
+    /// After a failed bring-up: disable every drive that runs process data, leave OP,
+    /// and send the whole bus to INIT (drives in INIT cannot be enabled).
+    pub(crate) fn abort(&mut self) {
+        if self.group.is_some() {
+            let _ = self.run_until("disable", self.p.period * 10, DriveRequest::Disable, |_| {
+                false
+            });
+        }
+        if let Some(g) = self.group.take() {
+            let _ = step(
+                &mut self.io,
+                "leave OP",
+                self.p.state_timeout * 3,
+                g.leave_op(&self.md),
+            );
+        }
+        let _ = step(
+            &mut self.io,
+            "bus to INIT",
+            Duration::from_millis(500),
+            Command::bwr(RegisterAddress::AlControl.into())
+                .ignore_wkc()
+                .send(&self.md, 0x0011u16),
+        );
+    }
+
+    /// Quick stop until at rest, disable voltage, OP -> INIT.
+    pub(crate) fn stop_and_disable(&mut self) -> Result<(), String> {
+        if self.group.is_none() {
+            return Ok(());
+        }
+        let n = self.p.dof();
+        let rest_counts_s: Vec<f64> = self
+            .p
+            .drives
+            .iter()
+            .map(|d| d.scale.vel_rad_s(1).abs().recip() * 0.01)
+            .collect();
+        let has_vel = self.p.layout.velocity_actual.is_some();
+        let mut last_pos = [0i32; MAX_DRIVES];
+        for (i, d) in self.drv[..n].iter().enumerate() {
+            last_pos[i] = d.actual;
+        }
+        let stop_timeout = self.p.enable_timeout + Duration::from_secs(3);
+        let mut still = 0u32;
+        let stopped = self.run_until("quick stop", stop_timeout, DriveRequest::QuickStop, |b| {
+            b.drv[..n].iter().enumerate().all(|(i, d)| {
+                d.power != PowerState::OperationEnabled
+                    && (!has_vel || f64::from(d.vel).abs() <= rest_counts_s[i])
+            })
+        });
+        // Without a velocity object, let the drive settle a few cycles more.
+        if !has_vel {
+            while still < 20 {
+                self.encode(DriveRequest::QuickStop, None);
+                let _ = self.cycle();
+                still += 1;
+                std::thread::sleep(self.p.period);
+            }
+        }
+        let disabled = self.run_until(
+            "disable",
+            self.p.state_timeout,
+            DriveRequest::Disable,
+            |b| {
+                b.drv[..n].iter().all(|d| {
+                    !matches!(
+                        d.power,
+                        PowerState::OperationEnabled | PowerState::QuickStopActive
+                    )
+                })
+            },
+        );
+        let left = match self.group.take() {
+            Some(g) => step(
+                &mut self.io,
+                "leave OP",
+                self.p.state_timeout * 3,
+                g.leave_op(&self.md),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+            None => Ok(()),
+        };
+        let mut problems = Vec::new();
+        if let Err(e) = stopped {
+            problems.push(format!(
+                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
+            ));
+        }
+        if let Err(e) = disabled {
+            problems.push(format!("disable: not all drives disabled ({e})"));
+        }
+        if let Err(e) = left {
+            problems.push(format!("leaving OP: {e}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// Runs an AL transition; on failure reads every drive's AL state and status code.
+fn transition<T, F: Future<Output = Result<T, Error>>>(
+    io: &mut Io,
+    md: &MainDevice<'_>,
+    ids: &[(DriveId, u16)],
+    name: &'static str,
+    timeout: Duration,
+    fut: F,
+) -> Result<T, BringUpError> {
+    let r = step(io, name, timeout + Duration::from_secs(1), fut)?;
+    r.map_err(|e| {
+        let mut report = Vec::new();
+        for &(id, a) in ids {
+            let st = step(
+                io,
+                "AL status",
+                Duration::from_millis(200),
+                Command::fprd(a, RegisterAddress::AlStatus.into()).receive::<u16>(md),
+            );
+            let code = step(
+                io,
+                "AL status code",
+                Duration::from_millis(200),
+                Command::fprd(a, RegisterAddress::AlStatusCode.into()).receive::<u16>(md),
+            );
+            let text = match (st, code) {
+                (Ok(Ok(s)), Ok(Ok(c))) => format!(
+                    "AL state {}{} code {c:#06x}",
+                    al_name(s),
+                    if s & 0x10 != 0 { " + ERROR" } else { "" }
+                ),
+                _ => "no answer".to_string(),
+            };
+            report.push(format!("{id}: {text}"));
+        }
+        BringUpError::State {
+            step: name,
+            timeout,
+            report: format!("{e}; {}", report.join("; ")),
+        }
+    })
+}
+
+/// Why an SDO write failed.
+enum SdoFail {
+    /// The bus stalled.
+    Bus(BringUpError),
+    /// The drive refused (abort code) or has no mailbox.
+    Sdo {
+        error: Error,
+        step: &'static str,
+        index: u16,
+        sub: u8,
+    },
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sdo_w<T: EtherCrabWireWrite>(
+    io: &mut Io,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    t: Duration,
+    step_name: &'static str,
+    index: u16,
+    sub: u8,
+    v: T,
+) -> Result<(), SdoFail> {
+    match step(io, step_name, t, sd.sdo_write(index, sub, v)) {
+        Err(b) => Err(SdoFail::Bus(b)),
+        Ok(Err(error)) => Err(SdoFail::Sdo {
+            error,
+            step: step_name,
+            index,
+            sub,
+        }),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+fn al_name(s: u16) -> &'static str {
+    match s & 0x0F {
+        1 => "INIT",
+        2 => "PRE-OP",
+        3 => "BOOT",
+        4 => "SAFE-OP",
+        8 => "OP",
+        _ => "unknown",
+    }
+}

@@ -1,0 +1,201 @@
+//! Everything the backend needs, taken from the `[ethercat]` section once, before bring-up.
+
+use crate::units::JointScale;
+use chunkrt_config::{Config, EthercatConfig, PdoEntry};
+use std::time::Duration;
+
+/// Most drives (and PDO entries per direction) the backend handles.
+pub const MAX_DRIVES: usize = chunkrt_core::MAX_DOF;
+
+/// One drive in bus order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DriveParams {
+    /// The joint it moves.
+    pub joint: usize,
+    /// Counts <-> radians.
+    pub scale: JointScale,
+    /// Expected vendor ID.
+    pub vendor_id: u32,
+    /// Expected product code.
+    pub product_code: u32,
+    /// Nm per 1000 per mille of 0x6077.
+    pub rated_torque_nm: f64,
+}
+
+/// Byte offsets of the mapped objects inside one drive's inputs / outputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PdoLayout {
+    /// 0x6040.
+    pub controlword: usize,
+    /// 0x607A.
+    pub target_position: usize,
+    /// 0x60B1, when mapped.
+    pub velocity_offset: Option<usize>,
+    /// 0x6060, when mapped.
+    pub mode_of_operation: Option<usize>,
+    /// Bytes of outputs.
+    pub out_len: usize,
+    /// 0x6041.
+    pub statusword: usize,
+    /// 0x6064.
+    pub position_actual: usize,
+    /// 0x606C, when mapped.
+    pub velocity_actual: Option<usize>,
+    /// 0x6077, when mapped.
+    pub torque_actual: Option<usize>,
+    /// 0x603F, when mapped.
+    pub error_code: Option<usize>,
+    /// Bytes of inputs.
+    pub in_len: usize,
+}
+
+impl PdoLayout {
+    /// Offsets of the entries, packed in the order given (as a drive packs its PDO).
+    pub fn new(rx: &[PdoEntry], tx: &[PdoEntry]) -> PdoLayout {
+        let mut l = PdoLayout::default();
+        let mut o = 0;
+        for e in rx {
+            match e {
+                PdoEntry::Controlword => l.controlword = o,
+                PdoEntry::TargetPosition => l.target_position = o,
+                PdoEntry::VelocityOffset => l.velocity_offset = Some(o),
+                PdoEntry::ModeOfOperation => l.mode_of_operation = Some(o),
+                _ => {}
+            }
+            o += usize::from(e.bits() / 8);
+        }
+        l.out_len = o;
+        o = 0;
+        for e in tx {
+            match e {
+                PdoEntry::Statusword => l.statusword = o,
+                PdoEntry::PositionActual => l.position_actual = o,
+                PdoEntry::VelocityActual => l.velocity_actual = Some(o),
+                PdoEntry::TorqueActual => l.torque_actual = Some(o),
+                PdoEntry::ErrorCode => l.error_code = Some(o),
+                _ => {}
+            }
+            o += usize::from(e.bits() / 8);
+        }
+        l.in_len = o;
+        l
+    }
+}
+
+/// The backend's settings.
+#[derive(Clone, Debug)]
+pub struct EthercatParams {
+    /// Network interface.
+    pub interface: String,
+    /// Bus period (= control period).
+    pub period: Duration,
+    /// Configure DC SYNC0.
+    pub dc_sync0: bool,
+    /// No reply after this long: frame lost.
+    pub frame_timeout: Duration,
+    /// Reply after this long: frame late.
+    pub frame_late: Duration,
+    /// Each AL state transition.
+    pub state_timeout: Duration,
+    /// The CiA 402 enable sequence at bring-up (and at shutdown, the stop).
+    pub enable_timeout: Duration,
+    /// One SDO.
+    pub sdo_timeout: Duration,
+    /// Largest accepted distance between a resumed command and the held position.
+    pub resume_window_rad: f64,
+    /// Write the PDO mapping over CoE.
+    pub write_pdo: bool,
+    /// RxPDO entries.
+    pub rx: Vec<PdoEntry>,
+    /// TxPDO entries.
+    pub tx: Vec<PdoEntry>,
+    /// Where each entry sits.
+    pub layout: PdoLayout,
+    /// Drives in bus order.
+    pub drives: Vec<DriveParams>,
+    /// Bus DC static-sync iterations at init (ethercrab's default is 10 000).
+    pub dc_static_sync_iterations: u32,
+}
+
+impl EthercatParams {
+    /// From a validated config (its `[ethercat]` section must be present).
+    pub fn from_config(cfg: &Config) -> Result<EthercatParams, String> {
+        let ec = cfg
+            .ethercat
+            .as_ref()
+            .ok_or_else(|| "backend.kind = \"ethercat\" needs an [ethercat] section".to_string())?;
+        Ok(EthercatParams::from_section(ec, cfg.control.period_ms))
+    }
+
+    /// From the `[ethercat]` section (validated) and the bus period.
+    pub fn from_section(ec: &EthercatConfig, period_ms: f64) -> EthercatParams {
+        let ms = |v: f64| Duration::from_nanos(chunkrt_core::ms_to_ns(v));
+        EthercatParams {
+            interface: ec.interface.trim().to_string(),
+            period: ms(period_ms),
+            dc_sync0: ec.dc_sync0,
+            frame_timeout: ms(ec.frame_timeout_ms(period_ms)),
+            frame_late: ms(ec.frame_late_ms(period_ms)),
+            state_timeout: ms(ec.state_timeout_ms),
+            enable_timeout: ms(ec.enable_timeout_ms),
+            sdo_timeout: ms(ec.sdo_timeout_ms),
+            resume_window_rad: ec.resume_window_rad,
+            write_pdo: ec.pdo.write,
+            rx: ec.pdo.rx.clone(),
+            tx: ec.pdo.tx.clone(),
+            layout: PdoLayout::new(&ec.pdo.rx, &ec.pdo.tx),
+            drives: ec
+                .drive
+                .iter()
+                .map(|d| DriveParams {
+                    joint: d.joint,
+                    scale: JointScale::new(d.counts_per_rad, d.offset_counts as i32, d.direction),
+                    vendor_id: d.vendor_id,
+                    product_code: d.product_code,
+                    rated_torque_nm: d.rated_torque_nm,
+                })
+                .collect(),
+            dc_static_sync_iterations: 1000,
+        }
+    }
+
+    /// Number of joints (= drives).
+    pub fn dof(&self) -> usize {
+        self.drives.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_mapping_matches_the_usual_csp_layout() {
+        use PdoEntry::*;
+        let l = PdoLayout::new(
+            &[Controlword, TargetPosition],
+            &[
+                Statusword,
+                PositionActual,
+                VelocityActual,
+                TorqueActual,
+                ErrorCode,
+            ],
+        );
+        assert_eq!((l.controlword, l.target_position, l.out_len), (0, 2, 6));
+        assert_eq!((l.statusword, l.position_actual), (0, 2));
+        assert_eq!(
+            (l.velocity_actual, l.torque_actual, l.error_code, l.in_len),
+            (Some(6), Some(10), Some(12), 14)
+        );
+        let l = PdoLayout::new(
+            &[TargetPosition, ModeOfOperation, Controlword],
+            &[PositionActual, Statusword],
+        );
+        assert_eq!(
+            (l.target_position, l.mode_of_operation, l.controlword),
+            (0, Some(4), 5)
+        );
+        assert_eq!((l.position_actual, l.statusword, l.in_len), (0, 4, 6));
+    }
+}
