@@ -70,6 +70,16 @@ fn counted<R>(f: impl FnOnce() -> R) -> R {
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
 /// allocations counted on the control path after warm-up.
 fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
+    allocations_with(period_ms, cycles, domain, None)
+}
+
+/// As `allocations_over`, with the control-side delay lines of `inject` attached.
+fn allocations_with(
+    period_ms: f64,
+    cycles: u64,
+    domain: bool,
+    inject: Option<chunkrt_config::InjectConfig>,
+) -> u64 {
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
     let t0 = MonoTime::from_ms(1_000);
@@ -100,6 +110,10 @@ fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
         first_feedback: first,
         clock: fake_now,
     });
+    if let Some(inject) = &inject {
+        control = chunkrt_rt::inject::attach(control, inject, &first);
+        assert!(control.injection().is_some());
+    }
 
     let chunk_period_ns = 50_000_000;
     let mut next_chunk = t0;
@@ -149,6 +163,18 @@ fn ten_thousand_cycles_at_20ms_allocate_nothing() {
 #[test]
 fn ten_thousand_cycles_at_1ms_allocate_nothing() {
     assert_eq!(allocations_over(1.0, 10_000, false), 0);
+}
+
+#[test]
+fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
+    // Transport, feedback and observation delay lines on the control thread (issue 8).
+    let inject = chunkrt_config::InjectConfig {
+        transport_delay_ms: 5.0,
+        feedback_delay_ms: 3.0,
+        observation_delay_ms: 30.0,
+        ..Default::default()
+    };
+    assert_eq!(allocations_with(1.0, 10_000, true, Some(inject)), 0);
 }
 
 #[test]
