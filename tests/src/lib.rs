@@ -1,5 +1,7 @@
 //! Shared helpers of chunkrt's cross-crate integration tests (`tests/tests/*.rs`).
 
+pub mod faulty;
+
 use chunkrt_config::Config;
 use chunkrt_core::{Backend, BackendError, Command, Feedback, MonoTime};
 use std::path::{Path, PathBuf};

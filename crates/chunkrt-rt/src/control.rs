@@ -164,6 +164,31 @@ impl ControlLoop {
         self.chunks_ignored_stopping
     }
 
+    /// Cycles run so far (the loop's own count; the report's `cycles` counts the
+    /// cycle records that reached telemetry, `cycles_run = cycles + ring drops`).
+    pub fn cycles_run(&self) -> u64 {
+        self.cycle
+    }
+
+    /// Whether the commanded positions have stopped moving (the gate's backward-
+    /// difference velocity is zero on every joint). The executor can report `Holding`
+    /// while the gate, which rate-limited the stop, is still converging on the held
+    /// position; a controlled stop is over only when both are at rest.
+    pub fn command_at_rest(&self) -> bool {
+        (0..self.dof).all(|j| self.gate.commanded(j).1.abs() < 1e-6)
+    }
+
+    /// The executor's chunk life-cycle counters (see `ChunkCounts`).
+    pub fn chunk_counts(&self) -> chunkrt_core::ChunkCounts {
+        self.executor.counts()
+    }
+
+    /// Whether a chunk is waiting in the handoff that the loop never read (called
+    /// once after the inference thread has ended; takes it, for the reconciliation).
+    pub fn take_unread_chunk(&mut self) -> bool {
+        self.chunks.latest().is_some()
+    }
+
     /// One cycle. `deadline` is the absolute time the thread slept for, `wake` when
     /// it woke, `missed` the deadlines skipped before it.
     pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
@@ -224,10 +249,12 @@ impl ControlLoop {
             Err(error) => {
                 self.events_out
                     .push(EventRecord::Backend { t: t_cmd, error });
-                if !self.backend_failing {
-                    self.executor
-                        .force_fallback(t_cmd, ModeChangeReason::BackendError);
-                }
+                // Every cycle while the errors last (as `force_fallback` asks): a
+                // chunk computed from a measurement taken during the outage (a
+                // faulted drive still reports positions) must not take authority back
+                // while the drives cannot follow it.
+                self.executor
+                    .force_fallback(t_cmd, ModeChangeReason::BackendError);
                 self.backend_failing = true;
                 true
             }

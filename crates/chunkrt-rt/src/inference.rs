@@ -5,7 +5,7 @@ use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{Chunk, Observation, Policy};
 use chunkrt_telemetry::{InferProducer, InferRecord, InferStatus};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What the inference thread needs.
@@ -28,6 +28,19 @@ pub struct InferenceParts {
     pub failed: Arc<AtomicBool>,
     /// Injected inference delay and dropped chunks (`[inject]`, issue 8).
     pub inject: crate::inject::InferenceInjection,
+    /// This thread's own count of the chunks it handed over (for the report's
+    /// reconciliation; inference records can be lost to a full ring, these cannot).
+    pub handoff: Arc<HandoffCounts>,
+}
+
+/// Chunks the inference thread handed to the control loop, counted at the source.
+#[derive(Debug, Default)]
+pub struct HandoffCounts {
+    /// Chunks published into the triple buffer.
+    pub published: AtomicU64,
+    /// Published chunks that replaced one the control loop had not read yet (the
+    /// overwritten chunk is never offered to the executor).
+    pub overwritten: AtomicU64,
 }
 
 /// How the inference thread ended.
@@ -115,7 +128,10 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         chunk.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
         let t_publish = os::now();
         chunk.t_publish = t_publish;
-        p.chunks.publish(&chunk);
+        if p.chunks.publish(&chunk) {
+            p.handoff.overwritten.fetch_add(1, Ordering::Relaxed);
+        }
+        p.handoff.published.fetch_add(1, Ordering::Relaxed);
         p.records.push(InferRecord {
             seq,
             t_obs: obs.t_capture,

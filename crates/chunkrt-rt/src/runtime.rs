@@ -2,7 +2,7 @@
 //! starts the control, inference and telemetry threads, and returns the report.
 
 use crate::control::{ControlLoop, ControlParts, DomainBox};
-use crate::inference::{self, InferenceExit, InferenceParts};
+use crate::inference::{self, HandoffCounts, InferenceExit, InferenceParts};
 use crate::os;
 use chunkrt_config::Config;
 use chunkrt_core::{
@@ -159,6 +159,7 @@ impl Runtime {
         let stop_inference = Arc::new(AtomicBool::new(false));
         let policy_failed = Arc::new(AtomicBool::new(false));
         let control_done = Arc::new(AtomicBool::new(false));
+        let handoff = Arc::new(HandoffCounts::default());
         let inference_cpu = cfg.inference.cpu;
         let inf_parts = InferenceParts {
             policy,
@@ -170,6 +171,7 @@ impl Runtime {
             stop: stop_inference.clone(),
             failed: policy_failed.clone(),
             inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
+            handoff: handoff.clone(),
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -237,6 +239,9 @@ impl Runtime {
         let collector = telemetry_handle
             .join()
             .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
+        // The inference thread has ended: a chunk still in the handoff was published
+        // and never read (it belongs in the reconciliation, not in the loop).
+        let unread_at_end = control.take_unread_chunk();
         let shutdown_error = control.backend.shutdown(os::now()).err();
 
         let metrics = collector.metrics().clone();
@@ -246,6 +251,7 @@ impl Runtime {
             "injected".into(),
             crate::inject::describe(&cfg.inject, &control, &inject_counts),
         );
+        record_handoff(&mut report, &control, &handoff, unread_at_end);
         if let Some(e) = shutdown_error {
             report
                 .extra
@@ -356,7 +362,8 @@ fn control_thread(
                 }
             }
             Some(since) => {
-                let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop);
+                let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop)
+                    && control.command_at_rest();
                 if at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS {
                     return (t0, now);
                 }
@@ -375,6 +382,33 @@ fn control_thread(
                 deadline = deadline.add_ns(behind * period);
             }
         }
+    }
+}
+
+/// The counts that close the books on cycles and chunks (see `ChunkCounts`):
+///
+/// `cycles_run = cycles + ring_drops_cycle`;
+/// `chunks_published = chunks_offered + chunks_overwritten_in_handoff +
+/// chunks_ignored_stopping + chunks_unread_at_end`.
+///
+/// `chunks_published` is the inference thread's own count, which a full inference
+/// ring cannot lose (the collector's count of inference records can).
+fn record_handoff(
+    report: &mut Report,
+    control: &ControlLoop,
+    handoff: &HandoffCounts,
+    unread_at_end: bool,
+) {
+    for (k, v) in [
+        ("cycles_run", control.cycles_run()),
+        ("chunks_published", handoff.published.load(Ordering::Relaxed)),
+        (
+            "chunks_overwritten_in_handoff",
+            handoff.overwritten.load(Ordering::Relaxed),
+        ),
+        ("chunks_unread_at_end", u64::from(unread_at_end)),
+    ] {
+        report.counters.insert(k.into(), v);
     }
 }
 

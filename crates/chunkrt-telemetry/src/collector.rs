@@ -110,6 +110,9 @@ impl Collector {
             "out_of_domain",
             "fallback_entries",
             "ring_drops",
+            "ring_drops_cycle",
+            "ring_drops_infer",
+            "ring_drops_event",
             "backend_errors",
             "gate_interventions",
             "chunks_rejected_logged",
@@ -157,6 +160,11 @@ impl Collector {
             n += 1;
         }
         self.counters.insert("ring_drops", cons.drops());
+        // Per ring, so that each ring's records reconcile on their own
+        // (e.g. `cycles_run = cycles + ring_drops_cycle`).
+        self.counters.insert("ring_drops_cycle", cons.cycle_drops());
+        self.counters.insert("ring_drops_infer", cons.infer_drops());
+        self.counters.insert("ring_drops_event", cons.event_drops());
         n
     }
 

@@ -88,6 +88,14 @@ impl RingConsumers {
     pub fn cycle_drops(&self) -> u64 {
         self.drops.cycle.load(Ordering::Relaxed)
     }
+    /// Inference records dropped so far.
+    pub fn infer_drops(&self) -> u64 {
+        self.drops.infer.load(Ordering::Relaxed)
+    }
+    /// Event records dropped so far.
+    pub fn event_drops(&self) -> u64 {
+        self.drops.event.load(Ordering::Relaxed)
+    }
 }
 
 /// Allocates the three rings (`capacity` records each) and splits them once.
