@@ -319,6 +319,30 @@ pub fn gain_crossover(
     Ok(best)
 }
 
+/// [`gain_crossover`], widening the bracket (by 1.5x each side, up to 4 times, below
+/// 0.45 x Nyquist) when `|L|` does not cross 1 inside it: with friction the loop is
+/// amplitude-dependent, so delay can move the crossover a little.
+pub fn gain_crossover_widening(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    lo_hz: f64,
+    hi_hz: f64,
+) -> Result<LoopPoint, MarginError> {
+    let top = 0.45 / setup.period_s();
+    let (mut lo, mut hi) = (lo_hz, hi_hz.min(top));
+    let mut tries = 0;
+    loop {
+        match gain_crossover(setup, delay_ns, lo, hi) {
+            Err(MarginError::NoCrossover { .. }) if tries < 4 => {
+                tries += 1;
+                lo /= 1.5;
+                hi = (hi * 1.5).min(top);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Finds where the measured phase crosses -180 degrees between `lo_hz` (phase above)
 /// and `hi_hz` (phase below); returns the measured point there.
 pub fn phase_crossover(
@@ -394,7 +418,7 @@ pub fn sweep(
     delays_ns
         .iter()
         .map(|&d| {
-            let crossover = gain_crossover(setup, d, lo_hz, hi_hz)?;
+            let crossover = gain_crossover_widening(setup, d, lo_hz, hi_hz)?;
             Ok(DelayRow {
                 delay_ns: d,
                 effective_delay_ns: effective_delay_ns(d, setup.period_ns),
