@@ -35,8 +35,9 @@ fn config() -> ExecutorConfig {
 }
 
 /// Executor + gate on a stream of sine amplitude `amp`; returns the gate's
-/// intervention count so the caller can check which regime was measured.
-fn bench_chunkrt(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, amp: f64) -> u64 {
+/// intervention count so the caller can check which regime was measured (`None`
+/// when a name filter skipped the bench).
+fn bench_chunkrt(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, amp: f64) -> Option<u64> {
     let start = MonoTime::from_ms(1_000);
     let limits = JointLimits::uniform(DOF, JointLimit::default());
     let mut exec = Executor::new(config(), limits, &[0.0; MAX_DOF], start);
@@ -56,6 +57,9 @@ fn bench_chunkrt(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, amp: f64)
             black_box((&cmd, mask));
         })
     });
+    if exec.counts().offered == 0 {
+        return None;
+    }
     // The measured loop really played chunks (not a fallback hold).
     assert!(exec.counts().used > 0, "executor never played a chunk");
     assert_eq!(
@@ -63,7 +67,7 @@ fn bench_chunkrt(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, amp: f64)
         0,
         "fallback during the bench"
     );
-    gate.counts().iter().sum()
+    Some(gate.counts().iter().sum())
 }
 
 fn tick(c: &mut Criterion) {
@@ -72,10 +76,45 @@ fn tick(c: &mut Criterion) {
     let saturated = bench_chunkrt(&mut group, "chunkrt_executor_gate_saturated", 0.4);
     // Within the limits the gate only acts at start-up (blend from rest); beyond
     // them it acts all the time.
-    assert!(
-        nominal < saturated,
-        "nominal {nominal} vs saturated {saturated} interventions"
-    );
+    if let (Some(nominal), Some(saturated)) = (nominal, saturated) {
+        assert!(
+            nominal < saturated,
+            "nominal {nominal} vs saturated {saturated} interventions"
+        );
+    }
+
+    // Worst case of the gate: every joint pressed against its upper position limit
+    // (the braking bound is evaluated exactly and bisected on every tick).
+    let limits = JointLimits::uniform(DOF, JointLimit::default());
+    let near = [limits.joint[0].pos_max_rad - limits.joint[0].pos_margin_rad; MAX_DOF];
+    let mut gate = Gate::new(limits, PERIOD_NS, &near);
+    let mut push = Setpoint {
+        dof: DOF as u16,
+        ..Setpoint::default()
+    };
+    push.pos_rad = [10.0; MAX_DOF];
+    push.vel_rad_s = [2.0; MAX_DOF];
+    let mut cmd = Command::default();
+    group.bench_function("gate_only_pressed_on_position_limit", |b| {
+        b.iter(|| black_box(gate.filter(black_box(&push), &mut cmd)))
+    });
+
+    // The gate's other hard case, averaged over a 2 s cycle: every joint races from
+    // 0 toward a target beyond its upper limit (velocity bound, then the braking
+    // bound bisected every tick while it brakes), comes to rest on the limit, and
+    // starts over.
+    let mut gate = Gate::new(limits, PERIOD_NS, &[0.0; MAX_DOF]);
+    let mut k = 0u32;
+    group.bench_function("gate_only_racing_into_position_limit_cycle", |b| {
+        b.iter(|| {
+            k += 1;
+            if k == 2_000 {
+                k = 0;
+                gate.resync(&[0.0; MAX_DOF]);
+            }
+            black_box(gate.filter(black_box(&push), &mut cmd))
+        })
+    });
 
     let mut naive = NaivePlayer::default();
     let start = MonoTime::from_ms(1_000);

@@ -21,10 +21,6 @@
 //! set never becomes empty and the limits hold by induction. The lower side is the
 //! mirror image (negate positions, velocities and accelerations).
 
-/// Phase-1 steps allowed in [`pos_peak`] before the state is treated as unsafe
-/// (only reached when `J t` is tiny compared with the acceleration limits).
-const MAX_RAMP_STEPS: usize = 4096;
-
 /// Largest velocity reached after choosing `alpha` for the next period and then
 /// lowering the acceleration by `d` per period until it is `<= 0`.
 pub(crate) fn vel_peak(v: f64, alpha: f64, t: f64, d: f64) -> f64 {
@@ -39,34 +35,92 @@ pub(crate) fn vel_peak(v: f64, alpha: f64, t: f64, d: f64) -> f64 {
 
 /// Highest position reached after choosing `alpha` for the next period and then
 /// braking: acceleration swung toward `-b` by `d` per period, held at `-b` until the
-/// velocity is no longer positive.
+/// velocity is no longer positive. O(1): the ramp and the constant phase are summed
+/// in closed form.
 pub(crate) fn pos_peak(q: f64, v: f64, alpha: f64, t: f64, d: f64, b: f64) -> f64 {
-    let mut a = alpha;
-    let mut v = v + a * t;
-    let mut q = q + v * t;
-    let mut peak = q;
-    let mut steps = 0;
-    while a != -b {
-        a = if a > -b {
-            (a - d).max(-b)
-        } else {
-            (a + d).min(-b)
+    let v1 = v + alpha * t;
+    let q1 = q + v1 * t;
+    let mut peak = q1;
+    // Ramp: a_k = alpha + sg k d for k = 1..=m, then a_{m+1} = -b.
+    let gap = alpha + b;
+    let (mut qe, mut ve) = (q1, v1);
+    if gap != 0.0 {
+        let sg = if gap > 0.0 { -1.0 } else { 1.0 };
+        let m = (gap.abs() / d).ceil() - 1.0;
+        let vk = |k: f64| v1 + t * (k * alpha + sg * d * k * (k + 1.0) * 0.5);
+        let qk = |k: f64| {
+            q1 + t
+                * (k * v1
+                    + t * (alpha * k * (k + 1.0) * 0.5 + sg * d * k * (k + 1.0) * (k + 2.0) / 6.0))
         };
-        v += a * t;
-        q += v * t;
-        peak = peak.max(q);
-        steps += 1;
-        if steps > MAX_RAMP_STEPS {
-            return f64::INFINITY;
+        if m >= 1.0 {
+            // The position rises while v_k > 0; v_k is unimodal in k, so the ramp's
+            // highest point is q_0 or q at the last k with v_k > 0.
+            let last = last_positive(&vk, m, sg, alpha, d, t, v1);
+            if last >= 1.0 {
+                peak = peak.max(qk(last));
+            }
+            (qe, ve) = (qk(m), vk(m));
         }
+        ve -= b * t;
+        qe += ve * t;
+        peak = peak.max(qe);
     }
-    if v > 0.0 {
-        // Constant -b: v_k = v - k b t stays positive for k = 1..=m.
+    if ve > 0.0 {
+        // Constant -b: v_k = ve - k b t stays positive for k = 1..=n.
         let bt = b * t;
-        let m = ((v / bt).ceil() - 1.0).max(0.0);
-        peak = peak.max(q + t * (m * v - bt * m * (m + 1.0) * 0.5));
+        let n = ((ve / bt).ceil() - 1.0).max(0.0);
+        peak = peak.max(qe + t * (n * ve - bt * n * (n + 1.0) * 0.5));
     }
     peak
+}
+
+/// Largest integer `k` in `[0, m]` with `vk(k) > 0` after the rising part (0 when
+/// none), where `vk(k) = v1 + t (k alpha + sg d k (k + 1) / 2)`.
+fn last_positive(
+    vk: &impl Fn(f64) -> f64,
+    m: f64,
+    sg: f64,
+    alpha: f64,
+    d: f64,
+    t: f64,
+    v1: f64,
+) -> f64 {
+    // Roots of (sg d t / 2) k^2 + t (alpha + sg d / 2) k + v1 = 0.
+    let a2 = 0.5 * sg * d * t;
+    let b2 = t * (alpha + 0.5 * sg * d);
+    let disc = b2 * b2 - 4.0 * a2 * v1;
+    let guess = if disc < 0.0 {
+        // No crossing: v_k keeps the sign of v1 (concave case) or of the minimum.
+        if vk(m) > 0.0 {
+            m
+        } else {
+            0.0
+        }
+    } else {
+        // The crossing from positive to non-positive: the larger root when the
+        // parabola opens downward (sg < 0), the smaller one when it opens upward.
+        // (-b2 - sqrt(disc)) / (2 a2) is that root in both cases (a2's sign flips it).
+        ((-b2 - disc.sqrt()) / (2.0 * a2)).floor().clamp(0.0, m)
+    };
+    // Float safety: settle on the exact integer boundary by evaluating v_k (the
+    // root is off by at most a rounding error, so two steps either way suffice).
+    let mut k = guess;
+    for _ in 0..2 {
+        if k < m && vk(k + 1.0) > 0.0 && (k < 1.0 || vk(k) > 0.0) {
+            k += 1.0;
+        }
+    }
+    for _ in 0..2 {
+        if k >= 1.0 && vk(k) <= 0.0 {
+            k -= 1.0;
+        }
+    }
+    if k >= 1.0 && vk(k) <= 0.0 {
+        0.0
+    } else {
+        k
+    }
 }
 
 /// A cheap upper bound of [`pos_peak`], used to skip the exact evaluation far from
@@ -80,9 +134,9 @@ pub(crate) fn pos_peak_bound(q: f64, v: f64, alpha: f64, t: f64, d: f64, b: f64)
 /// Largest `x` in `[lo, hi]` with `ok(x)`, given `ok(lo)`; `ok` must be monotone
 /// (true below some threshold). The result always satisfies `ok`.
 pub(crate) fn bisect_max(mut lo: f64, mut hi: f64, ok: impl Fn(f64) -> bool) -> f64 {
-    // 24 halvings of an interval of width <= 2 J t: far below any meaningful
-    // acceleration difference.
-    for _ in 0..24 {
+    // 16 halvings of an interval of width <= 2 J t leave J t / 32768 on the safe
+    // side: far below any meaningful acceleration difference.
+    for _ in 0..16 {
         let mid = 0.5 * (lo + hi);
         if ok(mid) {
             lo = mid;
@@ -155,9 +209,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn pos_peak_matches_a_step_by_step_simulation(
+            q in -1.0f64..1.0,
+            v in -3.0f64..3.0,
+            acc in 1.0f64..20.0,
+            alpha_frac in -1.0f64..1.0,
+            b_frac in 0.3f64..1.0,
+            jerk_ratio in 5.0f64..200.0,
+            t in proptest::sample::select(vec![1e-3, 2e-3, 4e-3, 1e-2, 2e-2]),
+        ) {
+            let (alpha, b, d) = (alpha_frac * acc, b_frac * acc, acc * jerk_ratio * t);
+            let exact = pos_peak(q, v, alpha, t, d, b);
+            let sim = pos_peak_sim(q, v, alpha, t, d, b);
+            proptest::prop_assert!((exact - sim).abs() < 1e-9 * (1.0 + sim.abs()), "{exact} vs {sim}");
+            proptest::prop_assert!(pos_peak_bound(q, v, alpha, t, d, b) >= exact - 1e-12);
+            let ve = vel_peak(v, alpha, t, d);
+            proptest::prop_assert!((ve - vel_peak_sim(v, alpha, t, d)).abs() < 1e-9);
+        }
+    }
+
     #[test]
     fn bisection_keeps_the_feasible_side() {
         let x = bisect_max(0.0, 10.0, |x| x * x <= 2.0);
-        assert!(x * x <= 2.0 && (x - 2f64.sqrt()).abs() < 1e-5);
+        assert!(x * x <= 2.0 && (x - 2f64.sqrt()).abs() < 1e-3);
     }
 }

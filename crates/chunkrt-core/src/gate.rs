@@ -203,6 +203,31 @@ fn bounds(s: &JointState, lo_pos: f64, hi_pos: f64, lim: &JointLimit, t: f64) ->
     }
 }
 
+/// Whether `alpha` keeps every limit now and leaves a state from which the braking
+/// rules keep them for ever (the predicates whose ends [`bounds`] bisects for).
+fn admissible(
+    s: &JointState,
+    alpha: f64,
+    lo_pos: f64,
+    hi_pos: f64,
+    lim: &JointLimit,
+    t: f64,
+) -> bool {
+    let a_max = lim.max_acc_rad_s2;
+    let d = (lim.max_jerk_rad_s3 * t).max(TINY);
+    let b = lim.brake_acc_rad_s2.min(a_max).max(TINY);
+    let v_max = lim.max_vel_rad_s;
+    let pos_ok = |q: f64, v: f64, x: f64, limit: f64| {
+        pos_peak_bound(q, v, x, t, d, b) <= limit || pos_peak(q, v, x, t, d, b) <= limit
+    };
+    alpha.abs() <= a_max
+        && (alpha - s.a).abs() <= lim.max_jerk_rad_s3 * t
+        && vel_peak(s.v, alpha, t, d) <= v_max
+        && vel_peak(-s.v, -alpha, t, d) <= v_max
+        && pos_ok(s.q, s.v, alpha, hi_pos)
+        && pos_ok(-s.q, -s.v, -alpha, -lo_pos)
+}
+
 /// `sign(x) * min(sqrt(2 k |x|), g |x|)`: the fastest approach to zero that a
 /// deceleration `k` can still stop, with a linear (gain `g`) end near zero.
 fn sqrt_law(x: f64, k: f64, g: f64) -> f64 {
@@ -319,7 +344,6 @@ impl Gate {
                 pd = pd.clamp(lo, hi);
                 (vd, ad) = (0.0, 0.0);
             }
-            let b = bounds(&s, lo, hi, &lim, t);
             let alpha_dead = ((pd - s.q) / t - s.v) / t;
             // Off track, rejoin only where the next period's catch-up would also be
             // within the jerk limit (velocity matched too); otherwise a one-period
@@ -329,23 +353,30 @@ impl Gate {
                 let alpha_next = (vd + 0.5 * ad * t - v1) / t;
                 (alpha_next - alpha_dead).abs() <= lim.max_jerk_rad_s3 * t
             };
-            let exact = alpha_dead >= b.lo && alpha_dead <= b.hi && rejoin_ok;
-            let alpha = if b.lo > b.hi {
-                // Only reachable with degenerate limits (e.g. a position range shorter
-                // than a braking distance); keep the jerk and acceleration limits.
-                0.5 * (b.lo + b.hi)
-            } else if exact {
+            // The common case costs one evaluation of each safety predicate; the
+            // interval's ends (bisection) are only needed when the proposal fails one.
+            let exact = rejoin_ok && admissible(&s, alpha_dead, lo, hi, &lim, t);
+            let alpha = if exact {
                 alpha_dead
             } else {
-                last = if alpha_dead > b.hi {
-                    b.hi_by
-                } else if alpha_dead < b.lo {
-                    b.lo_by
+                let b = bounds(&s, lo, hi, &lim, t);
+                if b.lo > b.hi {
+                    // Only reachable with degenerate limits (e.g. a position range
+                    // shorter than a braking distance); keep jerk and acceleration.
+                    bits |= Constraint::Braking.bit();
+                    last = Constraint::Braking;
+                    0.5 * (b.lo + b.hi)
                 } else {
-                    Constraint::Jerk // within bounds, but rejoining would break it next
-                };
-                bits |= last.bit();
-                self.track(&s, pd, vd, ad, &lim).clamp(b.lo, b.hi)
+                    last = if alpha_dead > b.hi {
+                        b.hi_by
+                    } else if alpha_dead < b.lo {
+                        b.lo_by
+                    } else {
+                        Constraint::Jerk // admissible now, but rejoining breaks it next
+                    };
+                    bits |= last.bit();
+                    self.track(&s, pd, vd, ad, &lim).clamp(b.lo, b.hi)
+                }
             };
             let v1 = s.v + alpha * t;
             let q1 = s.q + v1 * t;
