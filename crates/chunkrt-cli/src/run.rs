@@ -76,6 +76,15 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("chunkrt: error: command line: {e}");
         return Ok(EXIT_USAGE);
     }
+    // Checked before anything is brought up: a run whose records could not be
+    // written must not move the arm (a usage error, exit 2).
+    if let Err(e) = writable_dir(&args.out) {
+        eprintln!(
+            "chunkrt: error: output directory {}: {e}; nothing was moved",
+            args.out.display()
+        );
+        return Ok(EXIT_USAGE);
+    }
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let opts = RunOptions {
         duration: args.duration.0,
@@ -104,4 +113,13 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return Ok(crate::EXIT_POLICY_FAILED);
     }
     Ok(0)
+}
+
+/// Creates `dir` if needed and proves that a file can be written in it (a read-only
+/// file system or a path under a regular file fail here, not after the run).
+fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(".chunkrt-write-probe");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
 }

@@ -1,0 +1,167 @@
+//! The `chunkrt` process under faults a user causes: SIGINT and SIGTERM mid-run (the
+//! arm is brought to rest, the report is written, exit 0) and an output directory
+//! that cannot be written (a clear message, exit 2, nothing moved).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("chunkrt-signals-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Starts a long run on the simulated arm with the scripted policy, live status on.
+fn start_run(out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+        .args(["run", "--duration", "120s", "--config"])
+        .arg(repo().join("rt-config/sim-scripted.toml"))
+        .arg("--out")
+        .arg(out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chunkrt starts")
+}
+
+/// Reads the child's stderr on a thread; sends every line.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the exit status, killing the child after `limit` (a wedged process).
+fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
+    let mut waited = Duration::ZERO;
+    let step = Duration::from_millis(50);
+    while waited < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(step);
+        waited += step;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn stop_mid_run_with(signal: libc::c_int, name: &str) {
+    let out = temp_dir(name);
+    let mut child = start_run(&out);
+    let lines = lines_of(&mut child);
+    // Mid-run means playing: wait for the live status line to say so (not for a time).
+    let mut seen = Vec::new();
+    let playing = loop {
+        match lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => {
+                let hit = l.contains("mode=Playing");
+                seen.push(l);
+                if hit {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    if !playing {
+        let _ = child.kill();
+        panic!("the run never reported Playing:\n{}", seen.join("\n"));
+    }
+    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(rc, 0);
+    let code = wait(&mut child, Duration::from_secs(60));
+    let rest: Vec<String> = lines.try_iter().collect();
+    assert_eq!(
+        code,
+        Some(0),
+        "exit status after {name}:\n{}",
+        rest.join("\n")
+    );
+    assert!(!rest.iter().any(|l| l.contains("panicked")), "{rest:?}");
+
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        report["duration_s"].as_f64().unwrap() < 100.0,
+        "stopped by the signal"
+    );
+    let modes: Vec<&serde_json::Value> = report["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "mode")
+        .collect();
+    assert!(
+        modes
+            .iter()
+            .any(|m| m["to"] == "Decelerating" && m["reason"] == "Shutdown"),
+        "the stop is a logged Shutdown: {modes:?}"
+    );
+    let last = modes.last().unwrap();
+    assert!(
+        last["to"] == "Holding" || last["to"] == "SafeStop",
+        "the arm ends at rest: {last}"
+    );
+    // The same events are in events.jsonl.
+    let log = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert!(log.contains("\"Shutdown\""), "{log}");
+    // Records complete: every cycle that ran is recorded or counted as dropped.
+    let c = &report["counters"];
+    assert_eq!(
+        c["cycles_run"].as_u64().unwrap(),
+        c["cycles"].as_u64().unwrap() + c["ring_drops_cycle"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn sigint_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
+    stop_mid_run_with(libc::SIGINT, "sigint");
+}
+
+#[test]
+fn sigterm_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
+    stop_mid_run_with(libc::SIGTERM, "sigterm");
+}
+
+#[test]
+fn an_unwritable_output_directory_is_refused_before_anything_moves() {
+    let dir = temp_dir("unwritable");
+    // A path below a regular file cannot be created, even by root (for whom
+    // permission bits would not stop the write).
+    let file = dir.join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+        .args(["run", "--duration", "2s", "--quiet", "--config"])
+        .arg(repo().join("rt-config/sim-scripted.toml"))
+        .arg("--out")
+        .arg(file.join("run"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("output directory"), "{err}");
+    assert!(err.contains("not-a-directory/run"), "{err}");
+    assert!(err.contains("nothing was moved"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Nothing was brought up: the start banner never appeared.
+    assert!(!err.contains("stops safely"), "{err}");
+}
