@@ -40,17 +40,24 @@ GOALS = np.array(
         [-0.6, 0.2, 0.5, -1.0, -0.4, 1.5, 1.1],
     ]
 )
-GOAL_TOLERANCE_RAD = 0.03
+GOAL_TOLERANCE_RAD = 0.05
 DETOUR_RAD = 0.45  # lateral amplitude of the detour around the obstacle
 START_NOISE_RAD = 0.02  # spread of the start pose around its goal
-STATE_NOISE_RAD = 0.02  # off-path perturbation of the observed state
+STATE_NOISE_RAD = 0.04  # off-path perturbation of the observed state (teaches recovery)
+CORRECTION_TAU_S = 0.1
+GOAL_NOISE_RAD = 0.08
+GOAL_FRACTION = 0.1
 MAX_DEMO_SPEED_RAD_S = 1.0
 START_FRACTION = 0.3
+START_RATE = 0.1  # progress-rate profile, see progress_rate()
+RAMP = 0.2
+CREEP_RATE = 0.1
 HIDDEN = 256
 LAYERS = 3
 FREQS = 16
 DDIM_STEPS_TRAIN = 100
 SEED = 20260101
+EMA_DECAY = 0.999
 
 
 # ---------------------------------------------------------------- demonstrations
@@ -64,19 +71,22 @@ def detour_direction(g0, g1):
     return n / np.linalg.norm(n)
 
 
-def min_jerk(u):
-    u = np.clip(u, 0.0, 1.0)
-    return u**3 * (10.0 - 15.0 * u + 6.0 * u * u)
-
-
-def smoothstep(u):
-    return u**3 * (10.0 - 15.0 * u + 6.0 * u * u)
+def progress_rate(s, s_dot_max):
+    """ds/dt of the expert as a function of progress s only (not of time), so that what it
+    does next is a function of where the arm is: a policy cloned from it can be run in closed
+    loop, re-planned from every observation. Starts moving at once (a third of cruise speed),
+    reaches cruise speed at s = 0.2, slows down over the last fifth, creeps in at 10 %."""
+    up = (START_RATE + s) / (START_RATE + RAMP)
+    down = np.maximum((1.0 - s) / RAMP, CREEP_RATE)
+    return s_dot_max * np.clip(np.minimum(up, down), 0.0, 1.0)
 
 
 def make_dataset(rng, demos_per_side, samples_per_demo):
     """Returns obs [N, 14], act [N, H, 7] (float32)."""
     obs, act = [], []
-    w = smoothstep(np.arange(HORIZON) / (HORIZON - 1))[:, None]  # correction blend
+    # Back to the path with a 0.1 s time constant: the runtime re-plans every 50 ms and plays
+    # only the start of each chunk, so the correction must act early in the chunk.
+    w = (1.0 - np.exp(-np.arange(HORIZON) * DT_S / CORRECTION_TAU_S))[:, None]
     for k in range(len(GOALS)):
         g0, g1 = GOALS[k], GOALS[(k + 1) % len(GOALS)]
         n = detour_direction(g0, g1)
@@ -89,21 +99,32 @@ def make_dataset(rng, demos_per_side, samples_per_demo):
                     s = s[..., None]
                     return q0 + s * (g1 - q0) + amp * np.sin(np.pi * s) * n
 
-                # Duration: as short as the speed bound allows (checked on a fine grid).
+                # Cruise rate: the fastest joint moves at MAX_DEMO_SPEED_RAD_S.
                 u = np.linspace(0.0, 1.0, 400)
-                speed = np.abs(np.diff(path(min_jerk(u)), axis=0)).max() / (u[1] - u[0])
-                dur = max(1.2, speed / MAX_DEMO_SPEED_RAD_S)
-                # A third of the states sit at the start, where the two modes split: the
-                # ambiguous observations are where a policy must not average.
-                t = np.where(
-                    rng.random(samples_per_demo) < START_FRACTION,
-                    rng.uniform(0.0, 0.1, samples_per_demo),
-                    rng.uniform(0.0, dur + 0.4, samples_per_demo),
+                dp_ds = np.abs(np.diff(path(u), axis=0)).max() / (u[1] - u[0])
+                s_dot_max = MAX_DEMO_SPEED_RAD_S / dp_ds
+                # States: a share at the start, where the two modes split (the ambiguous
+                # observations, where a policy must not average), the rest along the way
+                # and a few at the goal.
+                r = rng.random(samples_per_demo)
+                s_now = np.where(
+                    r < START_FRACTION,
+                    rng.uniform(0.0, 0.02, samples_per_demo),
+                    np.where(r < 1.0 - GOAL_FRACTION, rng.uniform(0.0, 1.0, samples_per_demo), 1.0),
                 )
-                ts = t[:, None] + DT_S * np.arange(HORIZON)[None, :]
-                p_now = path(min_jerk(t / dur))  # [S, 7]
-                p_fut = path(min_jerk(ts / dur))  # [S, H, 7]
-                eps = rng.normal(0.0, STATE_NOISE_RAD, (samples_per_demo, DOF))
+                # Roll the expert forward over the horizon (10 Euler sub-steps per setpoint).
+                s_fut = np.empty((samples_per_demo, HORIZON))
+                s_cur = s_now.copy()
+                for i in range(HORIZON):
+                    s_fut[:, i] = s_cur
+                    for _ in range(10):
+                        s_cur = np.minimum(s_cur + 0.1 * DT_S * progress_rate(s_cur, s_dot_max), 1.0)
+                p_now = path(s_now)  # [S, 7]
+                p_fut = path(s_fut)  # [S, H, 7]
+                # Off-path states with the way back: wider at the goal, so that an arm that
+                # stops short of (or past) it is pulled in.
+                sigma = np.where(s_now >= 1.0, GOAL_NOISE_RAD, STATE_NOISE_RAD)[:, None]
+                eps = rng.normal(0.0, 1.0, (samples_per_demo, DOF)) * sigma
                 q = p_now + eps
                 # Return to the demonstrated path smoothly, starting exactly at q.
                 a = p_fut - p_now[:, None, :] - eps[:, None, :] * w[None]
@@ -137,6 +158,9 @@ class Mlp:
             self.params.append(np.zeros(b, dtype=np.float32))
         last = len(self.params) - 2
         self.params[last] *= 0.1
+        # Exponential moving average of the weights: what gets exported (smoother fields,
+        # cleaner mode separation than the last iterate).
+        self.ema = [p.copy() for p in self.params]
         self.m = [np.zeros_like(p) for p in self.params]
         self.v = [np.zeros_like(p) for p in self.params]
         self.step = 0
@@ -181,6 +205,10 @@ class Mlp:
             v *= b2
             v += (1.0 - b2) * g * g
             p -= (lr * (m / c1) / (np.sqrt(v / c2) + eps)).astype(np.float32)
+        decay = min(EMA_DECAY, (1.0 + self.step) / (10.0 + self.step))
+        for e, p in zip(self.ema, self.params):
+            e *= decay
+            e += (1.0 - decay) * p
 
 
 def time_features(t, t_scale):
@@ -207,6 +235,7 @@ def lr_at(step, steps, lr0):
 
 
 def train(name, net, steps, batch, rng, make_batch, lr0=1e-3):
+    steps = int(steps)
     t0 = time.time()
     ema = None
     for step in range(steps):
@@ -253,10 +282,11 @@ def export_onnx(path, net, d_obs, d_a, horizon, t_scale, denoiser):
         h = "h0"
     else:
         h = "obs"
-    nl = len(net.params) // 2
+    params = net.ema
+    nl = len(params) // 2
     for i in range(nl):
-        w = const(f"w{i}", net.params[2 * i])
-        b = const(f"b{i}", net.params[2 * i + 1])
+        w = const(f"w{i}", params[2 * i])
+        b = const(f"b{i}", params[2 * i + 1])
         nodes.append(helper.make_node("MatMul", [h, w], [f"mm{i}"]))
         nodes.append(helper.make_node("Add", [f"mm{i}", b], [f"z{i}"]))
         if i < nl - 1:
@@ -383,6 +413,7 @@ def main():
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--demos-per-side", type=int, default=120)
     ap.add_argument("--samples-per-demo", type=int, default=80)
+    ap.add_argument("--only", choices=["flow", "ddim", "regression"], help="train one network (experiments)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(SEED)
@@ -429,7 +460,9 @@ def main():
         idx = r.integers(0, n, b)
         x1 = act_n[idx]
         x0 = r.standard_normal(x1.shape).astype(np.float32)
-        t = r.uniform(0.0, 1.0, b).astype(np.float32)
+        # Logit-normal times: more training where the two modes separate (mid t) than at
+        # the ends, where the field is simple.
+        t = (1.0 / (1.0 + np.exp(-r.normal(0.0, 1.0, b)))).astype(np.float32)
         xt = (1.0 - t[:, None]) * x0 + t[:, None] * x1
         inp = np.concatenate([obs_n[idx], xt, time_features(t, 1.0)], axis=1)
         return inp, x1 - x0
@@ -455,8 +488,10 @@ def main():
         ("flow", "flow", flow_batch, 1.0, {"method": "euler", "steps": 8, "min_steps": 2}, None),
         ("ddim", "ddim", ddim_batch, 1.0 / DDIM_STEPS_TRAIN, {"method": "ddim", "steps": 25, "min_steps": 5}, alphas),
     ]:
+        if args.only and args.only != name:
+            continue
         net = Mlp(np.random.default_rng(SEED + 1), sizes_den)
-        loss = train(name, net, args.steps, args.batch, np.random.default_rng(SEED + 2), make_batch)
+        loss = train(name, net, args.steps * (1.5 if name == "flow" else 1.0), args.batch, np.random.default_rng(SEED + 2), make_batch)
         export_onnx(os.path.join(args.out, f"{name}.onnx"), net, t_scale=t_scale, denoiser=True, **common)
         write_manifest(
             os.path.join(args.out, f"{name}.toml"), f"{name}.onnx", kind, stats, domain, digest,
@@ -464,6 +499,8 @@ def main():
         )
         print(f"wrote {name}.onnx + {name}.toml")
 
+    if args.only and args.only != "regression":
+        return 0
     net = Mlp(np.random.default_rng(SEED + 1), sizes_reg)
     train("regression", net, args.steps, args.batch, np.random.default_rng(SEED + 2), reg_batch)
     export_onnx(os.path.join(args.out, "regression.onnx"), net, t_scale=1.0, denoiser=False, **common)

@@ -136,10 +136,9 @@ impl Domain {
         let mut d2 = 0.0;
         // Solve L y = (obs - mean); d^2 = |y|^2.
         for i in 0..n {
-            let mut s = obs[i] - self.mean[i];
-            for k in 0..i {
-                s -= self.chol[i * self.dim + k] * y[k];
-            }
+            let row = &self.chol[i * self.dim..i * self.dim + i];
+            let s =
+                obs[i] - self.mean[i] - row.iter().zip(&y[..i]).map(|(l, y)| l * y).sum::<f64>();
             y[i] = s / self.chol[i * self.dim + i];
             d2 += y[i] * y[i];
         }

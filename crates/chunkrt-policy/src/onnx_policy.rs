@@ -21,6 +21,19 @@ use crate::session::SessionOptions;
 /// Weight of the newest measurement in the per-step latency estimate.
 const STEP_EMA_ALPHA: f64 = 0.25;
 
+/// When the policy draws fresh sampler noise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NoiseMode {
+    /// Once per goal: consecutive chunks toward one goal start from the same noise. The
+    /// samplers are deterministic maps from noise to chunk, so similar observations give
+    /// chunks from the same mode: the arm commits to one way around an obstacle instead of
+    /// re-drawing left or right every chunk (which would dither toward the average).
+    #[default]
+    PerGoal,
+    /// Fresh noise for every chunk (independent samples).
+    PerChunk,
+}
+
 /// Configuration of an [`OnnxPolicy`]; `None` fields take the manifest's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OnnxPolicyConfig {
@@ -43,6 +56,8 @@ pub struct OnnxPolicyConfig {
     pub goals: Option<Vec<Vec<f64>>>,
     /// Time at a reached goal before the next one is pursued.
     pub goal_dwell_ms: u64,
+    /// When fresh noise is drawn.
+    pub noise: NoiseMode,
 }
 
 impl OnnxPolicyConfig {
@@ -58,6 +73,7 @@ impl OnnxPolicyConfig {
             seed: None,
             goals: None,
             goal_dwell_ms: 0,
+            noise: NoiseMode::PerGoal,
         }
     }
 }
@@ -83,6 +99,8 @@ pub struct OnnxPolicy {
     min_steps: usize,
     deadline_ns: Option<f64>,
     noise: GaussianNoise,
+    noise_mode: NoiseMode,
+    noise_fresh: bool,
     noise_buf: Vec<f32>,
     obs_vec: Vec<f64>,
     pos_buf: Vec<f64>,
@@ -139,6 +157,8 @@ impl OnnxPolicy {
             min_steps,
             deadline_ns,
             noise: GaussianNoise::new(seed),
+            noise_mode: cfg.noise,
+            noise_fresh: false,
             noise_buf: vec![0.0; len],
             obs_vec: vec![0.0; d_obs],
             pos_buf: vec![0.0; len],
@@ -254,14 +274,17 @@ impl Policy for OnnxPolicy {
                 obs.pos_rad[j]
             )));
         }
-        self.goals.update(&obs.pos_rad, obs.t_capture);
+        let goal_changed = self.goals.update(&obs.pos_rad, obs.t_capture);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
         self.observation_vector(&obs.pos_rad, &mut obs_vec);
         let verdict = self.model.domain().check(&obs_vec);
         self.last_verdict = Some(verdict);
 
         let steps = self.planned_steps();
-        self.noise.fill(&mut self.noise_buf);
+        if goal_changed || !self.noise_fresh || self.noise_mode == NoiseMode::PerChunk {
+            self.noise.fill(&mut self.noise_buf);
+            self.noise_fresh = true;
+        }
         let start = Instant::now();
         let result = self
             .model
