@@ -255,3 +255,72 @@ fn observation_delay_shows_inference_an_observation_exactly_that_old() {
         assert_eq!(t.loop_fb[k], t.wire[k].1);
     }
 }
+
+/// The runtime's inference thread with `inject`: returns the report's `injected`
+/// block and counters.
+fn run_runtime(inject: InjectConfig) -> chunkrt_telemetry::Report {
+    let mut cfg = config();
+    cfg.control.period_ms = 2.0;
+    cfg.control.cpu = -1;
+    cfg.control.lock_memory = false;
+    cfg.inference.cpu = -1;
+    cfg.inference.chunk_period_ms = 20.0;
+    cfg.telemetry.status_interval_ms = 0.0;
+    cfg.inject = inject;
+    let runtime = chunkrt_rt::Runtime::from_config(&cfg).unwrap();
+    let opts = chunkrt_rt::RunOptions {
+        duration: Some(std::time::Duration::from_millis(600)),
+        ..chunkrt_rt::RunOptions::default()
+    };
+    runtime.run(&opts).unwrap().report
+}
+
+#[test]
+fn dropped_chunks_are_computed_but_never_reach_the_loop() {
+    let every = run_runtime(InjectConfig {
+        drop_chunk_probability: 1.0,
+        inference_delay: chunkrt_config::InferenceDelayConfig::Fixed { ms: 1.0 },
+        seed: 4,
+        ..InjectConfig::default()
+    });
+    let inj = &every.extra["injected"];
+    let computed = inj["inference_delays"].as_u64().unwrap();
+    assert!(computed > 5, "{inj}");
+    // Every computed chunk was delayed, then dropped; none was offered to the loop.
+    assert_eq!(inj["chunks_dropped"].as_u64(), Some(computed), "{inj}");
+    assert_eq!(every.counters["chunks_offered"], 0);
+    assert_eq!(inj["inference_delay_max_ms"].as_f64(), Some(1.0));
+
+    let none = run_runtime(InjectConfig {
+        inference_delay: chunkrt_config::InferenceDelayConfig::Fixed { ms: 1.0 },
+        ..InjectConfig::default()
+    });
+    let inj = &none.extra["injected"];
+    assert_eq!(inj["chunks_dropped"].as_u64(), Some(0), "{inj}");
+    assert!(none.counters["chunks_offered"] > 5);
+    assert_eq!(inj["active"].as_bool(), Some(true));
+}
+
+#[test]
+fn the_report_says_what_was_injected_in_whole_cycles() {
+    let r = run_runtime(InjectConfig {
+        transport_delay_ms: 3.0,
+        observation_delay_ms: 9.0,
+        feedback_delay_ms: 0.5,
+        ..InjectConfig::default()
+    });
+    let inj = &r.extra["injected"];
+    // At a 2 ms period: 3 ms -> 4 ms, 9 ms -> 10 ms, 0.5 ms -> 2 ms.
+    assert_eq!(
+        inj["effective_ms"]["transport_delay"].as_f64(),
+        Some(4.0),
+        "{inj}"
+    );
+    assert_eq!(
+        inj["effective_ms"]["observation_delay"].as_f64(),
+        Some(10.0)
+    );
+    assert_eq!(inj["effective_ms"]["feedback_delay"].as_f64(), Some(2.0));
+    assert_eq!(inj["delay_line_overflows"].as_u64(), Some(0));
+    assert!(r.counters["chunks_offered"] > 5, "chunks still flow");
+}
