@@ -7,7 +7,7 @@
 //! the run failed, 2 on usage, configuration or bring-up errors.
 
 use crate::args::parse_duration;
-use crate::{paths, EXIT_FAIL, EXIT_USAGE};
+use crate::{paths, EXIT_FAIL};
 use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_rt::{RunOptions, Runtime};
@@ -37,8 +37,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub budget: Option<PathBuf>,
     /// How long to run: `30s`, `500ms`, `2m`, `1h`.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
+    #[arg(long, default_value = "30s", value_parser = finite_duration)]
+    pub duration: Duration,
     /// Output directory for report.json, the .hgrm files and latency.svg.
     #[arg(long, default_value = "runs/bench")]
     pub out: PathBuf,
@@ -52,10 +52,7 @@ pub struct BenchArgs {
 
 /// Runs the benchmark; returns the exit status.
 pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
-    let Some(duration) = args.duration else {
-        eprintln!("chunkrt: error: --duration: a benchmark needs a finite duration, e.g. 30s");
-        return Ok(EXIT_USAGE);
-    };
+    let duration = args.duration;
     let config_path = match &args.config {
         Some(p) => p.clone(),
         None => paths::default_config()?,
@@ -115,7 +112,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let mut report = outcome.report;
     let metrics = outcome.metrics;
 
-    let mut series = plot::metric_series(&metrics, &plot::all_metrics());
+    let mut loop_extra = Vec::new();
     let baseline_hist;
     let mut baseline_text = None;
     if let Some(ct) = cyclictest {
@@ -131,7 +128,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
             &args.out.join("cyclictest.hgrm"),
             &hgrm::percentile_distribution(&baseline_hist),
         )?;
-        series.push(("cyclictest (wake)".into(), &baseline_hist));
+        loop_extra.push(("cyclictest (wake)".to_string(), &baseline_hist));
     }
 
     let verdicts = budget.evaluate(&report)?;
@@ -150,7 +147,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         "chunkrt {} ms loop, {} ({}), {:.0} s",
         cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
     );
-    if let Some(svg) = plot::percentile_plot(&series, &title) {
+    let panels = plot::standard_panels(&metrics, loop_extra);
+    if let Some(svg) = plot::percentile_plot(&panels, &title) {
         write(&args.out.join("latency.svg"), &svg)?;
     }
     write(&args.out.join("report.json"), &report.to_json())?;
@@ -173,6 +171,16 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_FAIL
     })
+}
+
+/// A duration with a unit; a benchmark has an end, so `0` and `inf` are refused.
+fn finite_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "`{s}`: a benchmark needs a finite duration, e.g. 30s"
+        )),
+    }
 }
 
 /// `budget.toml` beside the configuration file (`rt-config/`).

@@ -105,13 +105,9 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
     Ok(if fails > 0 { crate::EXIT_FAIL } else { 0 })
 }
 
-/// The EtherCAT interface, looked up by name in the serialised configuration so that
-/// this check does not depend on the EtherCAT section's exact Rust type.
+/// The EtherCAT interface of the configuration, when it drives an EtherCAT bus.
 fn configured_interface(cfg: &Config) -> Option<String> {
-    let v = serde_json::to_value(cfg).ok()?;
-    ["interface", "iface", "nic"]
-        .iter()
-        .find_map(|k| v.get("ethercat")?.get(*k)?.as_str().map(str::to_string))
+    cfg.ethercat.as_ref().map(|e| e.interface.clone())
 }
 
 fn run_checks(t: &Target) -> Vec<Item> {
@@ -155,18 +151,23 @@ fn kernel() -> Item {
                Ubuntu Pro real-time kernel); with PREEMPT_DYNAMIC at least boot with preempt=full";
     if rt {
         item("kernel", Level::Pass, found, "")
-    } else if preempt.contains("full") || preempt == "PREEMPT" {
-        item(
-            "kernel",
-            Level::Warn,
-            format!("{found}: not PREEMPT_RT"),
-            fix,
-        )
-    } else {
+    } else if preempt.contains("none") || preempt.contains("voluntary") {
         item(
             "kernel",
             Level::Fail,
             format!("{found}: kernel code is not preemptible, ms latencies expected"),
+            fix,
+        )
+    } else {
+        let unknown = if preempt == "PREEMPT_DYNAMIC" {
+            " (mode unknown: mount debugfs to read /sys/kernel/debug/sched/preempt)"
+        } else {
+            ""
+        };
+        item(
+            "kernel",
+            Level::Warn,
+            format!("{found}: not PREEMPT_RT{unknown}"),
             fix,
         )
     }
@@ -442,8 +443,12 @@ fn dma_latency() -> Item {
             "/dev/cpu_dma_latency",
             Level::Pass,
             format!(
-                "writable; current limit {}",
-                current.map_or("unknown".into(), |v| format!("{v} us"))
+                "writable (a process can hold C-states off); now {}",
+                match current {
+                    Some(v) if v >= 2_000_000_000 => "not held".to_string(),
+                    Some(v) => format!("held at {v} us"),
+                    None => "unreadable".to_string(),
+                }
             ),
             "",
         ),

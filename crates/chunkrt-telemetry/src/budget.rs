@@ -20,6 +20,9 @@
 //!
 //! [counters]
 //! deadline_overruns = 0    # largest value allowed
+//!
+//! [baseline]               # with `--baseline cyclictest`: chunkrt / cyclictest
+//! p99_ratio = 1.5          # wake latency, same run
 //! ```
 //!
 //! Each limit is an upper bound: the run passes it when `value <= limit`.
@@ -95,6 +98,18 @@ fn yes() -> bool {
     true
 }
 
+/// Limits on the ratio chunkrt / cyclictest of the wake latency.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BaselineLimitsFile {
+    /// When true, a run without a baseline fails these limits instead of skipping them.
+    #[serde(default)]
+    required: bool,
+    p50_ratio: Option<f64>,
+    p99_ratio: Option<f64>,
+    max_ratio: Option<f64>,
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BudgetFile {
@@ -103,6 +118,7 @@ struct BudgetFile {
     metrics: BTreeMap<String, MetricLimitsFile>,
     #[serde(default)]
     counters: BTreeMap<String, i64>,
+    baseline: Option<BaselineLimitsFile>,
 }
 
 /// A statistic of a metric's distribution that can be budgeted.
@@ -173,7 +189,19 @@ pub enum Limit {
         /// Largest value allowed.
         max: u64,
     },
+    /// chunkrt's wake latency over cyclictest's (report block `baseline.ratio`).
+    BaselineRatio {
+        /// `p50`, `p99` or `max`.
+        stat: &'static str,
+        /// Largest ratio allowed.
+        max: f64,
+        /// Whether a run without a baseline fails (true) or skips it (false).
+        required: bool,
+    },
 }
+
+/// Name of the baseline-ratio rows in verdicts.
+pub const BASELINE_RATIO_METRIC: &str = "wake_latency/cyclictest";
 
 /// A parsed, validated budget.
 #[derive(Clone, Debug)]
@@ -193,12 +221,12 @@ pub struct Verdict {
     pub metric: String,
     /// Statistic (`p99`, `max`, `p99_minus_p50`, ...); `max` for a counter.
     pub stat: String,
-    /// `ns` for metric statistics, `count` for counters.
+    /// `ns` for metric statistics, `count` for counters, `ratio` for the baseline.
     pub unit: &'static str,
     /// The limit (the value must be at most this).
-    pub limit: u64,
-    /// The measured value; absent when the metric had no samples.
-    pub value: Option<u64>,
+    pub limit: f64,
+    /// The measured value; absent when the metric had no samples (or no baseline ran).
+    pub value: Option<f64>,
     /// Whether the limit holds.
     pub pass: bool,
 }
@@ -305,7 +333,7 @@ impl Budget {
                     .unwrap_or(usize::MAX),
                 *stat,
             ),
-            Limit::Counter { .. } => (usize::MAX, Stat::P50),
+            Limit::Counter { .. } | Limit::BaselineRatio { .. } => (usize::MAX, Stat::P50),
         });
         for (name, max) in &file.counters {
             let max = u64::try_from(*max).map_err(|_| {
@@ -318,6 +346,33 @@ impl Budget {
                 counter: name.clone(),
                 max,
             });
+        }
+        if let Some(b) = &file.baseline {
+            let before = limits.len();
+            for (stat, v) in [
+                ("p50", b.p50_ratio),
+                ("p99", b.p99_ratio),
+                ("max", b.max_ratio),
+            ] {
+                let Some(v) = v else { continue };
+                if !v.is_finite() || v <= 0.0 {
+                    return Err(invalid(
+                        format!("baseline.{stat}_ratio"),
+                        format!("{v} is not a usable ratio; expected a finite number > 0"),
+                    ));
+                }
+                limits.push(Limit::BaselineRatio {
+                    stat,
+                    max: v,
+                    required: b.required,
+                });
+            }
+            if limits.len() == before {
+                return Err(invalid(
+                    "baseline".into(),
+                    "no limit given; expected p50_ratio, p99_ratio or max_ratio".into(),
+                ));
+            }
         }
         if limits.is_empty() {
             return Err(invalid(
@@ -353,8 +408,8 @@ impl Budget {
                         metric: metric.clone(),
                         stat: stat.name().into(),
                         unit: "ns",
-                        limit: *max_ns,
-                        value,
+                        limit: *max_ns as f64,
+                        value: value.map(|v| v as f64),
                         pass: value.is_some_and(|v| v <= *max_ns),
                     });
                 }
@@ -374,9 +429,30 @@ impl Budget {
                         metric: counter.clone(),
                         stat: "max".into(),
                         unit: "count",
-                        limit: *max,
-                        value: Some(value),
+                        limit: *max as f64,
+                        value: Some(value as f64),
                         pass: value <= *max,
+                    });
+                }
+                Limit::BaselineRatio {
+                    stat,
+                    max,
+                    required,
+                } => {
+                    let value = report
+                        .extra
+                        .get("baseline")
+                        .and_then(|b| b.get("ratio")?.get(*stat)?.as_f64());
+                    if value.is_none() && !required {
+                        continue;
+                    }
+                    out.push(Verdict {
+                        metric: BASELINE_RATIO_METRIC.into(),
+                        stat: format!("{stat}_ratio"),
+                        unit: "ratio",
+                        limit: *max,
+                        value,
+                        pass: value.is_some_and(|v| v <= *max),
                     });
                 }
             }
@@ -406,8 +482,8 @@ pub fn add_to_report(report: &mut Report, budget: &Budget, verdicts: &[Verdict])
     );
 }
 
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1000.0)
 }
 
 /// The verdict table: metric, P50, P99, P99.9, max (microseconds), the limit, the
@@ -421,19 +497,29 @@ pub fn verdict_table(report: &Report, verdicts: &[Verdict]) -> String {
     );
     for v in verdicts {
         let (p50, p99, p999, max) = match report.metrics.get(&v.metric) {
-            Some(m) if v.unit == "ns" => (us(m.p50), us(m.p99), us(m.p999), us(m.max)),
+            Some(m) if v.unit == "ns" => (
+                us(m.p50 as f64),
+                us(m.p99 as f64),
+                us(m.p999 as f64),
+                us(m.max as f64),
+            ),
             _ => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
-        let (limit, value) = if v.unit == "ns" {
-            (
+        let (limit, value) = match v.unit {
+            "ns" => (
                 format!("{} <= {}", v.stat, us(v.limit)),
                 v.value.map(us).unwrap_or_else(|| "no data".into()),
-            )
-        } else {
-            (
+            ),
+            "ratio" => (
+                format!("{} <= {:.2}", v.stat, v.limit),
+                v.value
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_else(|| "no data".into()),
+            ),
+            _ => (
                 format!("count <= {}", v.limit),
                 v.value.map(|x| x.to_string()).unwrap_or_default(),
-            )
+            ),
         };
         let _ = writeln!(
             s,
@@ -522,7 +608,7 @@ mod tests {
         let jitter = find("e2e_latency", "p99_minus_p50");
         assert_eq!(
             (jitter.limit, jitter.value, jitter.pass),
-            (2_000_000, Some(1_500_000), true)
+            (2_000_000.0, Some(1_500_000.0), true)
         );
         // p50 = 10 ms > 9 ms.
         assert!(!find("e2e_latency", "p50").pass);
@@ -564,8 +650,8 @@ mod tests {
         let row = &json["budget"][0];
         assert_eq!(row["metric"], "deadline_overruns");
         assert_eq!(row["stat"], "max");
-        assert_eq!(row["limit"], 0);
-        assert_eq!(row["value"], 0);
+        assert_eq!(row["limit"], 0.0);
+        assert_eq!(row["value"], 0.0);
         assert_eq!(row["pass"], true);
         assert_eq!(json["budget_pass"], true);
     }
@@ -625,6 +711,39 @@ mod tests {
             .to_string();
         assert!(
             e.starts_with("/nonexistent/budget.toml: cannot read"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn baseline_ratios_are_judged_when_a_baseline_ran() {
+        let b = parse("[baseline]\np99_ratio = 1.5\nmax_ratio = 10\n").unwrap();
+        let mut r = report();
+        // No baseline block: skipped.
+        assert!(b.evaluate(&r).unwrap().is_empty());
+        r.extra.insert(
+            "baseline".into(),
+            serde_json::json!({ "ratio": { "p50": 1.0, "p99": 2.0, "max": null } }),
+        );
+        let v = b.evaluate(&r).unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].metric, BASELINE_RATIO_METRIC);
+        assert_eq!(
+            (v[0].stat.as_str(), v[0].value, v[0].pass),
+            ("p99_ratio", Some(2.0), false)
+        );
+        assert!(verdict_table(&r, &v).contains("p99_ratio <= 1.50"));
+        let required = parse("[baseline]\nrequired = true\np50_ratio = 1.2\n").unwrap();
+        let v = required.evaluate(&report()).unwrap();
+        assert_eq!((v[0].value, v[0].pass), (None, false));
+
+        let e = parse("[baseline]\np99_ratio = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `baseline.p99_ratio`"), "{e}");
+        let e = parse("[baseline]\np99 = 2\n").unwrap_err().to_string();
+        assert!(
+            e.contains("key `baseline.p99`") && e.contains("unknown field"),
             "{e}"
         );
     }
