@@ -77,6 +77,8 @@ pub struct EthercatBackend {
     pub(crate) expected_wkc: u16,
     pub(crate) drv: [DriveIo; MAX_DRIVES],
     pub(crate) stats: BusStats,
+    /// Drives (bit = bus position) not in OP at the last exchange.
+    pub(crate) not_op: u32,
 }
 
 impl EthercatBackend {
@@ -131,6 +133,7 @@ impl EthercatBackend {
             expected_wkc: 0,
             drv: [DriveIo::default(); MAX_DRIVES],
             stats: BusStats::default(),
+            not_op: 0,
             p: params,
         }
     }
@@ -223,8 +226,10 @@ impl EthercatBackend {
             let d = &mut self.drv[i];
             group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
         }
-        if let Some(i) = res.first_not_op {
+        self.not_op = res.not_op;
+        if res.not_op != 0 {
             self.stats.drive_missing += 1;
+            let i = res.not_op.trailing_zeros() as usize;
             let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
             return Err(BackendError::DriveMissing { joint });
         }
@@ -256,7 +261,11 @@ impl EthercatBackend {
             fb.pos_rad[j] = dp.scale.pos_rad(d.actual);
             fb.vel_rad_s[j] = dp.scale.vel_rad_s(d.vel);
             fb.torque_nm[j] = f64::from(d.torque) * 1e-3 * dp.rated_torque_nm;
-            fb.state[j] = d.power.drive_state();
+            fb.state[j] = if self.not_op & (1 << i) != 0 {
+                DriveState::Missing
+            } else {
+                d.power.drive_state()
+            };
             fb.error_code[j] = d.error_code;
         }
     }
@@ -381,7 +390,12 @@ impl Backend for EthercatBackend {
                 None,
             ),
         };
-        self.cycle()?;
+        let cycled = self.cycle();
+        if let Err(e @ (BackendError::FrameLost | BackendError::Io { .. })) = cycled {
+            // Nothing was measured: the last feedback stands, with no round trip.
+            fb.bus_rtt_ns = 0;
+            return Err(e);
+        }
         let rtt = self.io.last_rtt().unwrap_or_default();
         let rtt_ns = rtt.as_nanos() as u64;
         self.stats.max_rtt_ns = self.stats.max_rtt_ns.max(rtt_ns);
@@ -391,6 +405,9 @@ impl Backend for EthercatBackend {
             .sent_at()
             .map_or(0, |s| s.saturating_duration_since(entry).as_nanos() as u64);
         self.fill_feedback(now.add_ns(sent_after + rtt_ns / 2), rtt_ns, fb);
+        // A drive gone or a working counter off: reported first (the inputs of the drives
+        // that did not answer are last cycle's).
+        cycled?;
         if let Some(e) = self.first_fault() {
             self.stats.drive_faults += 1;
             return Err(e);

@@ -16,9 +16,9 @@ pub type PreOpGroup = SubDeviceGroup<MAX_DRIVES, MAX_PDI, DefaultLock, PreOp>;
 pub struct CycleResult {
     /// LRW working counter.
     pub wkc: u16,
-    /// First drive (bus position) not in OP, if any: gone from the bus, or dropped out of OP
+    /// Drives (bit = bus position) not in OP: gone from the bus, or dropped out of OP
     /// (watchdog, error).
-    pub first_not_op: Option<usize>,
+    pub not_op: u32,
 }
 
 /// The group in OP.
@@ -29,15 +29,14 @@ pub enum OpGroup {
     Dc(SubDeviceGroup<MAX_DRIVES, MAX_PDI, DefaultLock, Op, HasDc>),
 }
 
-fn first_not_op<'a>(states: impl Iterator<Item = &'a SubDeviceState>, n: usize) -> Option<usize> {
-    let mut seen = 0;
-    for (i, s) in states.enumerate() {
-        seen += 1;
-        if *s != SubDeviceState::Op {
-            return Some(i);
+fn not_op<'a>(states: impl Iterator<Item = &'a SubDeviceState>, n: usize) -> u32 {
+    let mut mask = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    for (i, s) in states.enumerate().take(32) {
+        if *s == SubDeviceState::Op {
+            mask &= !(1 << i);
         }
     }
-    (seen < n).then_some(seen)
+    mask
 }
 
 impl OpGroup {
@@ -61,11 +60,11 @@ impl OpGroup {
         match self {
             OpGroup::Plain(g) => g.tx_rx(md).await.map(|r| CycleResult {
                 wkc: r.working_counter,
-                first_not_op: first_not_op(r.subdevice_states.iter(), n),
+                not_op: not_op(r.subdevice_states.iter(), n),
             }),
             OpGroup::Dc(g) => g.tx_rx_dc(md).await.map(|r| CycleResult {
                 wkc: r.working_counter,
-                first_not_op: first_not_op(r.subdevice_states.iter(), n),
+                not_op: not_op(r.subdevice_states.iter(), n),
             }),
         }
     }

@@ -41,9 +41,15 @@ pub fn backend(cfg: &Config) -> Result<Box<dyn Backend>, RunError> {
                 .map_err(|e| RunError::Backend(e.to_string()))?;
             Ok(Box::new(arm))
         }
-        BackendKind::Ethercat => Err(RunError::Backend(
-            "the EtherCAT backend is not part of this build".into(),
-        )),
+        BackendKind::Ethercat => {
+            // Opens the raw socket now (a wrong interface or missing CAP_NET_RAW fails
+            // here); bring-up runs in `Backend::start`.
+            let params =
+                chunkrt_ethercat::EthercatParams::from_config(cfg).map_err(RunError::Backend)?;
+            let bus = chunkrt_ethercat::EthercatBackend::open(params)
+                .map_err(|e| RunError::Backend(e.to_string()))?;
+            Ok(Box::new(bus))
+        }
     }
 }
 

@@ -1,0 +1,230 @@
+//! Per-cycle faults on the simulated chain: a drive fault with quick stop, fault reset and
+//! re-enable; lost frames; a drive that disappears; commands that must not be sent.
+
+mod common;
+
+use chunkrt_core::{Backend, BackendError, Command, DriveRequest, DriveState, Feedback};
+use chunkrt_ethercat::{EthercatBackend, EthercatParams, SimControl};
+use common::*;
+
+/// Each simulated drive's target (0x607A) as it holds it now.
+fn sim_targets(ctl: &SimControl) -> Vec<i32> {
+    let net = ctl.network();
+    (0..net.len())
+        .map(|i| net.device(i).unwrap().drive().target)
+        .collect()
+}
+
+fn sim_positions(ctl: &SimControl) -> Vec<i32> {
+    let net = ctl.network();
+    (0..net.len())
+        .map(|i| net.device(i).unwrap().drive().position())
+        .collect()
+}
+
+/// The counts `cmd` asks of each drive (bus order).
+fn cmd_counts(p: &EthercatParams, cmd: &Command) -> Vec<i32> {
+    p.drives
+        .iter()
+        .map(|d| d.scale.pos_counts(cmd.pos_rad[d.joint]))
+        .collect()
+}
+
+fn setup() -> (
+    chunkrt_config::Config,
+    EthercatBackend,
+    SimControl,
+    Feedback,
+) {
+    let cfg = config();
+    let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
+    let fb = start(&mut b);
+    (cfg, b, ctl, fb)
+}
+
+#[test]
+fn drive_fault_then_quick_stop_fault_reset_and_recovery() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    let mut k = 1;
+    let mut step = |b: &mut EthercatBackend, cmd: &Command, fb: &mut Feedback| {
+        k += 1;
+        b.exchange(t(k, 1.0), cmd, fb)
+    };
+    for _ in 0..20 {
+        step(&mut b, &hold(&fb0, DriveRequest::Track), &mut fb).expect("nominal");
+    }
+    assert!(ctl.network().inject_drive_fault(2, 0x2310));
+
+    // The fault is reported with the drive's joint and 0x603F.
+    let mut reported = None;
+    for _ in 0..5 {
+        if let Err(e) = step(&mut b, &hold(&fb0, DriveRequest::Track), &mut fb) {
+            reported = Some(e);
+            break;
+        }
+    }
+    assert_eq!(
+        reported,
+        Some(BackendError::DriveFault {
+            joint: 2,
+            code: 0x2310
+        })
+    );
+    assert_eq!(fb.state[2], DriveState::Fault);
+    assert_eq!(fb.error_code[2], 0x2310);
+
+    // The runtime's answer: quick stop. The other drives stop and leave Operation Enabled;
+    // the fault keeps being reported.
+    for _ in 0..50 {
+        let r = step(&mut b, &hold(&fb, DriveRequest::QuickStop), &mut fb);
+        assert!(
+            matches!(r, Err(BackendError::DriveFault { joint: 2, .. })),
+            "{r:?}"
+        );
+    }
+    assert!(!any_sim_drive_enabled(&ctl));
+    for j in [0, 1, 3, 4, 5, 6] {
+        assert!(
+            matches!(fb.state[j], DriveState::QuickStop | DriveState::Disabled),
+            "joint {j}: {:?}",
+            fb.state[j]
+        );
+    }
+
+    // Fault reset: bit 7 pulsed, then every drive enabled at its actual position.
+    let mut cycles = 0;
+    while !all_enabled(&fb) {
+        cycles += 1;
+        assert!(cycles < 100, "no recovery: {:?}", &fb.state[..7]);
+        let _ = step(&mut b, &hold(&fb, DriveRequest::FaultReset), &mut fb);
+        let (targets, positions) = (sim_targets(&ctl), sim_positions(&ctl));
+        for i in 0..7 {
+            assert!(
+                (i64::from(targets[i]) - i64::from(positions[i])).abs() < 50,
+                "drive {i}: target {} far from actual {} while enabling",
+                targets[i],
+                positions[i]
+            );
+        }
+    }
+    assert_eq!(fb.error_code[2], 0);
+    // Re-seeded at the measured position, tracking resumes.
+    let resumed = hold(&fb, DriveRequest::Track);
+    for _ in 0..20 {
+        step(&mut b, &resumed, &mut fb).expect("tracking again");
+    }
+    assert!(all_enabled(&fb));
+}
+
+#[test]
+fn one_percent_frame_loss_is_counted_and_never_leaves_a_stale_command() {
+    let cfg = config();
+    let mut sim = sim_config(&cfg, 7);
+    sim.frames.drop = 0.01;
+    sim.seed = 42;
+    let (mut b, ctl) = backend(&cfg, sim);
+    let fb0 = start(&mut b);
+    let p = params(&cfg);
+    let mut fb = fb0;
+    let (mut lost, mut ok) = (0u64, 0u64);
+    for k in 1..=5000u64 {
+        let mut cmd = hold(&fb0, DriveRequest::Track);
+        let s = (k as f64 * 2e-3 * std::f64::consts::PI).sin();
+        for j in 0..7 {
+            cmd.pos_rad[j] += 0.1 * s;
+        }
+        let before = fb;
+        match b.exchange(t(k, 1.0), &cmd, &mut fb) {
+            Ok(()) => {
+                ok += 1;
+                // Every frame that came back carried this cycle's command, whatever was
+                // lost before it.
+                assert_eq!(sim_targets(&ctl), cmd_counts(&p, &cmd), "cycle {k}");
+            }
+            Err(BackendError::FrameLost) => {
+                lost += 1;
+                // Nothing measured: the last feedback stands, with no round trip.
+                assert_eq!(fb.pos_rad, before.pos_rad);
+                assert_eq!(fb.bus_rtt_ns, 0);
+            }
+            Err(e) => panic!("cycle {k}: unexpected {e}"),
+        }
+    }
+    let dropped = ctl.network().stats().dropped;
+    eprintln!(
+        "{lost} frames lost of 5000 ({dropped} dropped by the wire); {:?}",
+        b.stats()
+    );
+    assert_eq!(b.stats().frames_lost, lost);
+    assert_eq!(
+        lost, dropped,
+        "every dropped frame is counted as lost, nothing else is"
+    );
+    assert!((20..=90).contains(&lost), "about 1% of 5000: {lost}");
+    assert_eq!(ok + lost, 5000);
+}
+
+#[test]
+fn a_drive_that_disappears_is_reported_by_joint_and_comes_back() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    let cmd = hold(&fb0, DriveRequest::Track);
+    b.exchange(t(1, 1.0), &cmd, &mut fb).expect("nominal");
+    ctl.network().cut_link(5);
+    let r = b.exchange(t(2, 1.0), &cmd, &mut fb);
+    assert_eq!(r, Err(BackendError::DriveMissing { joint: 5 }));
+    assert_eq!(fb.state[5], DriveState::Missing);
+    assert_eq!(fb.state[6], DriveState::Missing);
+    assert_eq!(fb.state[4], DriveState::Enabled);
+    ctl.network().cut_link(7);
+    b.exchange(t(3, 1.0), &cmd, &mut fb).expect("cable back in");
+    assert_eq!(b.stats().drive_missing, 1);
+}
+
+#[test]
+fn commands_that_must_not_reach_the_drives_are_refused_and_the_drives_hold() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    let cmd = hold(&fb0, DriveRequest::Track);
+    b.exchange(t(1, 1.0), &cmd, &mut fb).expect("nominal");
+    let held = sim_targets(&ctl);
+
+    let mut nan = cmd;
+    nan.pos_rad[4] = f64::NAN;
+    assert_eq!(
+        b.exchange(t(2, 1.0), &nan, &mut fb),
+        Err(BackendError::InvalidCommand { joint: 4 })
+    );
+    assert_eq!(sim_targets(&ctl), held, "a NaN command is not sent");
+    let mut short = cmd;
+    short.dof = 6;
+    assert_eq!(
+        b.exchange(t(3, 1.0), &short, &mut fb),
+        Err(BackendError::InvalidCommand { joint: 6 })
+    );
+    assert_eq!(sim_targets(&ctl), held);
+    assert!(all_enabled(&fb), "refusing a command does not stop the arm");
+
+    // After a quick stop and re-enable, a command far from where the drive was enabled
+    // is refused (the drive holds) until the runtime sends one near it.
+    for k in 4..40 {
+        let _ = b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::QuickStop), &mut fb);
+    }
+    let mut k = 40;
+    while !all_enabled(&fb) {
+        k += 1;
+        assert!(k < 100);
+        let _ = b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::Track), &mut fb);
+    }
+    let held = sim_targets(&ctl);
+    let mut far = hold(&fb, DriveRequest::Track);
+    far.pos_rad[1] += 0.3;
+    assert_eq!(
+        b.exchange(t(k + 1, 1.0), &far, &mut fb),
+        Err(BackendError::InvalidCommand { joint: 1 })
+    );
+    assert_eq!(sim_targets(&ctl)[1], held[1], "joint 1 holds");
+    b.exchange(t(k + 2, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
+        .expect("a command at the measured position resumes");
+}
