@@ -468,6 +468,39 @@ mod tests {
         assert!(!nan.drop_next());
     }
 
+    proptest::proptest! {
+        /// Whatever the delay, push times and poll times: values come out in push
+        /// order, never before `push + delay`, and at the first poll at or after it.
+        #[test]
+        fn delay_line_is_exact_for_any_schedule(
+            delay_ns in 0u64..5_000_000,
+            gaps in proptest::collection::vec(0u64..2_000_000, 1..200),
+            poll_ns in 1u64..700_000,
+        ) {
+            let mut line: DelayLine<(u64, u64), 256> = DelayLine::new(delay_ns, (0, 0));
+            let mut t_push = 0u64;
+            let mut pending = std::collections::VecDeque::new();
+            let mut t = 0u64;
+            let mut next_id = 0u64;
+            for gap in gaps {
+                t_push += gap;
+                // Poll up to (and including) the push instant, then push.
+                while t + poll_ns <= t_push {
+                    t += poll_ns;
+                    while let Some((id, pushed)) = line.pop_due(MonoTime(t)) {
+                        let (want_id, want_pushed): (u64, u64) = pending.pop_front().unwrap();
+                        proptest::prop_assert_eq!((id, pushed), (want_id, want_pushed));
+                        proptest::prop_assert!(t >= pushed + delay_ns);
+                        proptest::prop_assert!(t < pushed + delay_ns + poll_ns);
+                    }
+                }
+                line.push(MonoTime(t_push), (next_id, t_push)).unwrap();
+                pending.push_back((next_id, t_push));
+                next_id += 1;
+            }
+        }
+    }
+
     #[test]
     fn zero_models_are_recognised() {
         assert!(DelayModel::NONE.is_zero());
