@@ -287,8 +287,12 @@ impl Device {
     fn handle_mailbox(&mut self) {
         let (start, len, _, _) = self.esc.sm(0);
         let mut req = [0u8; MBX_LEN as usize];
-        let n = usize::from(len).min(req.len());
-        req[..n].copy_from_slice(&self.esc.ram(usize::from(start), n)[..n]);
+        // The master may place a sync manager at the very end of memory: take what exists.
+        let src = self
+            .esc
+            .ram(usize::from(start), usize::from(len).min(req.len()));
+        let n = src.len();
+        req[..n].copy_from_slice(src);
         self.esc.set_sm_full(0, false);
         let mut resp = [0u8; MBX_LEN as usize];
         if let Some(rn) = self
@@ -312,6 +316,9 @@ impl Device {
             return; // the master configured a mailbox too small for the reply
         }
         let dst = self.esc.ram_mut(usize::from(start), len);
+        if n > dst.len() {
+            return;
+        }
         dst.fill(0);
         dst[..n].copy_from_slice(&resp[..n]);
         self.esc.set_sm_full(1, true);
@@ -325,8 +332,10 @@ impl Device {
             let (start, _, _, _) = self.esc.sm(2);
             let n = self.objs.rx_bytes();
             let mut image = [0u8; crate::od::MAX_PDO_BYTES];
-            image[..n].copy_from_slice(self.esc.ram(usize::from(start), n));
-            self.objs.unpack_outputs(&image[..n]);
+            let src = self.esc.ram(usize::from(start), n);
+            let k = src.len();
+            image[..k].copy_from_slice(src);
+            self.objs.unpack_outputs(&image[..k]);
             self.last_outputs_ns = now_ns;
         }
         self.objs.drive.cycle(dt, op);
@@ -338,9 +347,9 @@ impl Device {
         let n = self.objs.tx_bytes();
         let mut image = [0u8; crate::od::MAX_PDO_BYTES];
         self.objs.pack_inputs(&mut image[..n]);
-        self.esc
-            .ram_mut(usize::from(start), n)
-            .copy_from_slice(&image[..n]);
+        let dst = self.esc.ram_mut(usize::from(start), n);
+        let k = dst.len();
+        dst.copy_from_slice(&image[..k]);
     }
 
     /// Communication to this drive was lost while it was enabled (cable cut): the drive faults

@@ -270,13 +270,13 @@ impl SimNetwork {
     fn run_chain(&mut self, buf: &mut [u8], end: usize, count: usize) {
         let last = self.reachable.saturating_sub(1) as u64;
         for (i, dev) in self.devices.iter_mut().enumerate().take(count) {
-            let i64_ = i as u64;
+            let pos = i as u64;
             let hop = Hop {
-                arrival_ns: self.now_ns + i64_ * HOP_NS,
+                arrival_ns: self.now_ns + pos * HOP_NS,
                 return_ns: dev
                     .esc
                     .port1_link
-                    .then(|| self.now_ns + (2 * last - i64_) * HOP_NS + HOP_NS / 2),
+                    .then(|| self.now_ns + (2 * last - pos) * HOP_NS + HOP_NS / 2),
             };
             let mut o = 16usize;
             while o + 12 <= end {
@@ -481,6 +481,36 @@ mod tests {
         // The mailbox is now empty: reading again does not count.
         let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x1080), &[0; 128])]);
         assert_eq!(r[0].1, 0);
+    }
+
+    #[test]
+    fn sync_managers_at_the_end_of_memory_do_not_panic() {
+        let mut n = net(1);
+        exchange(&mut n, &[(cmd::APWR, fp(0, 0x10), &[0x00, 0x10])]);
+        let sm = [
+            0x00, 0x10, 0x80, 0x00, 0x26, 0x00, 0x01, 0x00, 0x80, 0x10, 0x80, 0x00, 0x22, 0x00,
+            0x01, 0x00,
+        ];
+        exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x0800), &sm)]);
+        exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x0120), &[0x02, 0x00])]);
+        // Move the mailboxes to the end of the ESC memory (SM0 straddles it), then fill SM0.
+        let sm = [
+            0xF0, 0x1F, 0x80, 0x00, 0x26, 0x00, 0x01, 0x00, 0xC0, 0x1F, 0x30, 0x00, 0x22, 0x00,
+            0x01, 0x00,
+        ];
+        exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x0800), &sm)]);
+        let mut req = [0u8; 128];
+        req[..16].copy_from_slice(&[
+            10, 0, 0, 0, 0, 0x13, 0, 0x20, 0x40, 0x18, 0x10, 0x02, 0, 0, 0, 0,
+        ]);
+        let r = exchange(&mut n, &[(cmd::FPWR, fp(0x1000, 0x1FF0), &req)]);
+        assert_eq!(r[0].1, 1);
+        let r = exchange(&mut n, &[(cmd::FPRD, fp(0x1000, 0x1FC0), &[0; 0x30])]);
+        assert_eq!(
+            (r[0].1, r[0].0[8]),
+            (1, 0x43),
+            "the SDO reply arrived in SM1"
+        );
     }
 
     struct DriveParamsDefault;

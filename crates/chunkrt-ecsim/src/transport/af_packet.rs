@@ -90,7 +90,7 @@ impl RawSocket {
             events: libc::POLLIN,
             revents: 0,
         };
-        let ms = timeout.as_millis().clamp(0, 1000) as libc::c_int;
+        let ms = timeout.as_millis().min(1000) as libc::c_int;
         // SAFETY: `pfd` is a valid pollfd and we pass a count of 1.
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
         if rc < 0 {
