@@ -481,8 +481,8 @@ mod tests {
             let mut t_push = 0u64;
             let mut pending = std::collections::VecDeque::new();
             let mut t = 0u64;
-            let mut next_id = 0u64;
-            for gap in gaps {
+            for (id, gap) in gaps.into_iter().enumerate() {
+                let id = id as u64;
                 t_push += gap;
                 // Poll up to (and including) the push instant, then push.
                 while t + poll_ns <= t_push {
@@ -494,9 +494,8 @@ mod tests {
                         proptest::prop_assert!(t < pushed + delay_ns + poll_ns);
                     }
                 }
-                line.push(MonoTime(t_push), (next_id, t_push)).unwrap();
-                pending.push_back((next_id, t_push));
-                next_id += 1;
+                line.push(MonoTime(t_push), (id, t_push)).unwrap();
+                pending.push_back((id, t_push));
             }
         }
     }
