@@ -42,10 +42,10 @@ proptest! {
         let mut amax: f64 = 0.0;
         let mut jmax: f64 = 0.0;
         let mut prev_acc = [0.0; MAX_DOF];
-        for i in 0..values.len() {
+        for (i, row) in values.iter().enumerate() {
             s.eval(c.t_of(i), &mut p);
             for j in 0..dof {
-                prop_assert!((p.pos_rad[j] - values[i][j]).abs() < 1e-9, "knot {} joint {}", i, j);
+                prop_assert!((p.pos_rad[j] - row[j]).abs() < 1e-9, "knot {} joint {}", i, j);
                 amax = amax.max(p.acc_rad_s2[j].abs());
                 if i > 0 {
                     jmax = jmax.max((p.acc_rad_s2[j] - prev_acc[j]).abs() / h);
