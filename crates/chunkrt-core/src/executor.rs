@@ -108,6 +108,8 @@ pub enum ModeChangeReason {
     Rearmed,
     /// The runtime is stopping (duration over, SIGINT, SIGTERM).
     Shutdown,
+    /// The drives were re-enabled after a fault; the executor holds where they are.
+    DrivesRecovered,
 }
 
 /// A timestamped mode change.
@@ -624,6 +626,32 @@ impl Executor {
         if self.mode == Mode::Playing {
             self.enter_fallback(now, reason);
         }
+    }
+
+    /// Re-seeds the executor at rest at `pos`: the measured position after the drives
+    /// were re-enabled following a fault (they hold where they stopped, not where the
+    /// last command was). Mode `Holding` (event `reason`), safe-stop timer restarted,
+    /// a queued chunk discarded; chunks computed before `now` are refused, as after
+    /// `force_fallback`; the next fresh chunk blends in from here. No allocation.
+    pub fn resync(&mut self, now: MonoTime, pos: &JointVec, reason: ModeChangeReason) {
+        self.force_fallback(now, reason);
+        if self.pending_valid {
+            self.pending_valid = false;
+            self.counts.pending = 0;
+            self.counts.discarded += 1;
+        }
+        self.blend = BlendSource::None;
+        self.hold_pos = *pos;
+        self.last = Pva::at_rest(pos);
+        self.t_fallback = now;
+        // Logged even when already holding: the held position changed.
+        self.events.push(ModeEvent {
+            t: now,
+            from: self.mode,
+            to: Mode::Holding,
+            reason,
+        });
+        self.mode = Mode::Holding;
     }
 
     /// Re-arms the executor (operator action; needed with `Resume::Manual` after the

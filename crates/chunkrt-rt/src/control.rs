@@ -7,8 +7,8 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, Chunk, Command, DriveRequest, Executor, Feedback, Gate, JointVec, Mode,
-    ModeChangeReason, MonoTime, Observation, Setpoint, MAX_DOF,
+    Backend, Chunk, Command, DriveRequest, DriveState, Executor, Feedback, Gate, JointVec, Mode,
+    ModeChangeReason, MonoTime, Observation, Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -48,6 +48,7 @@ pub struct ControlLoop {
     out_of_domain: bool,
     last_mode: Mode,
     stopping: bool,
+    recovering: bool,
     chunks_ignored_stopping: u64,
     /// Delay injection (issue 8); `None`: the cycle is exactly the uninjected one.
     inject: Option<Box<crate::inject::ControlInjection>>,
@@ -108,6 +109,7 @@ impl ControlLoop {
             out_of_domain: false,
             last_mode: Mode::Holding,
             stopping: false,
+            recovering: false,
             chunks_ignored_stopping: 0,
             inject: None,
         }
@@ -216,6 +218,19 @@ impl ControlLoop {
             self.out_of_domain = !inside;
         }
 
+        // 2b. Drive faults: answered with the fallback (the backend error below), a
+        // fault reset when `resume = auto`, and a re-seed at the measured position
+        // once every drive is enabled again, so nothing jumps on re-enable.
+        let faulted = self.fb.state[..self.dof].contains(&DriveState::Fault);
+        if faulted {
+            self.recovering = true;
+        } else if self.recovering && self.fb.all_enabled() {
+            self.recovering = false;
+            self.executor
+                .resync(wake, &self.fb.pos_rad, ModeChangeReason::DrivesRecovered);
+            self.gate.resync(&self.fb.pos_rad);
+        }
+
         // 3-4. Executor, then the gate, applied last in every mode.
         self.executor.tick(wake, &mut self.setpoint);
         let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
@@ -229,9 +244,18 @@ impl ControlLoop {
         }
         let mode = self.executor.mode();
         self.cmd.t_cmd = deadline;
-        self.cmd.request = match mode {
-            Mode::SafeStop => DriveRequest::QuickStop,
-            _ => DriveRequest::Track,
+        let auto_resume = self.executor.config().resume == Resume::Auto;
+        self.cmd.request = if self.recovering {
+            if auto_resume && !self.stopping {
+                DriveRequest::FaultReset
+            } else {
+                DriveRequest::QuickStop
+            }
+        } else {
+            match mode {
+                Mode::SafeStop => DriveRequest::QuickStop,
+                _ => DriveRequest::Track,
+            }
         };
 
         // 5-6. Exchange with the drives.
