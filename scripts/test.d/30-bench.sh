@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
 # The latency benchmark on the simulated arm with the bundled policy (the default
 # configuration), 30 s, judged against the CI budget with cyclictest beside the
-# loop. Fails when the budget fails (chunkrt bench exits 1) or the run cannot start.
+# loop: fails when the budget fails (chunkrt bench exits 1) or cannot run.
+# Then proves the budget can fail: the same pipeline with a 60 ms inference delay
+# injected (longer than the 50 ms chunk period) must exit 1 with a FAIL row.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root="$(pwd)"
 bin="${CHUNKRT_BIN:-target/release/chunkrt}"
 if [[ ! -x "$bin" ]]; then
     cargo build --release --quiet -p chunkrt-cli
 fi
-CHUNKRT_BIN="$bin" exec ./scripts/ci-latency.sh \
+
+CHUNKRT_BIN="$bin" ./scripts/ci-latency.sh \
     --budget rt-config/budget-ci.toml --duration 30s --out runs/ci-bench
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+sed "s#^manifest = \"policies/#manifest = \"${root}/rt-config/policies/#" rt-config/sim.toml > "$tmp/broken.toml"
+printf '\n[inject]\ninference_delay = { kind = "fixed", ms = 60.0 }\n' >> "$tmp/broken.toml"
+set +e
+"$bin" bench --config "$tmp/broken.toml" --budget rt-config/budget-ci.toml \
+    --duration 5s --out runs/ci-bench-broken --quiet > "$tmp/out.txt" 2>&1
+status=$?
+set -e
+if [[ $status -ne 1 ]] || ! grep -Eq '^inference_latency .* FAIL$' "$tmp/out.txt"; then
+    cat "$tmp/out.txt"
+    echo "30-bench: a 60 ms inference delay should break budget-ci.toml (exit 1, FAIL row); got exit $status" >&2
+    exit 1
+fi
+echo "30-bench: the broken pipeline fails the budget as it must:"
+grep -E 'FAIL' "$tmp/out.txt"

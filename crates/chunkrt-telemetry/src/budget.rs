@@ -492,7 +492,7 @@ pub fn verdict_table(report: &Report, verdicts: &[Verdict]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:>9} {:>9} {:>9} {:>9}  {:<24} {:>10}  verdict",
+        "{:<24} {:>9} {:>9} {:>9} {:>9}  {:<24} {:>10}  verdict",
         "budget (us)", "P50", "P99", "P99.9", "max", "limit", "value"
     );
     for v in verdicts {
@@ -523,7 +523,7 @@ pub fn verdict_table(report: &Report, verdicts: &[Verdict]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<18} {:>9} {:>9} {:>9} {:>9}  {:<24} {:>10}  {}",
+            "{:<24} {:>9} {:>9} {:>9} {:>9}  {:<24} {:>10}  {}",
             v.metric,
             p50,
             p99,
