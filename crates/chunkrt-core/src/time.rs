@@ -36,9 +36,18 @@ impl MonoTime {
         self.0 as f64 * 1e-9
     }
 
-    /// Signed difference `self - earlier` in nanoseconds (negative when `earlier` is later).
+    /// Signed difference `self - earlier` in nanoseconds (negative when `earlier` is
+    /// later), saturating at the ends of `i64`: times from untrusted input (a chunk's
+    /// `t_start`) can be anywhere in `u64`, and the difference must not overflow.
     pub const fn diff_ns(self, earlier: MonoTime) -> i64 {
-        self.0 as i64 - earlier.0 as i64
+        let d = self.0 as i128 - earlier.0 as i128;
+        if d > i64::MAX as i128 {
+            i64::MAX
+        } else if d < i64::MIN as i128 {
+            i64::MIN
+        } else {
+            d as i64
+        }
     }
 
     /// `self - earlier` in nanoseconds, 0 when `earlier` is later.
@@ -78,6 +87,14 @@ pub fn ms_to_ns(ms: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn differences_of_far_apart_times_saturate() {
+        assert_eq!(MonoTime(u64::MAX).diff_ns(MonoTime(0)), i64::MAX);
+        assert_eq!(MonoTime(0).diff_ns(MonoTime(u64::MAX)), i64::MIN);
+        assert_eq!(MonoTime(1 << 63).diff_ns(MonoTime(1_000)), i64::MAX - 999);
+        assert_eq!(MonoTime(5).diff_ns(MonoTime(7)), -2);
+    }
 
     #[test]
     fn differences_are_signed_and_saturating() {
