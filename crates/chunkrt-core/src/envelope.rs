@@ -33,6 +33,29 @@ pub(crate) fn vel_peak(v: f64, alpha: f64, t: f64, d: f64) -> f64 {
     v1 + t * (m * alpha - d * m * (m + 1.0) * 0.5)
 }
 
+/// Largest `alpha` with `vel_peak(v, alpha, t, d) <= v_max`: the exact inverse of
+/// the piecewise-linear [`vel_peak`], nudged down where rounding would overshoot.
+pub(crate) fn vel_peak_inverse(v: f64, v_max: f64, t: f64, d: f64) -> f64 {
+    let r = v_max - v;
+    let mut alpha = if r <= 0.0 {
+        r / t
+    } else {
+        // vel_peak(k d) = v + t d k (k + 1) / 2: the last k whose value fits, then
+        // the linear piece above it, where m = k further positive periods follow.
+        let k = ((-1.0 + (1.0 + 8.0 * r / (t * d)).sqrt()) * 0.5)
+            .floor()
+            .max(0.0);
+        (r / t + d * k * (k + 1.0) * 0.5) / (k + 1.0)
+    };
+    for _ in 0..4 {
+        if vel_peak(v, alpha, t, d) <= v_max {
+            break;
+        }
+        alpha -= alpha.abs() * 1e-12 + 1e-12;
+    }
+    alpha
+}
+
 /// Highest position reached after choosing `alpha` for the next period and then
 /// braking: acceleration swung toward `-b` by `d` per period, held at `-b` until the
 /// velocity is no longer positive. O(1): the ramp and the constant phase are summed
@@ -227,6 +250,26 @@ mod tests {
             proptest::prop_assert!(pos_peak_bound(q, v, alpha, t, d, b) >= exact - 1e-12);
             let ve = vel_peak(v, alpha, t, d);
             proptest::prop_assert!((ve - vel_peak_sim(v, alpha, t, d)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn velocity_inverse_is_the_largest_feasible_acceleration() {
+        let (t, d) = (1e-3, 0.5);
+        for &(v, v_max) in &[
+            (0.0, 2.0),
+            (1.9, 2.0),
+            (2.0, 2.0),
+            (-2.0, 2.0),
+            (1.0, 1.0001),
+            (2.5, 2.0),
+        ] {
+            let a = vel_peak_inverse(v, v_max, t, d);
+            assert!(vel_peak(v, a, t, d) <= v_max, "v {v}");
+            assert!(
+                vel_peak(v, a + 1e-6, t, d) > v_max,
+                "v {v}: {a} not the largest"
+            );
         }
     }
 

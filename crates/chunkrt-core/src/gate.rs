@@ -23,7 +23,7 @@
 //! allowed.
 
 use crate::chunk::{JointVec, MAX_DOF};
-use crate::envelope::{bisect_max, pos_peak, pos_peak_bound, vel_peak};
+use crate::envelope::{bisect_max, pos_peak, pos_peak_bound, vel_peak, vel_peak_inverse};
 use crate::executor::Setpoint;
 use crate::io::Command;
 use crate::limits::{JointLimit, JointLimits};
@@ -152,7 +152,7 @@ fn upper_bound(
         hi = if vel_peak(s.v, lo_hard, t, d) > v_max {
             lo_hard
         } else {
-            bisect_max(lo_hard, hi, |x| vel_peak(s.v, x, t, d) <= v_max)
+            vel_peak_inverse(s.v, v_max, t, d).clamp(lo_hard, hi)
         };
         by = Constraint::Velocity;
     }
