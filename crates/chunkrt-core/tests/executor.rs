@@ -377,3 +377,49 @@ fn blending_removes_the_seam_jump_that_newest_wins_shows() {
         }
     }
 }
+
+#[test]
+fn counters_follow_every_chunk_to_one_outcome() {
+    let mut clk = Clock::start();
+    let mut e = new_exec(config(DOF), clk.now());
+    let mut sp = Setpoint::default();
+    let now = clk.now();
+    // Two chunks before a tick: the first never plays (superseded).
+    e.offer(&still_chunk(1, now, 0.0), now).unwrap();
+    e.offer(&still_chunk(2, now, 0.0), now).unwrap();
+    e.tick(now, &mut sp);
+    assert_eq!(e.first_use().map(|c| c.seq), Some(2));
+    // A chunk that starts later than its freshness lasts is discarded unplayed.
+    let now = clk.advance_ms(1);
+    let late_start = now.add_ns(300 * NS_PER_MS);
+    e.offer(
+        &chunk_from(3, now, late_start, 20, 10, DOF, |_, _| 0.0),
+        now,
+    )
+    .unwrap();
+    for _ in 0..310 {
+        e.tick(clk.advance_ms(1), &mut sp);
+    }
+    // A rejected one.
+    let now = clk.advance_ms(1);
+    assert!(e.offer(&still_chunk(3, now, 0.0), now).is_err());
+    let c = e.counts();
+    assert_eq!(
+        (
+            c.offered,
+            c.accepted,
+            c.rejected,
+            c.used,
+            c.superseded,
+            c.discarded,
+            c.pending
+        ),
+        (4, 3, 1, 1, 1, 1, 0)
+    );
+    assert!(c.reconciles());
+    assert_eq!(
+        e.current_chunk(),
+        None,
+        "the ladder took over after chunk 2 expired"
+    );
+}
