@@ -17,9 +17,14 @@
 //!
 //! Both outcomes grow monotonically with `a'`, and the braking rule's own next
 //! action leads to a state whose outcome is the same as before. So if the current
-//! state is safe, the most-braking admissible `a'` is safe again: the admissible
-//! set never becomes empty and the limits hold by induction. The lower side is the
-//! mirror image (negate positions, velocities and accelerations).
+//! state is safe, the most-braking admissible `a'` is safe again for every bound
+//! on that side, and the limits hold by induction. The lower side is the mirror
+//! image (negate positions, velocities and accelerations). The two sides can only
+//! contradict each other when the limits themselves do (a position range shorter
+//! than the overshoot of a jerk-limited stop, or `max_vel` below `max_acc^2 /
+//! max_jerk`); the gate then keeps the jerk and acceleration limits and reports
+//! `Braking`. The proptests draw limits across the sane range and check every
+//! executed command.
 
 /// Largest velocity reached after choosing `alpha` for the next period and then
 /// lowering the acceleration by `d` per period until it is `<= 0`.

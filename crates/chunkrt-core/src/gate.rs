@@ -9,9 +9,10 @@
 //!    jerk `|a' - a| <= J t` (`Jerk`), `|a'| <= A` (`Acceleration`), a velocity
 //!    that can still be kept within `V` (`Velocity`), and a position from which a
 //!    jerk-limited brake at `brake_acc` stops inside the limits (`Braking`: the
-//!    jerk-aware form of `|v| <= sqrt(2 a_brake d)`). See [`crate::envelope`] for why
-//!    that interval can never become empty, i.e. why the executed commands never
-//!    break a limit whatever is proposed;
+//!    jerk-aware form of `|v| <= sqrt(2 a_brake d)`). See `envelope.rs` for why
+//!    that interval does not become empty, i.e. why the executed commands never
+//!    break a limit whatever is proposed (checked by the proptests in
+//!    `tests/properties.rs`);
 //! 4. if the proposal is reachable inside that interval it is executed exactly;
 //!    otherwise the gate steers toward it with a square-root (time-optimal shaped)
 //!    position/velocity cascade clamped to the interval, and records which bound
@@ -204,7 +205,7 @@ fn bounds(s: &JointState, lo_pos: f64, hi_pos: f64, lim: &JointLimit, t: f64) ->
 }
 
 /// Whether `alpha` keeps every limit now and leaves a state from which the braking
-/// rules keep them for ever (the predicates whose ends [`bounds`] bisects for).
+/// rules keep them for ever (the predicates whose ends `bounds` bisects for).
 fn admissible(
     s: &JointState,
     alpha: f64,
