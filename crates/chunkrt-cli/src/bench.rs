@@ -144,7 +144,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         }
     }
     let title = format!(
-        "chunkrt {} ms loop, {} ({}), {:.0} s",
+        "chunkrt {} ms loop, {} ({}), {:.1} s",
         cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
     );
     let panels = plot::standard_panels(&metrics, loop_extra);
