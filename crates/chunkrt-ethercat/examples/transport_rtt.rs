@@ -131,7 +131,9 @@ fn io_thread(iface: &str, cycles: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let iface = args.get(1).expect("usage: transport_rtt IFACE [DRIVES] [CYCLES]");
+    let iface = args
+        .get(1)
+        .expect("usage: transport_rtt IFACE [DRIVES] [CYCLES]");
     let drives = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(7);
     let cycles = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     in_thread(iface, drives, cycles);

@@ -79,7 +79,12 @@ pub struct EthercatBackend {
     pub(crate) stats: BusStats,
     /// Drives (bit = bus position) not in OP at the last exchange.
     pub(crate) not_op: u32,
+    /// A fault reset is taking the group through quick stop, reset and re-enable.
+    pub(crate) recovering: bool,
 }
+
+/// Below this a drive counts as at rest (leaving quick stop, shutdown).
+pub(crate) const REST_VEL_RAD_S: f64 = 0.01;
 
 impl EthercatBackend {
     /// Opens a raw socket on `params.interface` (CAP_NET_RAW). Bring-up happens in
@@ -134,6 +139,7 @@ impl EthercatBackend {
             drv: [DriveIo::default(); MAX_DRIVES],
             stats: BusStats::default(),
             not_op: 0,
+            recovering: false,
             p: params,
         }
     }
@@ -158,11 +164,31 @@ impl EthercatBackend {
         let group = self.group.as_ref()?;
         let layout = self.p.layout;
         let window = self.p.resume_window_rad;
+        let n = self.p.dof();
+        let any_fault = self.drv[..n].iter().any(|d| d.power.is_fault());
+        // A fault reset takes the whole group through quick stop, reset and re-enable: a
+        // joint that cannot follow takes the arm down with it.
+        match request {
+            DriveRequest::FaultReset if any_fault => self.recovering = true,
+            DriveRequest::FaultReset => {}
+            _ => self.recovering = false,
+        }
+        if self.recovering
+            && self.drv[..n]
+                .iter()
+                .all(|d| d.power == PowerState::OperationEnabled)
+        {
+            self.recovering = false;
+        }
+        let stopping_group = self.recovering && any_fault;
         let mut refused = None;
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
+            let at_rest = layout.velocity_actual.is_none()
+                || dp.scale.vel_rad_s(d.vel).abs() <= REST_VEL_RAD_S;
             let follow = matches!(request, DriveRequest::Track | DriveRequest::FaultReset)
-                && d.power == PowerState::OperationEnabled;
+                && d.power == PowerState::OperationEnabled
+                && !self.recovering;
             let (cw, target, vel) = if follow {
                 match (request, cmd) {
                     (DriveRequest::Track, Some(c)) => {
@@ -189,11 +215,19 @@ impl EthercatBackend {
                 // Not following: target = actual, so nothing moves when the drive enables.
                 d.tracking = false;
                 d.hold = d.actual;
-                (
-                    cia402::controlword(request, d.power, d.last_cw),
-                    d.actual,
-                    0,
-                )
+                let cw = match d.power {
+                    // The group stops while a drive is in fault; a drive still ramping down
+                    // in quick stop is not disabled mid-motion.
+                    PowerState::OperationEnabled if stopping_group => cia402::CW_QUICK_STOP,
+                    PowerState::QuickStopActive
+                        if (stopping_group || !at_rest)
+                            && !matches!(request, DriveRequest::Disable) =>
+                    {
+                        cia402::CW_QUICK_STOP
+                    }
+                    _ => cia402::controlword(request, d.power, d.last_cw),
+                };
+                (cw, d.actual, 0)
             };
             d.last_cw = cw;
             group.write_outputs(&self.md, i, |out| {
@@ -363,8 +397,12 @@ impl Backend for EthercatBackend {
     /// - `Track` enables drives that are not enabled (target = actual) and follows the
     ///   command once a drive is enabled, provided the first followed setpoint is within
     ///   `resume_window_rad` of where it was enabled (else `InvalidCommand` and the drive
-    ///   holds). `FaultReset` pulses bit 7 on faulted drives, re-enables the others and
-    ///   holds them; `QuickStop` and `Disable` send the CiA 402 commands.
+    ///   holds). `FaultReset` takes the group through recovery: while a drive is in
+    ///   fault, the others quick-stop (a joint that cannot follow stops the arm) and the
+    ///   faulted ones get the rising edge of bit 7; then every drive is enabled again with
+    ///   target = actual and held there until the runtime tracks again. `QuickStop` and
+    ///   `Disable` send the CiA 402 commands; a drive still ramping down in quick stop is
+    ///   not disabled by a `Track` or `FaultReset` until it is at rest.
     /// - Lost frame: `fb` keeps the last measurement (bus_rtt_ns 0), `FrameLost`. Every
     ///   cycle rewrites every drive's outputs, so the next frame never carries a stale
     ///   command. Late frame: `fb` is filled, `FrameLate`. A drive not in OP:

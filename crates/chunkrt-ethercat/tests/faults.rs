@@ -228,3 +228,48 @@ fn commands_that_must_not_reach_the_drives_are_refused_and_the_drives_hold() {
     b.exchange(t(k + 2, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
         .expect("a command at the measured position resumes");
 }
+
+#[test]
+fn fault_reset_alone_stops_the_group_then_resets_and_reenables_at_the_actual_pose() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    // Joint 0 moving when joint 5 faults.
+    let mut k = 0;
+    for _ in 0..300 {
+        k += 1;
+        let mut cmd = hold(&fb0, DriveRequest::Track);
+        cmd.pos_rad[0] += 0.3 * (k as f64 * 1e-3);
+        cmd.vel_rad_s[0] = 0.3;
+        b.exchange(t(k, 1.0), &cmd, &mut fb).expect("nominal");
+    }
+    ctl.network().inject_drive_fault(5, 0x5530);
+    let mut stopped_all = false;
+    let mut cycles = 0;
+    loop {
+        k += 1;
+        cycles += 1;
+        assert!(cycles < 300, "no recovery: {:?}", &fb.state[..7]);
+        let _ = b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::FaultReset), &mut fb);
+        let others_down = (0..7)
+            .filter(|&j| j != 5)
+            .all(|j| fb.state[j] != DriveState::Enabled);
+        stopped_all |= others_down && fb.state[5] == DriveState::Fault;
+        if cycles > 2 && all_enabled(&fb) {
+            break;
+        }
+    }
+    assert!(
+        stopped_all,
+        "the healthy drives quick-stopped while joint 5 was in fault"
+    );
+    let (targets, positions) = (sim_targets(&ctl), sim_positions(&ctl));
+    for i in 0..7 {
+        assert!(
+            (i64::from(targets[i]) - i64::from(positions[i])).abs() < 50,
+            "drive {i} enabled at its actual position"
+        );
+    }
+    k += 1;
+    b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
+        .expect("tracking from the measured pose");
+}
