@@ -15,6 +15,7 @@
 #   OUT       output directory        (default runs/latency)
 #   CHUNKRT_BIN  chunkrt binary       (default: build target/release/chunkrt)
 #   BASELINE  `none` to run without cyclictest (default cyclictest)
+# Relative paths are taken from the repository root (the script runs there).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
