@@ -164,3 +164,27 @@ fn a_refused_state_transition_names_the_drive_and_its_al_code() {
         "{err}"
     );
 }
+
+#[test]
+fn with_dc_sync0_the_drives_run_on_distributed_clocks() {
+    let mut cfg = config();
+    cfg.ethercat.as_mut().unwrap().dc_sync0 = true;
+    let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
+    let fb0 = start(&mut b);
+    let mut fb = fb0;
+    for k in 1..=200 {
+        b.exchange(t(k, 1.0), &hold(&fb0, DriveRequest::Track), &mut fb)
+            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
+    }
+    {
+        let net = ctl.network();
+        let d = net.device(0).unwrap();
+        assert_eq!(
+            d.esc.sync0_cycle_ns(),
+            Some(1_000_000),
+            "SYNC0 at the bus period"
+        );
+    }
+    b.shutdown(t(201, 1.0)).expect("clean shutdown");
+    assert!(!any_sim_drive_enabled(&ctl));
+}
