@@ -8,6 +8,8 @@
 
 /// Size of the modelled address space: registers 0x0000..0x0FFF and 4 KiB process RAM.
 pub const MEM_SIZE: usize = 0x2000;
+/// Start of process memory (mailboxes and process-data buffers).
+pub const PROCESS_RAM: usize = 0x1000;
 /// Sync managers modelled.
 pub const NUM_SM: usize = 8;
 /// FMMUs modelled.
@@ -298,7 +300,8 @@ impl Esc {
         for (i, effect) in effects.iter_mut().enumerate() {
             let (s, l, control, enabled) = self.sm(i);
             let (s, l) = (usize::from(s), usize::from(l));
-            if !enabled || l == 0 || end <= s || start >= s + l {
+            // Sync managers only work on process memory; one pointed at the registers is ignored.
+            if !enabled || l == 0 || s < PROCESS_RAM || end <= s || start >= s + l {
                 continue;
             }
             if self.sm_pdi_disabled[i] {

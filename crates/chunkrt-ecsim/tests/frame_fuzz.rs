@@ -74,11 +74,60 @@ fn random_frame() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// Well-formed frames of random PDUs aimed at the registers and memory that have side effects.
+fn structured_frame() -> impl Strategy<Value = Vec<u8>> {
+    let reg = prop_oneof![
+        Just(0x0010u16),
+        Just(0x0120),
+        Just(0x0300),
+        Just(0x0500),
+        Just(0x0502),
+        (0x0600u16..0x0700),
+        (0x0800u16..0x0880),
+        Just(0x0900),
+        Just(0x0910),
+        Just(0x0920),
+        Just(0x0981),
+        (0x0F00u16..0x2100),
+        any::<u16>(),
+    ];
+    let adp = prop_oneof![
+        Just(0u16),
+        Just(0xFFFF),
+        Just(0x1000),
+        Just(0x1001),
+        Just(0x1002),
+        any::<u16>()
+    ];
+    let pdu = (
+        0u8..0x10,
+        adp,
+        reg,
+        prop::collection::vec(any::<u8>(), 0..160),
+    );
+    prop::collection::vec(pdu, 1..5).prop_map(|pdus| {
+        let refs: Vec<(u8, [u8; 4], &[u8])> = pdus
+            .iter()
+            .map(|(c, adp, ado, d)| {
+                let (a, r) = (adp.to_le_bytes(), ado.to_le_bytes());
+                (*c, [a[0], a[1], r[0], r[1]], d.as_slice())
+            })
+            .collect();
+        build_frame(&refs)
+    })
+}
+
 proptest! {
     #[test]
-    fn garbage_never_wedges_the_chain(frames in prop::collection::vec(prop_oneof![mutated(), random_frame()], 1..12)) {
+    fn garbage_never_wedges_the_chain(
+        frames in prop::collection::vec(prop_oneof![mutated(), random_frame(), structured_frame()], 1..24)
+    ) {
         let mut net = SimNetwork::new(SimConfig::virtual_chain(3)).unwrap();
         let mut reply = Vec::new();
+        // Give the drives addresses and a path to PRE-OP so the fuzz reaches deeper states.
+        for f in seeds().iter().take(4) {
+            let _ = net.process_frame(f, &mut reply);
+        }
         for f in &frames {
             if let FrameOutcome::Reply { .. } = net.process_frame(f, &mut reply) {
                 // An ESC never changes a frame's length, only its contents.
