@@ -5,6 +5,7 @@
 #
 # Checks:
 #   1. wrong interface name       -> exit 2, message names the interface and what exists
+#      no CAP_NET_RAW (as nobody)  -> exit 2, message names the capability and setcap
 #   2. a drive missing (6 of 7)   -> exit 2, message names the bus position to check
 #   3. identity mismatch          -> exit 2, message names drive, expected and found
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
@@ -114,6 +115,21 @@ expect_refusal() {
 # 1. Wrong interface name.
 config_for "nosuchif0" "$work/wrong-if.toml"
 expect_refusal wrong-interface "$work/wrong-if.toml" "nosuchif0" "does not exist" "ethercat.interface"
+
+# 1b. No CAP_NET_RAW: the same config as an unprivileged user names the capability.
+if command -v setpriv >/dev/null 2>&1; then
+    chmod 755 "$work"; chmod 644 "$work/veth.toml"
+    mkdir -p "$work/out-noperm"; chmod 777 "$work/out-noperm"
+    status=0
+    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+        "$bin" run --config "$work/veth.toml" --duration 5s --quiet --out "$work/out-noperm" \
+        >"$work/noperm.log" 2>&1 || status=$?
+    if [ "$status" -ne 2 ] || ! grep -q "CAP_NET_RAW" "$work/noperm.log"; then
+        echo "FAIL: unprivileged run: exit $status, expected 2 naming CAP_NET_RAW:"
+        cat "$work/noperm.log"; exit 1
+    fi
+    echo "ok: no-permission refused with exit 2: $(grep -m1 -i error "$work/noperm.log" | cut -c1-200)"
+fi
 
 # 2. A drive missing: the chain has 6 drives, the config 7.
 start_sim 6

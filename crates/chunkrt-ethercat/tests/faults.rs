@@ -273,3 +273,43 @@ fn fault_reset_alone_stops_the_group_then_resets_and_reenables_at_the_actual_pos
     b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
         .expect("tracking from the measured pose");
 }
+
+#[test]
+fn a_working_counter_mismatch_is_reported_with_expected_and_received() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    let cmd = hold(&fb0, DriveRequest::Track);
+    b.exchange(t(1, 1.0), &cmd, &mut fb).expect("nominal");
+    // Switch drive 2's FMMUs off (0x060C: activate): it stays in OP but no longer takes
+    // part in the process data, as an ESC with a broken mapping would.
+    let saved: Vec<u16> = {
+        let mut net = ctl.network();
+        let esc = &mut net.device_mut(2).unwrap().esc;
+        (0..4)
+            .map(|k| {
+                let at = 0x0600 + 16 * k + 12;
+                let v = esc.get16(at);
+                esc.put16(at, 0);
+                v
+            })
+            .collect()
+    };
+    let r = b.exchange(t(2, 1.0), &cmd, &mut fb);
+    assert_eq!(
+        r,
+        Err(BackendError::WorkingCounter {
+            expected: 21,
+            received: 18
+        })
+    );
+    assert_eq!(fb.state[0], DriveState::Enabled, "the others' feedback is filled");
+    {
+        let mut net = ctl.network();
+        let esc = &mut net.device_mut(2).unwrap().esc;
+        for (k, v) in saved.iter().enumerate() {
+            esc.put16(0x0600 + 16 * k + 12, *v);
+        }
+    }
+    b.exchange(t(3, 1.0), &cmd, &mut fb).expect("mapping back");
+    assert_eq!(b.stats().wkc_errors, 1);
+}
