@@ -122,6 +122,63 @@ impl Backend for FaultyArm {
     }
 }
 
+/// Any backend, with every exchange and its result recorded (for backends whose
+/// faults come from elsewhere, e.g. the EtherCAT simulator's own fault schedule).
+pub struct Logged<B: Backend> {
+    inner: B,
+    log: ExchangeLog,
+}
+
+impl<B: Backend> Logged<B> {
+    /// Wraps `inner`; the returned log fills as the loop runs.
+    pub fn new(inner: B) -> (Self, ExchangeLog) {
+        let log = Arc::new(Mutex::new(Vec::with_capacity(1 << 16)));
+        (
+            Logged {
+                inner,
+                log: log.clone(),
+            },
+            log,
+        )
+    }
+}
+
+impl<B: Backend> Backend for Logged<B> {
+    fn dof(&self) -> usize {
+        self.inner.dof()
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn start(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.inner.start(now, fb)
+    }
+    fn exchange(
+        &mut self,
+        now: MonoTime,
+        cmd: &Command,
+        fb: &mut Feedback,
+    ) -> Result<(), BackendError> {
+        let result = self.inner.exchange(now, cmd, fb);
+        self.log.lock().unwrap().push(Exchange {
+            seen: Seen {
+                t: now,
+                cmd: *cmd,
+                fb: *fb,
+            },
+            error: result.err(),
+        });
+        result
+    }
+    fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.inner.shutdown(now)
+    }
+}
+
 /// How the policy misbehaves on one call.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PolicyFault {

@@ -231,6 +231,15 @@ impl ControlLoop {
             self.gate.resync(&self.fb.pos_rad);
         }
 
+        // 2b. While the backend is failing, the policy stays without authority from
+        // the start of the cycle: a chunk computed from the feedback of a failed
+        // exchange (captured after last cycle's `force_fallback`) must not be
+        // spliced in by this cycle's tick.
+        if self.backend_failing {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::BackendError);
+        }
+
         // 3-4. Executor, then the gate, applied last in every mode.
         self.executor.tick(wake, &mut self.setpoint);
         let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
