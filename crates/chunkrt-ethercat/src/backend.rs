@@ -128,7 +128,9 @@ impl EthercatBackend {
             timeouts,
             MainDeviceConfig {
                 dc_static_sync_iterations: params.dc_static_sync_iterations,
-                retry_behaviour: RetryBehaviour::None,
+                // A frame lost during bring-up is sent again rather than failing the
+                // bring-up; a cycle's frame never waits that long (its own deadline drops it).
+                retry_behaviour: RetryBehaviour::Count(2),
             },
         );
         EthercatBackend {

@@ -10,6 +10,11 @@
 //! no hand-off, no allocation, and the round trip measured is the wire's. The price is that
 //! ethercrab's futures are only polled while a call is in progress, which is all the backend
 //! needs (it is the only user of the bus).
+//!
+//! Measured with `examples/transport_rtt.rs` against 7 simulated drives over a veth pair
+//! (1 ms period, SCHED_FIFO, busy 2-core host): the control thread spends p50 60 us / p99
+//! 145 us per cycle this way, against p50 148 us / p99 308 us with ethercrab's `tx_rx_task`
+//! on its own thread (docs/ethercat.md).
 
 use crate::wire::{Wire, WireError, MAX_FRAME};
 use ethercrab::{PduRx, PduStorage, PduTx};

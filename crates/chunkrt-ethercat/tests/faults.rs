@@ -302,7 +302,11 @@ fn a_working_counter_mismatch_is_reported_with_expected_and_received() {
             received: 18
         })
     );
-    assert_eq!(fb.state[0], DriveState::Enabled, "the others' feedback is filled");
+    assert_eq!(
+        fb.state[0],
+        DriveState::Enabled,
+        "the others' feedback is filled"
+    );
     {
         let mut net = ctl.network();
         let esc = &mut net.device_mut(2).unwrap().esc;
