@@ -232,6 +232,35 @@ impl Config {
         l.brake_acc_rad_s2
             .check("limits.brake_acc_rad_s2", n, pos, "a positive number")?;
         for j in 0..n {
+            // The gate's braking bounds assume the limits can be met together: a
+            // joint must be able to reach its acceleration limit before its speed
+            // limit (v >= a^2 / j), and brake no harder than it may accelerate.
+            let (v, a, jk) = (
+                l.max_vel_rad_s.get(j),
+                l.max_acc_rad_s2.get(j),
+                l.max_jerk_rad_s3.get(j),
+            );
+            if v < a * a / jk {
+                return fail(
+                    "limits.max_jerk_rad_s3",
+                    format!(
+                        "joint {j}: max_vel_rad_s {v} is below max_acc^2 / max_jerk = {:.4}: \
+                         raise max_jerk_rad_s3 to at least {:.1} or lower max_acc_rad_s2",
+                        a * a / jk,
+                        a * a / v
+                    ),
+                );
+            }
+            if l.brake_acc_rad_s2.get(j) > a {
+                return fail(
+                    "limits.brake_acc_rad_s2",
+                    format!(
+                        "joint {j}: {} exceeds max_acc_rad_s2 {a}: the braking envelope must \
+                         be reachable within the acceleration limit",
+                        l.brake_acc_rad_s2.get(j)
+                    ),
+                );
+            }
             let span = l.pos_max_rad.get(j) - l.pos_min_rad.get(j);
             if span <= 2.0 * l.pos_margin_rad.get(j) {
                 return fail(

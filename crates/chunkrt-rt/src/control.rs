@@ -22,8 +22,9 @@ pub struct DomainBox {
 }
 
 impl DomainBox {
-    fn contains(&self, pos: &JointVec, dof: usize) -> bool {
-        (0..dof).all(|j| pos[j] >= self.lo[j] && pos[j] <= self.hi[j])
+    /// The first joint whose position is outside the box (NaN counts as outside).
+    fn first_outside(&self, pos: &JointVec, dof: usize) -> Option<usize> {
+        (0..dof).find(|&j| !(pos[j] >= self.lo[j] && pos[j] <= self.hi[j]))
     }
 }
 
@@ -208,14 +209,17 @@ impl ControlLoop {
             }
         }
 
-        // 2. Support monitor on the last measurement.
+        // 2. Support monitor on the last measurement. Every cycle while outside the
+        // domain: a chunk computed from an observation taken out there must not take
+        // authority back.
         if let Some(domain) = &self.domain {
-            let inside = domain.contains(&self.fb.pos_rad, self.dof);
-            if !inside && !self.out_of_domain {
+            let outside = domain.first_outside(&self.fb.pos_rad, self.dof);
+            if let Some(j) = outside {
                 self.executor
                     .force_fallback(wake, ModeChangeReason::OutOfDomain);
+                self.gate.flag_out_of_domain(Some(j as u16));
             }
-            self.out_of_domain = !inside;
+            self.out_of_domain = outside.is_some();
         }
 
         // 2b. Drive faults: answered with the fallback (the backend error below), a
