@@ -8,7 +8,7 @@ use crate::error::{BringUpError, DriveId};
 use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
 use crate::params::MAX_DRIVES;
 use chunkrt_config::PdoEntry;
-use chunkrt_core::{BackendError, DriveRequest};
+use chunkrt_core::DriveRequest;
 use ethercrab::error::{Error, MailboxError};
 use ethercrab::std::ethercat_now;
 use ethercrab::subdevice_group::DcConfiguration;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const MODE_CSP: i8 = 8;
 
 /// Runs one bring-up step with its own deadline.
-fn step<F: Future>(
+pub(crate) fn step<F: Future>(
     io: &mut Io,
     name: &'static str,
     timeout: Duration,
@@ -226,17 +226,12 @@ impl EthercatBackend {
         self.group = Some(op);
 
         // Cycle with every drive disabled until all are in OP.
-        self.run_until(
-            "SAFE-OP -> OP",
-            self.p.state_timeout,
-            DriveRequest::Disable,
-            |_| true,
-        )
-        .map_err(|last| BringUpError::State {
-            step: "SAFE-OP -> OP",
-            timeout: self.p.state_timeout,
-            report: format!("process data never ran clean (last: {last})"),
-        })?;
+        self.run_until(self.p.state_timeout, DriveRequest::Disable, |_| true)
+            .map_err(|last| BringUpError::State {
+                step: "SAFE-OP -> OP",
+                timeout: self.p.state_timeout,
+                report: format!("process data never ran clean (last: {last})"),
+            })?;
 
         // CiA 402: shutdown, switch on, enable operation, target = actual throughout.
         let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
@@ -252,16 +247,11 @@ impl EthercatBackend {
                 ),
             });
         }
-        let enabled = self.run_until(
-            "CiA 402 enable",
-            self.p.enable_timeout,
-            DriveRequest::Track,
-            |b| {
-                b.drv[..n]
-                    .iter()
-                    .all(|d| d.power == PowerState::OperationEnabled)
-            },
-        );
+        let enabled = self.run_until(self.p.enable_timeout, DriveRequest::Track, |b| {
+            b.drv[..n]
+                .iter()
+                .all(|d| d.power == PowerState::OperationEnabled)
+        });
         if enabled.is_err() {
             let report = (0..n)
                 .filter(|&i| self.drv[i].power != PowerState::OperationEnabled)
@@ -396,136 +386,6 @@ impl EthercatBackend {
                 sub: 0,
                 reason: e.to_string(),
             }),
-        }
-    }
-
-    /// Cycles at the bus period with `request` (no command: hold) until `done`, at most
-    /// `timeout`. Err carries the last cycle error.
-    fn run_until(
-        &mut self,
-        _name: &'static str,
-        timeout: Duration,
-        request: DriveRequest,
-        mut done: impl FnMut(&mut EthercatBackend) -> bool,
-    ) -> Result<(), BackendError> {
-        let end = Instant::now() + timeout;
-        let mut next = Instant::now();
-        let mut last = BackendError::FrameLost;
-        loop {
-            self.encode(request, None);
-            match self.cycle() {
-                Ok(()) if done(self) => return Ok(()),
-                Ok(()) => {}
-                Err(e) => last = e,
-            }
-            if Instant::now() >= end {
-                return Err(last);
-            }
-            next += self.p.period;
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        }
-    }
-
-    /// After a failed bring-up: disable every drive that runs process data, leave OP,
-    /// and send the whole bus to INIT (drives in INIT cannot be enabled).
-    pub(crate) fn abort(&mut self) {
-        if self.group.is_some() {
-            let _ = self.run_until("disable", self.p.period * 10, DriveRequest::Disable, |_| {
-                false
-            });
-        }
-        if let Some(g) = self.group.take() {
-            let _ = step(
-                &mut self.io,
-                "leave OP",
-                self.p.state_timeout * 3,
-                g.leave_op(&self.md),
-            );
-        }
-        let _ = step(
-            &mut self.io,
-            "bus to INIT",
-            Duration::from_millis(500),
-            Command::bwr(RegisterAddress::AlControl.into())
-                .ignore_wkc()
-                .send(&self.md, 0x0011u16),
-        );
-    }
-
-    /// Quick stop until at rest, disable voltage, OP -> INIT.
-    pub(crate) fn stop_and_disable(&mut self) -> Result<(), String> {
-        if self.group.is_none() {
-            return Ok(());
-        }
-        let n = self.p.dof();
-        let rest_counts_s: Vec<f64> = self
-            .p
-            .drives
-            .iter()
-            .map(|d| d.scale.vel_rad_s(1).abs().recip() * 0.01)
-            .collect();
-        let has_vel = self.p.layout.velocity_actual.is_some();
-        let mut last_pos = [0i32; MAX_DRIVES];
-        for (i, d) in self.drv[..n].iter().enumerate() {
-            last_pos[i] = d.actual;
-        }
-        let stop_timeout = self.p.enable_timeout + Duration::from_secs(3);
-        let mut still = 0u32;
-        let stopped = self.run_until("quick stop", stop_timeout, DriveRequest::QuickStop, |b| {
-            b.drv[..n].iter().enumerate().all(|(i, d)| {
-                d.power != PowerState::OperationEnabled
-                    && (!has_vel || f64::from(d.vel).abs() <= rest_counts_s[i])
-            })
-        });
-        // Without a velocity object, let the drive settle a few cycles more.
-        if !has_vel {
-            while still < 20 {
-                self.encode(DriveRequest::QuickStop, None);
-                let _ = self.cycle();
-                still += 1;
-                std::thread::sleep(self.p.period);
-            }
-        }
-        let disabled = self.run_until(
-            "disable",
-            self.p.state_timeout,
-            DriveRequest::Disable,
-            |b| {
-                b.drv[..n].iter().all(|d| {
-                    !matches!(
-                        d.power,
-                        PowerState::OperationEnabled | PowerState::QuickStopActive
-                    )
-                })
-            },
-        );
-        let left = match self.group.take() {
-            Some(g) => step(
-                &mut self.io,
-                "leave OP",
-                self.p.state_timeout * 3,
-                g.leave_op(&self.md),
-            )
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string())),
-            None => Ok(()),
-        };
-        let mut problems = Vec::new();
-        if let Err(e) = stopped {
-            problems.push(format!(
-                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
-            ));
-        }
-        if let Err(e) = disabled {
-            problems.push(format!("disable: not all drives disabled ({e})"));
-        }
-        if let Err(e) = left {
-            problems.push(format!("leaving OP: {e}"));
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
         }
     }
 }

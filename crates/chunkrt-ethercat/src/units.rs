@@ -60,6 +60,11 @@ impl JointScale {
             .clamp(-REL_MAX, REL_MAX) as i32
     }
 
+    /// Counts per radian.
+    pub fn counts_per_rad(&self) -> f64 {
+        self.counts_per_rad
+    }
+
     /// The count at joint angle 0.
     pub fn offset_counts(&self) -> i32 {
         self.offset_counts

@@ -188,3 +188,40 @@ fn with_dc_sync0_the_drives_run_on_distributed_clocks() {
     b.shutdown(t(201, 1.0)).expect("clean shutdown");
     assert!(!any_sim_drive_enabled(&ctl));
 }
+
+#[test]
+fn a_different_pdo_mapping_is_written_over_coe_and_decoded() {
+    use chunkrt_config::PdoEntry::*;
+    let mut cfg = config();
+    {
+        let pdo = &mut cfg.ethercat.as_mut().unwrap().pdo;
+        pdo.rx = vec![TargetPosition, Controlword];
+        pdo.tx = vec![PositionActual, ErrorCode, Statusword, ModeDisplay];
+    }
+    let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
+    let fb0 = start(&mut b);
+    let goal0 = &cfg.policy.goals_rad[0];
+    for (j, goal) in goal0.iter().enumerate() {
+        assert!(
+            (fb0.pos_rad[j] - goal).abs() < 1e-4,
+            "joint {j} decoded from the new layout"
+        );
+        assert_eq!(fb0.state[j], DriveState::Enabled);
+        assert_eq!(fb0.vel_rad_s[j], 0.0, "velocity not mapped");
+    }
+    let mut fb = fb0;
+    let mut cmd = hold(&fb0, DriveRequest::Track);
+    for k in 1..=500u64 {
+        cmd.pos_rad[2] = fb0.pos_rad[2] + 0.1 * (k as f64 / 500.0);
+        b.exchange(t(k, 1.0), &cmd, &mut fb)
+            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
+    }
+    assert!(
+        (fb.pos_rad[2] - cmd.pos_rad[2]).abs() < 0.002,
+        "{}",
+        fb.pos_rad[2]
+    );
+    // Shutdown judges rest from the position alone here.
+    b.shutdown(t(501, 1.0)).expect("clean shutdown");
+    assert!(!any_sim_drive_enabled(&ctl));
+}

@@ -1,0 +1,131 @@
+//! The way down: quick stop until the arm is at rest, disable voltage, OP -> INIT; and
+//! the clean-up after a failed bring-up. Runs outside the control loop.
+
+use crate::backend::{EthercatBackend, REST_VEL_RAD_S};
+use crate::bringup::step;
+use crate::cia402::PowerState;
+use crate::params::MAX_DRIVES;
+use chunkrt_core::{BackendError, DriveRequest};
+use ethercrab::{Command, RegisterAddress};
+use std::time::{Duration, Instant};
+
+impl EthercatBackend {
+    /// Cycles at the bus period with `request` (no command: hold) until `done`, at most
+    /// `timeout`. Err carries the last cycle error.
+    pub(crate) fn run_until(
+        &mut self,
+        timeout: Duration,
+        request: DriveRequest,
+        mut done: impl FnMut(&mut EthercatBackend) -> bool,
+    ) -> Result<(), BackendError> {
+        let end = Instant::now() + timeout;
+        let mut next = Instant::now();
+        let mut last = BackendError::FrameLost;
+        loop {
+            self.encode(request, None);
+            match self.cycle() {
+                Ok(()) if done(self) => return Ok(()),
+                Ok(()) => {}
+                Err(e) => last = e,
+            }
+            if Instant::now() >= end {
+                return Err(last);
+            }
+            next += self.p.period;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+    }
+
+    /// After a failed bring-up: disable every drive that runs process data, leave OP,
+    /// and send the whole bus to INIT (drives in INIT cannot be enabled).
+    pub(crate) fn abort(&mut self) {
+        if self.group.is_some() {
+            let _ = self.run_until(self.p.period * 10, DriveRequest::Disable, |_| false);
+        }
+        if let Some(g) = self.group.take() {
+            let _ = step(
+                &mut self.io,
+                "leave OP",
+                self.p.state_timeout * 3,
+                g.leave_op(&self.md),
+            );
+        }
+        let _ = step(
+            &mut self.io,
+            "bus to INIT",
+            Duration::from_millis(500),
+            Command::bwr(RegisterAddress::AlControl.into())
+                .ignore_wkc()
+                .send(&self.md, 0x0011u16),
+        );
+    }
+
+    /// Quick stop until at rest, disable voltage, OP -> INIT.
+    pub(crate) fn stop_and_disable(&mut self) -> Result<(), String> {
+        if self.group.is_none() {
+            return Ok(());
+        }
+        let n = self.p.dof();
+        let has_vel = self.p.layout.velocity_actual.is_some();
+        let scales: Vec<_> = self.p.drives.iter().map(|d| d.scale).collect();
+        let mut last = [0i32; MAX_DRIVES];
+        for (i, d) in self.drv[..n].iter().enumerate() {
+            last[i] = d.actual;
+        }
+        let stop_timeout = self.p.enable_timeout + Duration::from_secs(3);
+        // At rest: out of Operation Enabled and slower than REST_VEL_RAD_S (measured, or
+        // from the position change over one cycle when no velocity is mapped).
+        let period_s = self.p.period.as_secs_f64();
+        let stopped = self.run_until(stop_timeout, DriveRequest::QuickStop, |b| {
+            let mut rest = true;
+            for (i, d) in b.drv[..n].iter().enumerate() {
+                let vel = if has_vel {
+                    scales[i].vel_rad_s(d.vel)
+                } else {
+                    f64::from(d.actual.wrapping_sub(last[i]))
+                        / scales[i].counts_per_rad()
+                        / period_s
+                };
+                last[i] = d.actual;
+                rest &= d.power != PowerState::OperationEnabled && vel.abs() <= REST_VEL_RAD_S;
+            }
+            rest
+        });
+        let disabled = self.run_until(self.p.state_timeout, DriveRequest::Disable, |b| {
+            b.drv[..n].iter().all(|d| {
+                !matches!(
+                    d.power,
+                    PowerState::OperationEnabled | PowerState::QuickStopActive
+                )
+            })
+        });
+        let left = match self.group.take() {
+            Some(g) => step(
+                &mut self.io,
+                "leave OP",
+                self.p.state_timeout * 3,
+                g.leave_op(&self.md),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+            None => Ok(()),
+        };
+        let mut problems = Vec::new();
+        if let Err(e) = stopped {
+            problems.push(format!(
+                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
+            ));
+        }
+        if let Err(e) = disabled {
+            problems.push(format!("disable: not all drives disabled ({e})"));
+        }
+        if let Err(e) = left {
+            problems.push(format!("leaving OP: {e}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
