@@ -77,7 +77,7 @@ pub struct Collector {
     t0: MonoTime,
     last_wake: Option<MonoTime>,
     counters: BTreeMap<&'static str, u64>,
-    events: Vec<serde_json::Value>,
+    events: Vec<EventRecord>,
     gate_log: Option<BufWriter<File>>,
     event_log: Option<BufWriter<File>>,
     gate_run: Option<GateRun>,
@@ -125,7 +125,7 @@ impl Collector {
             t0,
             last_wake: None,
             counters,
-            events: Vec::new(),
+            events: Vec::with_capacity(MAX_REPORT_EVENTS),
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
             gate_run: None,
@@ -240,42 +240,52 @@ impl Collector {
     }
 
     fn on_event(&mut self, e: &EventRecord) {
-        let value = match e {
+        match e {
             EventRecord::Gate { t, intervention } => {
                 self.on_gate(*t, *intervention);
                 return;
             }
-            EventRecord::Mode(m) => {
-                if m.from == Mode::Playing {
-                    self.bump("fallback_entries", 1);
-                }
-                json!({
-                    "t_s": self.t_rel(m.t),
-                    "event": "mode",
-                    "from": mode_name(m.from),
-                    "to": mode_name(m.to),
-                    "reason": format!("{:?}", m.reason),
-                })
-            }
-            EventRecord::Reject { t, seq, reason } => {
-                self.bump("chunks_rejected_logged", 1);
-                json!({
-                    "t_s": self.t_rel(*t),
-                    "event": "chunk_rejected",
-                    "seq": seq,
-                    "reason": format!("{reason:?}"),
-                })
-            }
+            EventRecord::Mode(m) if m.from == Mode::Playing => self.bump("fallback_entries", 1),
+            EventRecord::Reject { .. } => self.bump("chunks_rejected_logged", 1),
+            _ => {}
+        }
+        let value = self.event_json(e);
+        self.write_line(LogFile::Event, &value);
+        // The record, not its JSON, is kept for the report: the list is preallocated,
+        // so a long run with many faults does not grow the process's memory.
+        if self.events.len() < MAX_REPORT_EVENTS {
+            self.events.push(*e);
+        }
+    }
+
+    /// An event as a line of `events.jsonl` and an entry of the report.
+    fn event_json(&self, e: &EventRecord) -> serde_json::Value {
+        match e {
+            EventRecord::Mode(m) => json!({
+                "t_s": self.t_rel(m.t),
+                "event": "mode",
+                "from": mode_name(m.from),
+                "to": mode_name(m.to),
+                "reason": format!("{:?}", m.reason),
+            }),
+            EventRecord::Reject { t, seq, reason } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "chunk_rejected",
+                "seq": seq,
+                "reason": format!("{reason:?}"),
+            }),
             EventRecord::Backend { t, error } => json!({
                 "t_s": self.t_rel(*t),
                 "event": "backend_error",
                 "kind": error.name(),
                 "detail": error.to_string(),
             }),
-        };
-        self.write_line(LogFile::Event, &value);
-        if self.events.len() < MAX_REPORT_EVENTS {
-            self.events.push(value);
+            EventRecord::Gate { t, intervention } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "gate",
+                "joint": intervention.joint,
+                "constraint": constraint_name(intervention.constraint),
+            }),
         }
     }
 
@@ -366,6 +376,7 @@ impl Collector {
                 self.log_error.get_or_insert_with(|| e.to_string());
             }
         }
+        let events = self.events.iter().map(|e| self.event_json(e)).collect();
         let mut report = Report {
             schema: SCHEMA_VERSION,
             chunkrt_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -377,7 +388,7 @@ impl Collector {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
-            events: self.events,
+            events,
             ..Report::default()
         };
         report.extra.insert(
