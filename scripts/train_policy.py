@@ -45,8 +45,8 @@ DETOUR_RAD = 0.45  # lateral amplitude of the detour around the obstacle
 START_NOISE_RAD = 0.02  # spread of the start pose around its goal
 STATE_NOISE_RAD = 0.04  # off-path perturbation of the observed state (teaches recovery)
 CORRECTION_TAU_S = 0.1
-GOAL_NOISE_RAD = 0.08
-GOAL_FRACTION = 0.1
+GOAL_NOISE_RAD = 0.12
+GOAL_FRACTION = 0.15
 MAX_DEMO_SPEED_RAD_S = 1.0
 START_FRACTION = 0.3
 START_RATE = 0.1  # progress-rate profile, see progress_rate()
@@ -121,9 +121,10 @@ def make_dataset(rng, demos_per_side, samples_per_demo):
                         s_cur = np.minimum(s_cur + 0.1 * DT_S * progress_rate(s_cur, s_dot_max), 1.0)
                 p_now = path(s_now)  # [S, 7]
                 p_fut = path(s_fut)  # [S, H, 7]
-                # Off-path states with the way back: wider at the goal, so that an arm that
-                # stops short of (or past) it is pulled in.
-                sigma = np.where(s_now >= 1.0, GOAL_NOISE_RAD, STATE_NOISE_RAD)[:, None]
+                # Off-path states with the way back. The tube widens toward the goal, so that
+                # an arm that arrives off the path (say, with some of the detour left) or
+                # stops short of the goal is pulled in.
+                sigma = (STATE_NOISE_RAD + (GOAL_NOISE_RAD - STATE_NOISE_RAD) * s_now**2)[:, None]
                 eps = rng.normal(0.0, 1.0, (samples_per_demo, DOF)) * sigma
                 q = p_now + eps
                 # Return to the demonstrated path smoothly, starting exactly at q.
@@ -460,9 +461,7 @@ def main():
         idx = r.integers(0, n, b)
         x1 = act_n[idx]
         x0 = r.standard_normal(x1.shape).astype(np.float32)
-        # Logit-normal times: more training where the two modes separate (mid t) than at
-        # the ends, where the field is simple.
-        t = (1.0 / (1.0 + np.exp(-r.normal(0.0, 1.0, b)))).astype(np.float32)
+        t = r.uniform(0.0, 1.0, b).astype(np.float32)
         xt = (1.0 - t[:, None]) * x0 + t[:, None] * x1
         inp = np.concatenate([obs_n[idx], xt, time_features(t, 1.0)], axis=1)
         return inp, x1 - x0

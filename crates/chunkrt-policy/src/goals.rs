@@ -123,6 +123,12 @@ impl GoalSequence {
         })
     }
 
+    /// Moves to the next goal now (a supervisor decided the current one is done).
+    pub fn advance(&mut self) {
+        self.index = (self.index + 1) % self.goals.len();
+        self.reached_since = None;
+    }
+
     /// Moves to the next goal once the arm has been within tolerance of the current one for
     /// the dwell time; returns whether it moved.
     pub fn update(&mut self, pos_rad: &JointVec, now: MonoTime) -> bool {

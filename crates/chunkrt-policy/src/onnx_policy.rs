@@ -58,6 +58,14 @@ pub struct OnnxPolicyConfig {
     pub goal_dwell_ms: u64,
     /// When fresh noise is drawn.
     pub noise: NoiseMode,
+    /// A learned policy settles near its goal, not exactly on it (model bias). When the arm
+    /// is within this distance of the goal (every joint) and has stopped moving for
+    /// `settle_chunks` consecutive chunks, the next goal is pursued. `None`: four
+    /// times the manifest's `goal_tolerance_rad`.
+    pub goal_settle_radius_rad: Option<f64>,
+    /// Consecutive chunks near the goal with the arm still (every joint moved less than a
+    /// fifth of the goal tolerance since the previous observation) that count as settled.
+    pub settle_chunks: u32,
 }
 
 impl OnnxPolicyConfig {
@@ -74,6 +82,8 @@ impl OnnxPolicyConfig {
             goals: None,
             goal_dwell_ms: 0,
             noise: NoiseMode::PerGoal,
+            goal_settle_radius_rad: None,
+            settle_chunks: 5,
         }
     }
 }
@@ -87,6 +97,8 @@ pub struct AnytimeStats {
     pub reduced: u64,
     /// Chunks whose observation was outside the declared domain.
     pub out_of_domain: u64,
+    /// Goals left because the policy settled near them (not within the tolerance).
+    pub settled_advances: u64,
 }
 
 /// A learned policy run through ONNX Runtime; see the module docs.
@@ -105,6 +117,11 @@ pub struct OnnxPolicy {
     obs_vec: Vec<f64>,
     pos_buf: Vec<f64>,
     step_ns_est: f64,
+    settle_radius_rad: f64,
+    settle_motion_rad: f64,
+    settle_chunks: u32,
+    settled_for: u32,
+    prev_pos: JointVec,
     stats: AnytimeStats,
     last_verdict: Option<DomainVerdict>,
 }
@@ -147,6 +164,15 @@ impl OnnxPolicy {
             cfg.goal_dwell_ms * 1_000_000,
         )
         .map_err(|e| invalid(format!("policy goals: {e}")))?;
+        let settle_radius_rad = cfg
+            .goal_settle_radius_rad
+            .unwrap_or(4.0 * m.encoding.goal_tolerance_rad);
+        if !(settle_radius_rad.is_finite() && settle_radius_rad >= 0.0) {
+            return Err(invalid(format!(
+                "policy config: goal_settle_radius_rad = {settle_radius_rad} must be finite and >= 0"
+            )));
+        }
+        let settle_motion_rad = 0.2 * m.encoding.goal_tolerance_rad;
         let seed = cfg.seed.unwrap_or(m.sampler.seed);
         let (d_obs, len) = (m.d_obs, m.chunk_len());
         let mut policy = OnnxPolicy {
@@ -163,6 +189,11 @@ impl OnnxPolicy {
             obs_vec: vec![0.0; d_obs],
             pos_buf: vec![0.0; len],
             step_ns_est: 0.0,
+            settle_radius_rad,
+            settle_motion_rad,
+            settle_chunks: cfg.settle_chunks.max(1),
+            settled_for: 0,
+            prev_pos: [f64::NAN; chunkrt_core::MAX_DOF],
             stats: AnytimeStats::default(),
             last_verdict: None,
         };
@@ -281,6 +312,9 @@ impl Policy for OnnxPolicy {
         self.last_verdict = Some(verdict);
 
         let steps = self.planned_steps();
+        if goal_changed {
+            self.settled_for = 0;
+        }
         if goal_changed || !self.noise_fresh || self.noise_mode == NoiseMode::PerChunk {
             self.noise.fill(&mut self.noise_buf);
             self.noise_fresh = true;
@@ -309,6 +343,24 @@ impl Policy for OnnxPolicy {
         let out_of_domain = !verdict.is_inside();
         if out_of_domain {
             self.stats.out_of_domain += 1;
+        }
+        // Settled near the goal: the arm is close and has stopped moving.
+        let motion = (0..d_a).fold(0.0f64, |acc, j| {
+            acc.max((obs.pos_rad[j] - self.prev_pos[j]).abs())
+        });
+        self.prev_pos = obs.pos_rad;
+        if self.goals.distance_rad(&obs.pos_rad) <= self.settle_radius_rad
+            && motion < self.settle_motion_rad
+        {
+            self.settled_for += 1;
+            if self.settled_for >= self.settle_chunks {
+                self.goals.advance();
+                self.noise_fresh = false;
+                self.settled_for = 0;
+                self.stats.settled_advances += 1;
+            }
+        } else {
+            self.settled_for = 0;
         }
         out.len = horizon as u16;
         out.dof = d_a as u16;
