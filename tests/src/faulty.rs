@@ -495,3 +495,84 @@ pub fn out_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).expect("temp dir");
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chunkrt_core::{JointLimit, JointVec};
+
+    fn limits() -> JointLimits {
+        JointLimits::uniform(2, JointLimit::default())
+    }
+
+    /// Commands that follow `pos(k)` at a 1 ms period.
+    fn commands(pos: impl Fn(usize) -> f64, n: usize) -> Vec<Command> {
+        (0..n)
+            .map(|k| {
+                let mut p: JointVec = [0.0; 16];
+                p[0] = pos(k);
+                Command {
+                    dof: 2,
+                    pos_rad: p,
+                    ..Command::default()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn check_commands_accepts_a_smooth_motion_and_catches_each_violation() {
+        let l = limits();
+        // 0.1 rad/s cruise: far inside every default limit.
+        let smooth = commands(|k| 1e-4 * k as f64, 50);
+        check_commands(&smooth, &l, 1_000_000).unwrap();
+        // A position jump breaks the velocity limit (and more).
+        let mut jump = smooth.clone();
+        jump[30].pos_rad[0] += 0.01;
+        assert!(check_commands(&jump, &l, 1_000_000).is_err());
+        // Outside the position limits less the margin.
+        let far = commands(|_| 2.99, 5);
+        let e = check_commands(&far, &l, 1_000_000).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        // NaN.
+        let mut nan = smooth.clone();
+        nan[3].vel_rad_s[1] = f64::NAN;
+        assert!(check_commands(&nan, &l, 1_000_000)
+            .unwrap_err()
+            .contains("finite"));
+        // A fault reset starts a new window: a re-synchronisation is not a jump.
+        let mut reset = smooth.clone();
+        reset[30].request = DriveRequest::FaultReset;
+        for c in &mut reset[31..] {
+            c.pos_rad[0] += 0.2;
+        }
+        check_commands(&reset, &l, 1_000_000).unwrap();
+    }
+
+    #[test]
+    fn reconcile_catches_a_lost_cycle_and_a_lost_chunk() {
+        let mut r = Report::default();
+        for (k, v) in [
+            ("cycles_run", 100),
+            ("cycles", 90),
+            ("ring_drops_cycle", 10),
+            ("chunks_published", 12),
+            ("chunks_offered", 10),
+            ("chunks_overwritten_in_handoff", 1),
+            ("chunks_unread_at_end", 1),
+            ("chunks_rejected", 2),
+            ("chunks_accepted", 8),
+            ("chunks_used", 7),
+            ("chunks_superseded", 1),
+            ("chunks_rejected_logged", 2),
+        ] {
+            r.counters.insert(k.into(), v);
+        }
+        reconcile(&r).unwrap();
+        r.counters.insert("cycles".into(), 89);
+        assert!(reconcile(&r).unwrap_err().contains("cycles_run"));
+        r.counters.insert("cycles".into(), 90);
+        r.counters.insert("chunks_published".into(), 13);
+        assert!(reconcile(&r).unwrap_err().contains("chunks_published"));
+    }
+}
