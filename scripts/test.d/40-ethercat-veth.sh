@@ -11,6 +11,7 @@
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
 #                                    bus_rtt percentiles in report.json (printed with the
 #                                    lost / late frame counts, which are host timing)
+#   5. SIGTERM during a run          -> exit 0, drives quick-stopped, disabled, bus to INIT
 #
 # Usage: scripts/test.d/40-ethercat-veth.sh        ($ETHERCAT_VETH_SECONDS, default 60)
 # Binary: $CHUNKRT_BIN or target/release/chunkrt (built if missing).
@@ -183,3 +184,25 @@ if not rtt or rtt["count"] < 0.9 * float(sys.argv[2]) * 1000:
 sys.exit(0 if ok else 1)
 PY
 echo "ok: nominal ${secs} s run at 1 ms: report in $out/report.json"
+
+# 5. SIGTERM: the run stops the arm, quick-stops and disables the drives, leaves OP, and
+#    exits 0 with its report (a shutdown that could not disable every drive is recorded
+#    as shutdown_error).
+stop_sim
+start_sim 7
+"$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration inf --quiet \
+    --out "$work/out-sigterm" >"$work/sigterm.log" 2>&1 &
+run_pid=$!
+sleep 4
+kill -TERM "$run_pid"
+status=0
+wait "$run_pid" || status=$?
+if [ "$status" -ne 0 ] || ! python3 -c "
+import json, sys
+r = json.load(open('$work/out-sigterm/report.json'))
+sys.exit(1 if 'shutdown_error' in r or r['counters']['cycles'] < 1000 else 0)"; then
+    echo "FAIL: SIGTERM: exit $status or unclean shutdown:"; tail -20 "$work/sigterm.log"
+    cat "$work/out-sigterm/report.json" 2>/dev/null | grep -i shutdown || true
+    exit 1
+fi
+echo "ok: SIGTERM: drives stopped and disabled, bus back to INIT, exit 0"
