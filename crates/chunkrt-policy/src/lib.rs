@@ -20,6 +20,7 @@ pub mod sample;
 pub mod sampler;
 pub mod scripted;
 pub mod session;
+pub mod smoothing;
 
 pub use domain::{Domain, DomainError, DomainVerdict};
 pub use error::PolicyLoadError;
@@ -35,3 +36,4 @@ pub use sample::{
 };
 pub use scripted::{ScriptedParams, ScriptedParamsError, ScriptedPolicy};
 pub use session::{ExecutionProvider, SessionOptions};
+pub use smoothing::ChunkSmoother;

@@ -17,6 +17,7 @@ use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
 use crate::model::PolicyModel;
 use crate::noise::GaussianNoise;
 use crate::session::SessionOptions;
+use crate::smoothing::ChunkSmoother;
 
 /// Weight of the newest measurement in the per-step latency estimate.
 const STEP_EMA_ALPHA: f64 = 0.25;
@@ -63,6 +64,9 @@ pub struct OnnxPolicyConfig {
     /// `settle_chunks` consecutive chunks, the next goal is pursued. `None`: four
     /// times the manifest's `goal_tolerance_rad`.
     pub goal_settle_radius_rad: Option<f64>,
+    /// Low-pass the sampled chunk onto this many cosine modes of the horizon per joint
+    /// (0: off); see [`crate::smoothing`].
+    pub smoothing_modes: usize,
     /// Consecutive chunks near the goal with the arm still (every joint moved less than a
     /// fifth of the goal tolerance since the previous observation) that count as settled.
     pub settle_chunks: u32,
@@ -84,6 +88,7 @@ impl OnnxPolicyConfig {
             noise: NoiseMode::PerGoal,
             goal_settle_radius_rad: None,
             settle_chunks: 5,
+            smoothing_modes: 6,
         }
     }
 }
@@ -122,6 +127,7 @@ pub struct OnnxPolicy {
     settle_chunks: u32,
     settled_for: u32,
     prev_pos: JointVec,
+    smoother: Option<ChunkSmoother>,
     stats: AnytimeStats,
     last_verdict: Option<DomainVerdict>,
 }
@@ -173,6 +179,7 @@ impl OnnxPolicy {
             )));
         }
         let settle_motion_rad = 0.2 * m.encoding.goal_tolerance_rad;
+        let smoother = ChunkSmoother::new(m.horizon, cfg.smoothing_modes);
         let seed = cfg.seed.unwrap_or(m.sampler.seed);
         let (d_obs, len) = (m.d_obs, m.chunk_len());
         let mut policy = OnnxPolicy {
@@ -194,6 +201,7 @@ impl OnnxPolicy {
             settle_chunks: cfg.settle_chunks.max(1),
             settled_for: 0,
             prev_pos: [f64::NAN; chunkrt_core::MAX_DOF],
+            smoother,
             stats: AnytimeStats::default(),
             last_verdict: None,
         };
@@ -329,6 +337,9 @@ impl Policy for OnnxPolicy {
         }
         let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
         self.model.positions_into(&obs_vec, &mut self.pos_buf);
+        if let Some(sm) = self.smoother.as_mut() {
+            sm.apply(&mut self.pos_buf, d_a, &obs.pos_rad[..d_a]);
+        }
         self.obs_vec = obs_vec;
 
         self.step_ns_est = if self.step_ns_est > 0.0 {
