@@ -31,6 +31,9 @@ pub struct Chunk {
     pub dof: u16,
     /// Sampler steps the policy used for this chunk (0 for analytic policies).
     pub sampler_steps: u16,
+    /// The observation it was computed from lay outside the policy's declared
+    /// operating domain: the executor refuses it and the policy loses authority.
+    pub out_of_domain: bool,
     /// Joint position setpoints in radians, `pos_rad[i][j]` for setpoint `i`, joint `j`.
     pub pos_rad: [JointVec; MAX_HORIZON],
 }
@@ -46,6 +49,7 @@ impl Default for Chunk {
             len: 0,
             dof: 0,
             sampler_steps: 0,
+            out_of_domain: false,
             pos_rad: [[0.0; MAX_DOF]; MAX_HORIZON],
         }
     }

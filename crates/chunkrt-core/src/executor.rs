@@ -181,6 +181,8 @@ pub enum RejectReason {
         /// Last forced fallback - t_obs.
         by_ns: u64,
     },
+    /// Computed from an observation outside the policy's declared operating domain.
+    OutOfDomain,
 }
 
 /// The executor's output for one tick (before the gate).
@@ -338,6 +340,9 @@ impl Executor {
     /// Checks a chunk against the ingestion rules; `Ok` means it may be spliced.
     fn validate(&self, c: &Chunk, now: MonoTime) -> Result<(), RejectReason> {
         let cfg = &self.cfg;
+        if c.out_of_domain {
+            return Err(RejectReason::OutOfDomain);
+        }
         if c.dof as usize != cfg.dof {
             return Err(RejectReason::WrongDof {
                 got: c.dof,

@@ -8,7 +8,7 @@
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
     Backend, Chunk, Command, DriveRequest, DriveState, Executor, Feedback, Gate, JointVec, Mode,
-    ModeChangeReason, MonoTime, Observation, Resume, Setpoint, MAX_DOF,
+    ModeChangeReason, MonoTime, Observation, RejectReason, Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -201,6 +201,13 @@ impl ControlLoop {
             if self.stopping {
                 self.chunks_ignored_stopping += 1;
             } else if let Err(reason) = self.executor.offer(chunk, wake) {
+                if reason == RejectReason::OutOfDomain {
+                    // The policy's own support monitor (manifest domain) flagged the
+                    // observation: it loses authority until it is back inside.
+                    self.executor
+                        .force_fallback(wake, ModeChangeReason::OutOfDomain);
+                    self.gate.flag_out_of_domain(None);
+                }
                 self.events_out.push(EventRecord::Reject {
                     t: wake,
                     seq: chunk.seq,

@@ -125,6 +125,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         seq += 1;
         chunk.seq = seq;
         chunk.t_obs = obs.t_capture;
+        chunk.out_of_domain = info.out_of_domain;
         chunk.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
         let t_publish = os::now();
         chunk.t_publish = t_publish;
