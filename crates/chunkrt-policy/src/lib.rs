@@ -28,7 +28,7 @@ pub use goals::{GoalError, GoalSequence};
 pub use manifest::{Manifest, PolicyKind, SamplerMethod};
 pub use model::PolicyModel;
 pub use noise::GaussianNoise;
-pub use onnx_policy::{AnytimeStats, NoiseMode, OnnxPolicy, OnnxPolicyConfig};
+pub use onnx_policy::{AnytimeStats, NoiseMode, OnnxPolicy, OnnxPolicyConfig, StateSource};
 pub use ortlib::{find_ort_library, ORT_LIBRARY_NAME};
 pub use sample::{
     describe_verdict, report_to_json, report_to_text, sample_chunks, sample_chunks_with,

@@ -35,6 +35,19 @@ pub enum NoiseMode {
     PerChunk,
 }
 
+/// Which joint positions the policy treats as the arm's state (network input and the origin
+/// of the delta-encoded chunk).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StateSource {
+    /// The measured positions (`Observation::pos_rad`), as in the demonstrations.
+    #[default]
+    Measured,
+    /// The last command sent to the drives (`Observation::cmd_pos_rad`): chunks then start
+    /// where the command stream is, not where the lagging measurement is, so consecutive
+    /// chunks join without the seam having to absorb the tracking error.
+    Commanded,
+}
+
 /// Configuration of an [`OnnxPolicy`]; `None` fields take the manifest's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OnnxPolicyConfig {
@@ -59,6 +72,8 @@ pub struct OnnxPolicyConfig {
     pub goal_dwell_ms: u64,
     /// When fresh noise is drawn.
     pub noise: NoiseMode,
+    /// Which positions are the state.
+    pub state: StateSource,
     /// A learned policy settles near its goal, not exactly on it (model bias). When the arm
     /// is within this distance of the goal (every joint) and has stopped moving for
     /// `settle_chunks` consecutive chunks, the next goal is pursued. `None`: four
@@ -86,6 +101,7 @@ impl OnnxPolicyConfig {
             goals: None,
             goal_dwell_ms: 0,
             noise: NoiseMode::PerGoal,
+            state: StateSource::Measured,
             goal_settle_radius_rad: None,
             settle_chunks: 5,
             smoothing_modes: 6,
@@ -117,6 +133,7 @@ pub struct OnnxPolicy {
     deadline_ns: Option<f64>,
     noise: GaussianNoise,
     noise_mode: NoiseMode,
+    state_source: StateSource,
     noise_fresh: bool,
     noise_buf: Vec<f32>,
     obs_vec: Vec<f64>,
@@ -191,6 +208,7 @@ impl OnnxPolicy {
             deadline_ns,
             noise: GaussianNoise::new(seed),
             noise_mode: cfg.noise,
+            state_source: cfg.state,
             noise_fresh: false,
             noise_buf: vec![0.0; len],
             obs_vec: vec![0.0; d_obs],
@@ -307,15 +325,19 @@ impl Policy for OnnxPolicy {
                 obs.dof
             )));
         }
-        if let Some(j) = (0..d_a).find(|&j| !obs.pos_rad[j].is_finite()) {
+        let state = match self.state_source {
+            StateSource::Measured => &obs.pos_rad,
+            StateSource::Commanded => &obs.cmd_pos_rad,
+        };
+        if let Some(j) = (0..d_a).find(|&j| !state[j].is_finite()) {
             return Err(PolicyError(format!(
-                "onnx policy: observed position of joint {j} is not finite ({})",
-                obs.pos_rad[j]
+                "onnx policy: state position of joint {j} is not finite ({})",
+                state[j]
             )));
         }
-        let goal_changed = self.goals.update(&obs.pos_rad, obs.t_capture);
+        let goal_changed = self.goals.update(state, obs.t_capture);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
-        self.observation_vector(&obs.pos_rad, &mut obs_vec);
+        self.observation_vector(state, &mut obs_vec);
         let verdict = self.model.domain().check(&obs_vec);
         self.last_verdict = Some(verdict);
 
@@ -338,7 +360,7 @@ impl Policy for OnnxPolicy {
         let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
         self.model.positions_into(&obs_vec, &mut self.pos_buf);
         if let Some(sm) = self.smoother.as_mut() {
-            sm.apply(&mut self.pos_buf, d_a, &obs.pos_rad[..d_a]);
+            sm.apply(&mut self.pos_buf, d_a, &state[..d_a]);
         }
         self.obs_vec = obs_vec;
 
@@ -357,10 +379,10 @@ impl Policy for OnnxPolicy {
         }
         // Settled near the goal: the arm is close and has stopped moving.
         let motion = (0..d_a).fold(0.0f64, |acc, j| {
-            acc.max((obs.pos_rad[j] - self.prev_pos[j]).abs())
+            acc.max((state[j] - self.prev_pos[j]).abs())
         });
-        self.prev_pos = obs.pos_rad;
-        if self.goals.distance_rad(&obs.pos_rad) <= self.settle_radius_rad
+        self.prev_pos = *state;
+        if self.goals.distance_rad(state) <= self.settle_radius_rad
             && motion < self.settle_motion_rad
         {
             self.settled_for += 1;

@@ -163,3 +163,24 @@ fn refuses_bad_configs_and_observations() {
         "onnx policy: observation has 6 joints, model expects 7"
     );
 }
+
+#[test]
+fn commanded_state_source_anchors_the_chunk_at_the_command() {
+    let mut cfg = OnnxPolicyConfig::new(policies().join("flow.toml"));
+    cfg.state = chunkrt_policy::StateSource::Commanded;
+    cfg.smoothing_modes = 0;
+    let mut policy = OnnxPolicy::new(&cfg).unwrap();
+    let goal0 = policy.manifest().encoding.goals[0].clone();
+    let mut obs = obs_at(0, &[9.0; 7]); // measurement ignored
+    obs.cmd_pos_rad[..7].copy_from_slice(&goal0);
+    let mut chunk = Chunk::default();
+    let info = policy.infer(&obs, &mut chunk).unwrap();
+    assert!(!info.out_of_domain, "{:?}", policy.last_verdict());
+    for (j, g) in goal0.iter().enumerate() {
+        assert!(
+            (chunk.pos_rad[0][j] - g).abs() < 0.05,
+            "joint {j}: {}",
+            chunk.pos_rad[0][j]
+        );
+    }
+}
