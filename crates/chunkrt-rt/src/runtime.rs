@@ -401,7 +401,10 @@ fn record_handoff(
 ) {
     for (k, v) in [
         ("cycles_run", control.cycles_run()),
-        ("chunks_published", handoff.published.load(Ordering::Relaxed)),
+        (
+            "chunks_published",
+            handoff.published.load(Ordering::Relaxed),
+        ),
         (
             "chunks_overwritten_in_handoff",
             handoff.overwritten.load(Ordering::Relaxed),
