@@ -111,3 +111,35 @@ fn a_short_run_writes_a_report_with_the_documented_schema() {
     }
     assert!(report["counters"]["cycles"].as_u64().unwrap() > 50);
 }
+
+#[test]
+fn a_1ms_bus_period_plays_the_20ms_setpoint_grid() {
+    let dir = temp_dir("bus1ms");
+    let out = chunkrt()
+        .args([
+            "run",
+            "--duration",
+            "2s",
+            "--quiet",
+            "--bus-period-ms",
+            "1",
+            "--out",
+        ])
+        .arg(&dir)
+        .arg("--config")
+        .arg(repo().join("rt-config/sim-scripted.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["config"]["period_ms"], 1.0);
+    let cycles = report["counters"]["cycles"].as_u64().unwrap();
+    assert!(cycles > 1500, "about 2000 cycles at 1 ms, got {cycles}");
+    assert!(report["counters"]["chunks_used"].as_u64().unwrap() > 20);
+    assert_eq!(report["counters"]["chunks_expired"], 0);
+}
