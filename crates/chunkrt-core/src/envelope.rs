@@ -25,6 +25,11 @@
 //! max_jerk`); the gate then keeps the jerk and acceleration limits and reports
 //! `Braking`. The proptests draw limits across the sane range and check every
 //! executed command.
+//!
+//! [`stop_peak`] is not a safety rule but the gate's approach to a proposal it
+//! cannot reach at once: a stop that ends at rest (its acceleration swung back to
+//! zero) rather than at full deceleration, so that the gate can steer by it onto a
+//! held position without stopping short or overshooting.
 
 /// Largest velocity reached after choosing `alpha` for the next period and then
 /// lowering the acceleration by `d` per period until it is `<= 0`.
@@ -151,6 +156,123 @@ fn last_positive(
     }
 }
 
+/// Velocity change while the acceleration `a` is swung back to 0 by `d` per
+/// period (the last period reaches 0 and adds nothing): the velocity a stop must
+/// keep in hand to end at rest rather than at full deceleration.
+pub(crate) fn ramp_out(a: f64, t: f64, d: f64) -> f64 {
+    let m = (a.abs() / d).ceil().max(1.0) - 1.0;
+    t * (m * a - a.signum() * d * m * (m + 1.0) * 0.5)
+}
+
+/// State after `i` periods of a swing from `(q, v, a)` with accelerations
+/// `a + s k d`, `k = 1..=i` (`s` = +-1): closed-form sums of the triple integrator.
+fn swing(q: f64, v: f64, a: f64, s: f64, d: f64, t: f64, i: f64) -> (f64, f64, f64) {
+    let tri = i * (i + 1.0) * 0.5;
+    (
+        q + t * (i * v + t * (a * tri + s * d * tri * (i + 2.0) / 3.0)),
+        v + t * (i * a + s * d * tri),
+        a + s * d * i,
+    )
+}
+
+/// Smallest integer `i` in `(lo, hi]` with `pred(i)`, given `!pred(lo)`, `pred(hi)`
+/// and a monotone `pred` (bounded: 64 halvings cover any float range).
+fn first_true(mut lo: f64, mut hi: f64, pred: impl Fn(f64) -> bool) -> f64 {
+    for _ in 0..64 {
+        if hi - lo <= 1.0 {
+            break;
+        }
+        let mid = (0.5 * (lo + hi)).floor();
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// Highest position of the final swing of [`stop_peak`]: from `(q, v, a)` the
+/// acceleration returns to 0 by `d` per period (the last period reaches 0).
+fn ramp_out_peak(q: f64, v: f64, a: f64, t: f64, d: f64, mut peak: f64) -> f64 {
+    if a == 0.0 {
+        return peak;
+    }
+    let s = -a.signum();
+    let m = (a.abs() / d).ceil().max(1.0);
+    // Periods 1..m-1 follow the swing; the m-th ends at zero acceleration.
+    let (qm, vm, _) = swing(q, v, a, s, d, t, m - 1.0);
+    if a < 0.0 && v > 0.0 {
+        // The velocity falls: the position rises up to the last period with v > 0.
+        let last = if vm > 0.0 {
+            m - 1.0
+        } else {
+            first_true(0.0, m - 1.0, |i| swing(q, v, a, s, d, t, i).1 <= 0.0) - 1.0
+        };
+        peak = peak.max(swing(q, v, a, s, d, t, last).0);
+    }
+    peak.max(qm).max(qm + vm * t)
+}
+
+/// Highest position reached after choosing `alpha` for the next period and then
+/// stopping as a time-optimal jerk-limited stop does in discrete time: the
+/// acceleration swung toward `-b` by `d` per period and held there while the
+/// velocity exceeds what the swing back to zero acceleration ([`ramp_out`]) will
+/// shed, then swung back to 0. Unlike [`pos_peak`] (the limits' braking rule, which
+/// ends at full deceleration and so stops well short of where it could with a slow
+/// jerk) this one ends at rest, within about one period's velocity step, which is
+/// what lets the gate land on a held proposal in close to minimum time.
+///
+/// O(log) in the number of periods: the swings and the constant phase are summed in
+/// closed form and the switching periods found by integer bisection on quantities
+/// that are monotone along the stop (the velocity the stop would end with if it
+/// swung back now never rises while braking; the velocity falls while the
+/// acceleration is negative).
+pub(crate) fn stop_peak(q: f64, v: f64, alpha: f64, t: f64, d: f64, b: f64) -> f64 {
+    let v1 = v + alpha * t;
+    let q1 = q + v1 * t;
+    let mut peak = q1;
+    let (mut q, mut v, mut a) = (q1, v1, alpha);
+    if a != -b {
+        // Swing toward -b; `n` periods, the last one clipped to -b.
+        let s = if a > -b { -1.0 } else { 1.0 };
+        let n = ((a + b).abs() / d).ceil().max(1.0);
+        let ends_with = |i: f64| {
+            let (_, vi, ai) = swing(q, v, a, s, d, t, i);
+            vi + ramp_out(ai, t, d)
+        };
+        if ends_with(0.0) <= 0.0 {
+            return ramp_out_peak(q, v, a, t, d, peak);
+        }
+        if ends_with(n - 1.0) <= 0.0 {
+            // Switch inside the swing. Before it the position only falls while the
+            // acceleration is still positive (the velocity is positive wherever the
+            // stop still has velocity to shed with a <= 0), so its highest point is
+            // at the start or one of the last two periods.
+            let i = first_true(0.0, n - 1.0, |i| ends_with(i) <= 0.0);
+            let (qp, _, _) = swing(q, v, a, s, d, t, i - 1.0);
+            let (qi, vi, ai) = swing(q, v, a, s, d, t, i);
+            return ramp_out_peak(qi, vi, ai, t, d, peak.max(qp).max(qi));
+        }
+        let (qi, vi, _) = swing(q, v, a, s, d, t, n - 1.0);
+        a = -b;
+        v = vi + a * t;
+        q = qi + v * t;
+        peak = peak.max(qi).max(q);
+    }
+    let r = ramp_out(-b, t, d);
+    if v + r > 0.0 {
+        // Constant -b for `n` periods, while v + r > 0 before each.
+        let bt = b * t;
+        let n = ((v + r) / bt).ceil();
+        let (qi, vi, _) = swing(q, v, -b, 1.0, 0.0, t, n - 1.0);
+        v = vi - bt;
+        q = qi + v * t;
+        peak = peak.max(qi).max(q);
+    }
+    ramp_out_peak(q, v, -b, t, d, peak)
+}
+
 /// A cheap upper bound of [`pos_peak`], used to skip the exact evaluation far from
 /// the limits: the peak velocity times a bound on the time until it has been braked.
 pub(crate) fn pos_peak_bound(q: f64, v: f64, alpha: f64, t: f64, d: f64, b: f64) -> f64 {
@@ -255,6 +377,60 @@ mod tests {
             proptest::prop_assert!(pos_peak_bound(q, v, alpha, t, d, b) >= exact - 1e-12);
             let ve = vel_peak(v, alpha, t, d);
             proptest::prop_assert!((ve - vel_peak_sim(v, alpha, t, d)).abs() < 1e-9);
+        }
+    }
+
+    /// Step-by-step simulation of the stop rule of [`stop_peak`] (no closed form).
+    fn stop_peak_sim(q: f64, v: f64, alpha: f64, t: f64, d: f64, b: f64) -> (f64, f64, f64) {
+        let (mut a, mut v) = (alpha, v + alpha * t);
+        let mut q = q + v * t;
+        let mut peak = q;
+        let mut out = false;
+        for _ in 0..10_000_000 {
+            out = out || v + ramp_out(a, t, d) <= 0.0;
+            if out && a == 0.0 {
+                break;
+            }
+            a = if out {
+                if a < 0.0 {
+                    (a + d).min(0.0)
+                } else {
+                    (a - d).max(0.0)
+                }
+            } else if a > -b {
+                (a - d).max(-b)
+            } else {
+                (a + d).min(-b)
+            };
+            v += a * t;
+            q += v * t;
+            peak = peak.max(q);
+        }
+        (peak, v, a)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn stop_peak_matches_its_rule_and_ends_at_rest(
+            v in -3.0f64..3.0,
+            acc in 1.0f64..20.0,
+            alpha_frac in -1.0f64..1.0,
+            jerk_ratio in 5.0f64..500.0,
+            t in proptest::sample::select(vec![1e-3, 2e-3, 4e-3, 1e-2, 2e-2]),
+        ) {
+            let (alpha, b, d) = (alpha_frac * acc, acc, acc * jerk_ratio * t);
+            let exact = stop_peak(0.0, v, alpha, t, d, b);
+            let (sim, v_end, a_end) = stop_peak_sim(0.0, v, alpha, t, d, b);
+            proptest::prop_assert!((exact - sim).abs() < 1e-9 * (1.0 + sim.abs()), "{exact} vs {sim}");
+            // Ends at rest (zero acceleration), never still moving up, and with at
+            // most the velocity of one period's swing left over.
+            proptest::prop_assert!(a_end == 0.0);
+            proptest::prop_assert!(v_end <= 1e-12, "v_end {v_end}");
+            // When the stop has velocity to shed at all, it sheds it within a
+            // period's steps of exactly zero.
+            if v + alpha * t + ramp_out(alpha, t, d) > 0.0 {
+                proptest::prop_assert!(v_end >= -2.0 * (b + d) * t - 1e-12, "v_end {v_end}");
+            }
         }
     }
 

@@ -14,9 +14,11 @@
 //!    break a limit whatever is proposed (checked by the proptests in
 //!    `tests/properties.rs`);
 //! 4. if the proposal is reachable inside that interval it is executed exactly;
-//!    otherwise the gate steers toward it with a square-root (time-optimal shaped)
-//!    position/velocity cascade clamped to the interval, and records which bound
-//!    the proposal broke.
+//!    otherwise the gate steers toward it with a discrete braking curve (the
+//!    largest acceleration in the interval from which a jerk-limited stop still
+//!    lands on the proposal, found by bisection; see `Gate::track`), and records
+//!    which bound the proposal broke. That approach is time-optimal up to a period
+//!    or so and does not overshoot at any command period (`tests/gate_convergence.rs`).
 //!
 //! Like libfranka's `limitRate`, limits are enforced by rate limiting against the
 //! previous commands; unlike it, the bounds are derived from braking rules, so the
@@ -24,7 +26,9 @@
 //! allowed.
 
 use crate::chunk::{JointVec, MAX_DOF};
-use crate::envelope::{bisect_max, pos_peak, pos_peak_bound, vel_peak, vel_peak_inverse};
+use crate::envelope::{
+    bisect_max, pos_peak, pos_peak_bound, stop_peak, vel_peak, vel_peak_inverse,
+};
 use crate::executor::Setpoint;
 use crate::io::Command;
 use crate::limits::{JointLimit, JointLimits};
@@ -229,12 +233,6 @@ fn admissible(
         && pos_ok(-s.q, -s.v, -alpha, -lo_pos)
 }
 
-/// `sign(x) * min(sqrt(2 k |x|), g |x|)`: the fastest approach to zero that a
-/// deceleration `k` can still stop, with a linear (gain `g`) end near zero.
-fn sqrt_law(x: f64, k: f64, g: f64) -> f64 {
-    x.signum() * (2.0 * k * x.abs()).sqrt().min(g * x.abs())
-}
-
 /// Clamps every command (see the module docs).
 pub struct Gate {
     limits: JointLimits,
@@ -346,13 +344,17 @@ impl Gate {
                 (vd, ad) = (0.0, 0.0);
             }
             let alpha_dead = ((pd - s.q) / t - s.v) / t;
-            // Off track, rejoin only where the next period's catch-up would also be
-            // within the jerk limit (velocity matched too); otherwise a one-period
-            // position match leaves a velocity mismatch that kicks back out.
+            // Off track, rejoin only where the next period's catch-up (velocity
+            // matched too) and the return to the proposal's own acceleration after it
+            // are also within the limits; otherwise a one-period position match leaves
+            // a velocity or acceleration mismatch that kicks back out (a wobble).
             let rejoin_ok = s.on_track || {
                 let v1 = s.v + alpha_dead * t;
                 let alpha_next = (vd + 0.5 * ad * t - v1) / t;
-                (alpha_next - alpha_dead).abs() <= lim.max_jerk_rad_s3 * t
+                let d = lim.max_jerk_rad_s3 * t;
+                (alpha_next - alpha_dead).abs() <= d
+                    && (ad - alpha_next).abs() <= d
+                    && alpha_next.abs() <= lim.max_acc_rad_s2
             };
             // The common case costs one evaluation of each safety predicate; the
             // interval's ends (bisection) are only needed when the proposal fails one.
@@ -376,7 +378,7 @@ impl Gate {
                         Constraint::Jerk // admissible now, but rejoining breaks it next
                     };
                     bits |= last.bit();
-                    self.track(&s, pd, vd, ad, &lim).clamp(b.lo, b.hi)
+                    self.track(&s, pd, vd, ad, &lim, &b).clamp(b.lo, b.hi)
                 }
             };
             let v1 = s.v + alpha * t;
@@ -409,28 +411,82 @@ impl Gate {
     }
 
     /// Acceleration that steers toward the proposal when it cannot be reached in one
-    /// period: square-root position and velocity laws with feed-forward. The square
-    /// roots keep the approach within the braking deceleration and the jerk limit;
-    /// the linear ends near zero have the velocity loop four times faster than the
-    /// position loop (critically damped) and a quarter of the sampling rate.
+    /// period: a discrete time-optimal (bang-bang) approach in the frame of the
+    /// proposal, restricted to the admissible interval `[lo, hi]`.
     ///
-    /// Errors are taken after a coasting (zero-jerk) step and against the proposal in
-    /// the gate's discrete terms (a backward-difference velocity lags the
-    /// instantaneous one by half a period), so on a feasible moving proposal the
-    /// residual error vanishes and the exact path (`alpha_dead`) takes over again.
-    fn track(&self, s: &JointState, pd: f64, vd: f64, ad: f64, lim: &JointLimit) -> f64 {
+    /// The proposal is taken to continue at its own velocity and acceleration, so
+    /// the tracking error `e = q - p` is again a discrete triple integrator whose
+    /// acceleration is `a' - ad`. When the error is negative the chosen `a'` is the
+    /// largest admissible one from which a jerk-limited stop of the error
+    /// ([`stop_peak`]: acceleration swung toward `-ae` by `J t` per period, held,
+    /// then swung back to zero so that it ends at rest) still ends at or below zero
+    /// error; the mirror image when it is positive. That is a braking curve in
+    /// discrete time: full acceleration while there is room, then exactly as much
+    /// braking as lands on the proposal. `stop_peak` is monotone in `a'`, so a
+    /// bounded bisection (16 halvings) finds that acceleration, erring on the side of
+    /// stopping short: no overshoot, whatever the period. Where even the hardest
+    /// admissible braking crosses, it brakes as hard as allowed.
+    ///
+    /// The approach brakes at the full acceleration limit (less what the proposal's
+    /// own acceleration uses), not at `brake_acc`: that one only shapes the
+    /// position-limit envelope, which `[lo, hi]` already contains.
+    fn track(
+        &self,
+        s: &JointState,
+        pd: f64,
+        vd: f64,
+        ad: f64,
+        lim: &JointLimit,
+        b: &Bounds,
+    ) -> f64 {
         let t = self.t;
         let a_max = lim.max_acc_rad_s2.max(TINY);
-        let j_max = lim.max_jerk_rad_s3.max(TINY);
-        let kv = 0.25 / t;
-        let kp = 0.25 * kv;
-        let b = lim.brake_acc_rad_s2.min(a_max).max(TINY);
-        let v_coast = s.v + s.a * t;
-        let e = pd - (s.q + v_coast * t);
-        let ev = (vd - 0.5 * ad * t) - v_coast;
-        let v_corr = sqrt_law(e, 0.5 * b, kp);
-        let dv = (ev + v_corr).clamp(-2.0 * lim.max_vel_rad_s, 2.0 * lim.max_vel_rad_s);
-        (ad + sqrt_law(dv, 0.5 * j_max, kv)).clamp(-a_max, a_max)
+        let d = (lim.max_jerk_rad_s3 * t).max(TINY);
+        // Authority left beside the proposal's own acceleration (a floor keeps an
+        // infeasible proposal from freezing the approach).
+        let ae = (a_max - ad.abs()).max(0.1 * a_max);
+        // The proposal in the gate's discrete terms: a backward-difference velocity
+        // lags the instantaneous one by half a period.
+        let vdd = vd - 0.5 * ad * t;
+        // Error now (`e0`) and its velocity "one period back" (`ev0`), chosen so that
+        // stepping it with error acceleration `x - ad` gives the error after this
+        // period: the same convention as `stop_peak`'s `(q, v, alpha)`.
+        let e0 = s.q + vdd * t - pd;
+        let ev0 = s.v - vdd + ad * t;
+        let above = |x: f64| stop_peak(e0, ev0, x - ad, t, d, ae);
+        let below = |x: f64| -stop_peak(-e0, -ev0, ad - x, t, d, ae);
+        // Even the most upward acceleration ends below the proposal (approach from
+        // below), or even the most downward one ends above it (from above). A
+        // previous period's bisection leaves the hardest braking landing exactly on
+        // the proposal; rounding must not read that as an unavoidable crossing.
+        let eps = 1e-12 * (1.0 + pd.abs());
+        let ends_below = below(b.hi) < -eps;
+        let ends_above = above(b.lo) > eps;
+        let from_below = match (ends_below, ends_above) {
+            (true, false) => true,
+            (false, true) => false,
+            // Crossing is unavoidable: brake the motion as hard as allowed.
+            (true, true) => {
+                return if ev0 + (s.a - ad) * t > 0.0 {
+                    b.lo
+                } else {
+                    b.hi
+                }
+            }
+            // Either side can still be kept: stay on the side the error is on now.
+            (false, false) => e0 < 0.0,
+        };
+        if from_below {
+            if above(b.hi) <= 0.0 {
+                b.hi
+            } else {
+                bisect_max(b.lo, b.hi, |x| above(x) <= 0.0)
+            }
+        } else if below(b.lo) >= 0.0 {
+            b.lo
+        } else {
+            -bisect_max(-b.hi, -b.lo, |y| below(-y) >= 0.0)
+        }
     }
 
     /// Interventions of the last `filter` call.
