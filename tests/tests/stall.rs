@@ -107,22 +107,21 @@ fn a_stalled_policy_brings_the_arm_to_rest_smoothly_and_playback_resumes() {
     let limits = cfg.joint_limits();
     let seen = log.lock().unwrap();
     assert!(seen.len() > 200);
+    // The gate's guarantees are per command period: judge the command sequence with
+    // the nominal period (exchange times carry scheduling jitter).
+    let t = cfg.period_ns() as f64 * 1e-9;
     for w in seen.windows(3) {
-        let dt = (w[2].t.diff_ns(w[1].t) as f64 * 1e-9).max(1e-4);
-        let dt0 = (w[1].t.diff_ns(w[0].t) as f64 * 1e-9).max(1e-4);
         for j in 0..cfg.control.joints {
             let l = &limits.joint[j];
-            let v1 = (w[1].cmd.pos_rad[j] - w[0].cmd.pos_rad[j]) / dt0;
-            let v2 = (w[2].cmd.pos_rad[j] - w[1].cmd.pos_rad[j]) / dt;
+            let v1 = (w[1].cmd.pos_rad[j] - w[0].cmd.pos_rad[j]) / t;
+            let v2 = (w[2].cmd.pos_rad[j] - w[1].cmd.pos_rad[j]) / t;
             assert!(
                 v2.abs() <= l.max_vel_rad_s * 1.001 + 1e-9,
                 "joint {j} speed {v2}"
             );
             assert!(
-                (v2 - v1).abs() <= l.max_acc_rad_s2 * dt.max(dt0) * 1.01 + 1e-6,
-                "joint {j} velocity jump {} -> {}",
-                v1,
-                v2
+                (v2 - v1).abs() <= l.max_acc_rad_s2 * t * 1.001 + 1e-9,
+                "joint {j} velocity jump {v1} -> {v2}"
             );
         }
     }
@@ -134,7 +133,9 @@ fn a_stalled_policy_brings_the_arm_to_rest_smoothly_and_playback_resumes() {
         .iter()
         .filter(|s| {
             let t = s.t.diff_ns(t_first) as f64 * 1e-9;
-            t > hold_t + 0.05 && t < resume_t - 0.05
+            // Event times count from the runtime's start, exchange times from the
+            // first exchange (tens of ms later): keep well inside the held window.
+            t > hold_t + 0.2 && t < resume_t - 0.2
         })
         .collect();
     assert!(held.len() > 10);

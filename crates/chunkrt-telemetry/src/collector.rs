@@ -4,7 +4,8 @@ use crate::metrics::{Metric, MetricSet};
 use crate::records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 use crate::report::{summarize, HostInfo, Report, SCHEMA_VERSION};
 use crate::rings::RingConsumers;
-use chunkrt_core::{Constraint, Intervention, Mode, MonoTime};
+use chunkrt_core::gate::CONSTRAINT_COUNT;
+use chunkrt_core::{Constraint, Intervention, Mode, MonoTime, MAX_DOF};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -80,7 +81,8 @@ pub struct Collector {
     events: Vec<EventRecord>,
     gate_log: Option<BufWriter<File>>,
     event_log: Option<BufWriter<File>>,
-    gate_run: Option<GateRun>,
+    gate_runs: [[Option<GateRun>; CONSTRAINT_COUNT]; MAX_DOF],
+    last_event_t: Option<MonoTime>,
     last_mode: u8,
     last_chunk_seq: u64,
     max_track_err_rad: f64,
@@ -128,7 +130,8 @@ impl Collector {
             events: Vec::with_capacity(MAX_REPORT_EVENTS),
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
-            gate_run: None,
+            gate_runs: Default::default(),
+            last_event_t: None,
             last_mode: u8::MAX,
             last_chunk_seq: 0,
             max_track_err_rad: 0.0,
@@ -159,6 +162,8 @@ impl Collector {
             self.on_event(&e);
             n += 1;
         }
+        let latest = self.last_event_t;
+        self.flush_gate_runs_before(latest);
         self.counters.insert("ring_drops", cons.drops());
         // Per ring, so that each ring's records reconcile on their own
         // (e.g. `cycles_run = cycles + ring_drops_cycle`).
@@ -242,6 +247,7 @@ impl Collector {
     fn on_event(&mut self, e: &EventRecord) {
         match e {
             EventRecord::Gate { t, intervention } => {
+                self.last_event_t = Some(*t);
                 self.on_gate(*t, *intervention);
                 return;
             }
@@ -289,17 +295,23 @@ impl Collector {
         }
     }
 
+    /// One open run per joint and constraint: a run goes on while the same joint
+    /// meets the same constraint on consecutive cycles, whatever the other joints do,
+    /// so a gate that acts on several joints at once still writes one line per run.
     fn on_gate(&mut self, t: MonoTime, iv: Intervention) {
-        if let Some(run) = &mut self.gate_run {
-            if run.last.joint == iv.joint && run.last.constraint == iv.constraint {
+        let j = (iv.joint as usize).min(MAX_DOF - 1);
+        let c = (iv.constraint as usize).min(CONSTRAINT_COUNT - 1);
+        let gap_ns = self.period_ns + self.period_ns / 2;
+        if let Some(run) = &mut self.gate_runs[j][c] {
+            if t.saturating_since(run.t_last) <= gap_ns {
                 run.last = iv;
                 run.t_last = t;
                 run.repeats += 1;
                 return;
             }
         }
-        self.flush_gate_run();
-        self.gate_run = Some(GateRun {
+        self.flush_gate_run(j, c);
+        self.gate_runs[j][c] = Some(GateRun {
             first: iv,
             last: iv,
             t_first: t,
@@ -308,8 +320,25 @@ impl Collector {
         });
     }
 
-    fn flush_gate_run(&mut self) {
-        if let Some(run) = self.gate_run.take() {
+    /// Writes the runs that did not go on in the cycle before `t` (all with `None`).
+    fn flush_gate_runs_before(&mut self, t: Option<MonoTime>) {
+        let gap_ns = self.period_ns + self.period_ns / 2;
+        for j in 0..MAX_DOF {
+            for c in 0..CONSTRAINT_COUNT {
+                let stale = match (&self.gate_runs[j][c], t) {
+                    (Some(run), Some(t)) => t.saturating_since(run.t_last) > gap_ns,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if stale {
+                    self.flush_gate_run(j, c);
+                }
+            }
+        }
+    }
+
+    fn flush_gate_run(&mut self, j: usize, c: usize) {
+        if let Some(run) = self.gate_runs[j][c].take() {
             let v = json!({
                 "t_s": self.t_rel(run.t_first),
                 "t_last_s": self.t_rel(run.t_last),
@@ -367,7 +396,7 @@ impl Collector {
 
     /// Closes the logs and builds the report.
     pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
-        self.flush_gate_run();
+        self.flush_gate_runs_before(None);
         for w in [self.gate_log.as_mut(), self.event_log.as_mut()]
             .into_iter()
             .flatten()
@@ -402,4 +431,61 @@ impl Collector {
 enum LogFile {
     Gate,
     Event,
+}
+
+#[cfg(test)]
+mod gate_log_tests {
+    use super::*;
+    use crate::rings::rings;
+    use crate::EventRecord;
+
+    #[test]
+    fn interleaved_joints_collapse_into_one_line_per_run() {
+        let dir = std::env::temp_dir().join(format!("chunkrt-gate-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let period = 20_000_000;
+        let mut c = Collector::new(period, MonoTime::ZERO, Some(&dir)).unwrap();
+        let (_cp, mut ep, _ip, mut cons) = rings(4096);
+        let iv = |joint, constraint| Intervention {
+            joint,
+            constraint,
+            proposed_rad: 1.0,
+            executed_rad: 0.9,
+        };
+        // Joints 0 and 3 both rate-limited for 100 cycles, drained now and then;
+        // then a pause, then joint 0 again: three runs.
+        for k in 0..100u64 {
+            let t = MonoTime(1 + k * period);
+            ep.push(EventRecord::Gate {
+                t,
+                intervention: iv(0, Constraint::Acceleration),
+            });
+            ep.push(EventRecord::Gate {
+                t,
+                intervention: iv(3, Constraint::Acceleration),
+            });
+            if k % 7 == 0 {
+                c.drain(&mut cons);
+            }
+        }
+        ep.push(EventRecord::Gate {
+            t: MonoTime(1 + 300 * period),
+            intervention: iv(0, Constraint::Acceleration),
+        });
+        c.drain(&mut cons);
+        let _ = c.finish(HostInfo::default(), 1.0);
+        let text = std::fs::read_to_string(dir.join("gate.jsonl")).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let repeats: Vec<u64> = lines
+            .iter()
+            .map(|l| l["repeats"].as_u64().unwrap())
+            .collect();
+        assert_eq!(repeats.iter().sum::<u64>(), 201);
+        assert!(repeats.contains(&100) && repeats.contains(&1));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
