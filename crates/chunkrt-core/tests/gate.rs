@@ -111,7 +111,7 @@ fn a_step_is_rate_limited_and_converges() {
         "settled at {}",
         cmd.pos_rad[0]
     );
-    assert!(overshoot < 0.05, "overshoot {overshoot}");
+    assert!(overshoot <= 1e-9, "overshoot {overshoot}");
 }
 
 #[test]
