@@ -46,27 +46,13 @@ fn run(blend_ms: f64) -> Option<Seams> {
         .report;
     assert!(report.counters["chunks_used"] > 50, "{:?}", report.counters);
     // Whatever the seams, the commands the drives got respect the limits.
-    let limits = cfg.joint_limits();
     let seen = log.lock().unwrap();
-    let t = cfg.period_ns() as f64 * 1e-9;
-    for w in seen.windows(3) {
-        for j in 0..cfg.control.joints {
-            let l = &limits.joint[j];
-            let v1 = (w[1].cmd.pos_rad[j] - w[0].cmd.pos_rad[j]) / t;
-            let v2 = (w[2].cmd.pos_rad[j] - w[1].cmd.pos_rad[j]) / t;
-            assert!(
-                v2.abs() <= l.max_vel_rad_s * 1.001 + 1e-9,
-                "joint {j} speed {v2}"
-            );
-            assert!(
-                ((v2 - v1) / t).abs() <= l.max_acc_rad_s2 * 1.001 + 1e-6,
-                "joint {j} acceleration {}",
-                (v2 - v1) / t
-            );
-            let p = w[2].cmd.pos_rad[j];
-            assert!(p >= l.pos_min_rad && p <= l.pos_max_rad, "joint {j} at {p}");
-        }
-    }
+    chunkrt_tests::faulty::check_commands(
+        seen.iter().map(|s| &s.cmd),
+        &cfg.joint_limits(),
+        cfg.period_ns(),
+    )
+    .unwrap();
     Some(Seams {
         pos: report.seam["seam_max_pos_step_rad"],
         vel: report.seam["seam_max_vel_step_rad_s"],
