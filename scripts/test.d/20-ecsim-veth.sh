@@ -4,6 +4,7 @@
 # 1 ms cycle for 30 s, zero working-counter errors. Skips visibly when not root.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-bin="${CHUNKRT_BIN:-target/release/chunkrt}"
+bin="${CHUNKRT_BIN:-$(pwd)/target/release/chunkrt}"
 [[ -x "$bin" ]] || cargo build --release --quiet -p chunkrt-cli
-ECSIM_CMD="$(pwd)/$bin ecsim" ./scripts/ecsim-veth-test.sh "${ECSIM_SECONDS:-30}"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+ECSIM_CMD="$bin ecsim" ./scripts/ecsim-veth-test.sh "${ECSIM_SECONDS:-30}"
