@@ -1,8 +1,9 @@
 //! Proof that the control loop's per-cycle path does not allocate: a counting global
 //! allocator around 10 000+ real ticks (executor, gate, simulated arm, rings, buffers).
 
+use chunkrt_core::DomainBox;
 use chunkrt_core::{Chunk, Executor, Feedback, Gate, MonoTime, Observation};
-use chunkrt_rt::{ControlLoop, ControlParts, DomainBox};
+use chunkrt_rt::{ControlLoop, ControlParts};
 use chunkrt_tests::sim_config;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -103,8 +104,11 @@ fn allocations_with(
         cycles_out: cycle_p,
         events_out: event_p,
         domain: domain.then(|| {
-            let (lo, hi) = cfg.domain_box().unwrap_or(([-10.0; 16], [10.0; 16]));
-            DomainBox { lo, hi }
+            cfg.domain_box().unwrap_or(DomainBox {
+                dof: cfg.control.joints,
+                lo_rad: [-10.0; 16],
+                hi_rad: [10.0; 16],
+            })
         }),
         period_ns,
         first_feedback: first,

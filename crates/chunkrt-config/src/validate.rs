@@ -2,7 +2,7 @@
 
 use crate::schema::*;
 use chunkrt_core::{
-    ms_to_ns, ExecutorConfig, JointLimit, JointLimits, JointVec, Resume, MAX_DOF, MAX_HORIZON,
+    ms_to_ns, DomainBox, ExecutorConfig, JointLimit, JointLimits, Resume, MAX_DOF, MAX_HORIZON,
 };
 
 type Check = Result<(), (String, String)>;
@@ -320,16 +320,19 @@ impl Config {
         ms_to_ns(self.control.period_ms)
     }
 
-    /// The domain box as (lo, hi) joint vectors, when configured.
-    pub fn domain_box(&self) -> Option<(JointVec, JointVec)> {
+    /// The support monitor's box on observed positions, when configured.
+    pub fn domain_box(&self) -> Option<DomainBox> {
         self.domain.as_ref().map(|d| {
-            let mut lo = [f64::NEG_INFINITY; MAX_DOF];
-            let mut hi = [f64::INFINITY; MAX_DOF];
+            let mut b = DomainBox {
+                dof: self.control.joints,
+                lo_rad: [f64::NEG_INFINITY; MAX_DOF],
+                hi_rad: [f64::INFINITY; MAX_DOF],
+            };
             for j in 0..self.control.joints {
-                lo[j] = d.pos_min_rad.get(j);
-                hi[j] = d.pos_max_rad.get(j);
+                b.lo_rad[j] = d.pos_min_rad.get(j);
+                b.hi_rad[j] = d.pos_max_rad.get(j);
             }
-            (lo, hi)
+            b
         })
     }
 }

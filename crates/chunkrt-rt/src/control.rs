@@ -7,26 +7,10 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, Chunk, Command, DriveRequest, DriveState, Executor, Feedback, Gate, JointVec, Mode,
+    Backend, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback, Gate, Mode,
     ModeChangeReason, MonoTime, Observation, RejectReason, Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
-
-/// Box on the observed positions outside which the policy loses authority.
-#[derive(Clone, Copy, Debug)]
-pub struct DomainBox {
-    /// Lower bounds.
-    pub lo: JointVec,
-    /// Upper bounds.
-    pub hi: JointVec,
-}
-
-impl DomainBox {
-    /// The first joint whose position is outside the box (NaN counts as outside).
-    fn first_outside(&self, pos: &JointVec, dof: usize) -> Option<usize> {
-        (0..dof).find(|&j| !(pos[j] >= self.lo[j] && pos[j] <= self.hi[j]))
-    }
-}
 
 /// The control thread's state; built before the first deadline.
 pub struct ControlLoop {
@@ -220,7 +204,7 @@ impl ControlLoop {
         // domain: a chunk computed from an observation taken out there must not take
         // authority back.
         if let Some(domain) = &self.domain {
-            let outside = domain.first_outside(&self.fb.pos_rad, self.dof);
+            let outside = domain.first_violation(&self.fb.pos_rad);
             if let Some(j) = outside {
                 self.executor
                     .force_fallback(wake, ModeChangeReason::OutOfDomain);

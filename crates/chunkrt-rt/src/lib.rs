@@ -14,5 +14,5 @@ pub mod os;
 pub mod runtime;
 pub mod signals;
 
-pub use control::{ControlLoop, ControlParts, DomainBox};
+pub use control::{ControlLoop, ControlParts};
 pub use runtime::{RunError, RunOptions, RunOutcome, Runtime};

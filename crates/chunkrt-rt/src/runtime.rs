@@ -1,7 +1,7 @@
 //! The runtime: builds the backend, policy, executor, gate and rings from a config,
 //! starts the control, inference and telemetry threads, and returns the report.
 
-use crate::control::{ControlLoop, ControlParts, DomainBox};
+use crate::control::{ControlLoop, ControlParts};
 use crate::inference::{self, HandoffCounts, InferenceExit, InferenceParts};
 use crate::os;
 use chunkrt_config::Config;
@@ -130,7 +130,7 @@ impl Runtime {
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
         let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
-        let domain = cfg.domain_box().map(|(lo, hi)| DomainBox { lo, hi });
+        let domain = cfg.domain_box();
         let mut control = ControlLoop::new(ControlParts {
             backend,
             executor,
