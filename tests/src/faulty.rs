@@ -55,21 +55,17 @@ pub struct FaultyArm {
     arm: SimArm,
     schedule: Vec<(u64, ArmFault)>,
     exchanges: u64,
-    log: ExchangeLog,
 }
 
 impl FaultyArm {
-    /// Wraps `arm`; `schedule` lists (exchange index, fault). The log fills as the
-    /// loop runs.
-    pub fn new(arm: SimArm, schedule: Vec<(u64, ArmFault)>) -> (Self, ExchangeLog) {
-        let log = Arc::new(Mutex::new(Vec::with_capacity(1 << 16)));
-        let arm = FaultyArm {
+    /// Wraps `arm`; `schedule` lists (exchange index, fault). Returned inside a
+    /// [`Logged`] wrapper whose log fills as the loop runs.
+    pub fn new(arm: SimArm, schedule: Vec<(u64, ArmFault)>) -> (Logged<FaultyArm>, ExchangeLog) {
+        Logged::new(FaultyArm {
             arm,
             schedule,
             exchanges: 0,
-            log: log.clone(),
-        };
-        (arm, log)
+        })
     }
 }
 
@@ -106,16 +102,7 @@ impl Backend for FaultyArm {
             }
         }
         self.exchanges += 1;
-        let result = self.arm.exchange(now, cmd, fb);
-        self.log.lock().unwrap().push(Exchange {
-            seen: Seen {
-                t: now,
-                cmd: *cmd,
-                fb: *fb,
-            },
-            error: result.err(),
-        });
-        result
+        self.arm.exchange(now, cmd, fb)
     }
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.arm.shutdown(now)

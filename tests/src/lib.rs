@@ -3,9 +3,8 @@
 pub mod faulty;
 
 use chunkrt_config::Config;
-use chunkrt_core::{Backend, BackendError, Command, Feedback, MonoTime};
+use chunkrt_core::{Command, Feedback, MonoTime};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -40,58 +39,4 @@ pub struct Seen {
     pub cmd: Command,
     /// The feedback after the exchange.
     pub fb: Feedback,
-}
-
-/// A backend wrapper that records every command and feedback (tests only: it
-/// locks and allocates, which the real backends never do).
-pub struct Recording<B: Backend> {
-    inner: B,
-    log: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl<B: Backend> Recording<B> {
-    /// Wraps `inner`; the returned log fills as the loop runs.
-    pub fn new(inner: B) -> (Self, Arc<Mutex<Vec<Seen>>>) {
-        let log = Arc::new(Mutex::new(Vec::with_capacity(1 << 16)));
-        (
-            Recording {
-                inner,
-                log: log.clone(),
-            },
-            log,
-        )
-    }
-}
-
-impl<B: Backend> Backend for Recording<B> {
-    fn dof(&self) -> usize {
-        self.inner.dof()
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn start(
-        &mut self,
-        now: MonoTime,
-        fb: &mut Feedback,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.inner.start(now, fb)
-    }
-    fn exchange(
-        &mut self,
-        now: MonoTime,
-        cmd: &Command,
-        fb: &mut Feedback,
-    ) -> Result<(), BackendError> {
-        let r = self.inner.exchange(now, cmd, fb);
-        self.log.lock().unwrap().push(Seen {
-            t: now,
-            cmd: *cmd,
-            fb: *fb,
-        });
-        r
-    }
-    fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.inner.shutdown(now)
-    }
 }

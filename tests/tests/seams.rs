@@ -5,7 +5,8 @@
 
 use chunkrt_config::Config;
 use chunkrt_rt::{RunOptions, Runtime};
-use chunkrt_tests::{repo_root, Recording};
+use chunkrt_tests::faulty::Logged;
+use chunkrt_tests::repo_root;
 use std::time::Duration;
 
 fn late_chunks_config(blend_ms: f64) -> Option<Config> {
@@ -34,7 +35,7 @@ struct Seams {
 fn run(blend_ms: f64) -> Option<Seams> {
     let cfg = late_chunks_config(blend_ms)?;
     let (backend, log) =
-        Recording::new(chunkrt_sim::SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap());
+        Logged::new(chunkrt_sim::SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap());
     let policy = chunkrt_rt::build::policy(&cfg).unwrap();
     let opts = RunOptions {
         duration: Some(Duration::from_secs(6)),
@@ -48,7 +49,7 @@ fn run(blend_ms: f64) -> Option<Seams> {
     // Whatever the seams, the commands the drives got respect the limits.
     let seen = log.lock().unwrap();
     chunkrt_tests::faulty::check_commands(
-        seen.iter().map(|s| &s.cmd),
+        seen.iter().map(|e| &e.seen.cmd),
         &cfg.joint_limits(),
         cfg.period_ns(),
     )

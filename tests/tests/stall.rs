@@ -4,7 +4,8 @@
 
 use chunkrt_core::{Chunk, InferInfo, Observation, Policy, PolicyError, PolicySpec};
 use chunkrt_rt::{RunOptions, Runtime};
-use chunkrt_tests::{sim_config, Recording};
+use chunkrt_tests::faulty::Logged;
+use chunkrt_tests::sim_config;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ fn a_stalled_policy_brings_the_arm_to_rest_smoothly_and_playback_resumes() {
         c.executor.safe_stop_after_ms = 1000.0;
     });
     let (backend, log) =
-        Recording::new(chunkrt_sim::SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap());
+        Logged::new(chunkrt_sim::SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap());
     let stall = Arc::new(AtomicBool::new(false));
     let policy = Stallable {
         inner: chunkrt_rt::build::policy(&cfg).unwrap(),
@@ -107,16 +108,20 @@ fn a_stalled_policy_brings_the_arm_to_rest_smoothly_and_playback_resumes() {
     let limits = cfg.joint_limits();
     let seen = log.lock().unwrap();
     assert!(seen.len() > 200);
-    chunkrt_tests::faulty::check_commands(seen.iter().map(|s| &s.cmd), &limits, cfg.period_ns())
-        .unwrap();
+    chunkrt_tests::faulty::check_commands(
+        seen.iter().map(|e| &e.seen.cmd),
+        &limits,
+        cfg.period_ns(),
+    )
+    .unwrap();
     // While held, the commanded position does not move.
     let hold_t = modes[hold].2;
     let resume_t = modes[resumed].2;
-    let t_first = seen[0].t;
+    let t_first = seen[0].seen.t;
     let held: Vec<_> = seen
         .iter()
         .filter(|s| {
-            let t = s.t.diff_ns(t_first) as f64 * 1e-9;
+            let t = s.seen.t.diff_ns(t_first) as f64 * 1e-9;
             // Event times count from the runtime's start, exchange times from the
             // first exchange (tens of ms later): keep well inside the held window.
             t > hold_t + 0.2 && t < resume_t - 0.2
@@ -125,7 +130,7 @@ fn a_stalled_policy_brings_the_arm_to_rest_smoothly_and_playback_resumes() {
     assert!(held.len() > 10);
     for s in &held {
         for j in 0..cfg.control.joints {
-            assert!((s.cmd.pos_rad[j] - held[0].cmd.pos_rad[j]).abs() < 1e-9);
+            assert!((s.seen.cmd.pos_rad[j] - held[0].seen.cmd.pos_rad[j]).abs() < 1e-9);
         }
     }
     assert_eq!(report.counters["ring_drops"], 0);
