@@ -25,10 +25,7 @@ impl Config {
     /// Relative paths inside the file (policy manifests, ORT library) are resolved
     /// against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
-            file: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let text = read_file(path)?;
         let mut cfg = Config::parse_str(&text, path)?;
         cfg.base_dir = path
             .parent()
@@ -39,9 +36,7 @@ impl Config {
 
     /// Parses and validates TOML text; `origin` names the source in errors.
     pub fn parse_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
-        let de = toml::Deserializer::new(text);
-        let cfg: Config = serde_path_to_error::deserialize(de)
-            .map_err(|e| ConfigError::from_toml(origin, text, e))?;
+        let cfg: Config = parse_toml(text, origin)?;
         cfg.validate()
             .map_err(|(path, message)| ConfigError::Invalid {
                 file: origin.to_path_buf(),
@@ -59,4 +54,23 @@ impl Config {
             self.base_dir.join(p)
         }
     }
+}
+
+/// Reads a TOML file's text; the error names the file.
+pub fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        file: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Deserializes TOML text into any of chunkrt's file schemas (runtime config,
+/// budget, ...), with errors that name the file (`origin`), the line and the key
+/// path. Range checks are the caller's.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &Path,
+) -> Result<T, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| ConfigError::from_toml(origin, text, e))
 }

@@ -34,40 +34,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-/// A budget file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum BudgetError {
-    /// The file could not be read.
-    #[error("{}: cannot read: {message}", file.display())]
-    Io {
-        /// The file.
-        file: PathBuf,
-        /// The OS error.
-        message: String,
-    },
-    /// The file is not valid TOML or does not fit the schema (unknown key, wrong type).
-    #[error("{}:{line}: key `{path}`: {message}", file.display())]
-    Parse {
-        /// The file.
-        file: PathBuf,
-        /// Line of the error (1-based, 0 when unknown).
-        line: usize,
-        /// Dotted key path (`metrics.obs_age.max_ms`).
-        path: String,
-        /// What was wrong and what was expected.
-        message: String,
-    },
-    /// A key names something that does not exist, or a value is out of range.
-    #[error("{}: key `{path}`: {message}", file.display())]
-    Invalid {
-        /// The file.
-        file: PathBuf,
-        /// Dotted key path.
-        path: String,
-        /// What was wrong and what was expected.
-        message: String,
-    },
-}
+/// A budget file could not be used: the same errors (file, line, key path) as a
+/// runtime configuration.
+pub use chunkrt_config::ConfigError as BudgetError;
 
 /// Limits on one metric, as written in the file. Every statistic can be given in
 /// microseconds or milliseconds (not both).
@@ -234,34 +203,13 @@ pub struct Verdict {
 impl Budget {
     /// Reads and validates a budget file.
     pub fn load(path: &Path) -> Result<Budget, BudgetError> {
-        let text = std::fs::read_to_string(path).map_err(|e| BudgetError::Io {
-            file: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let text = chunkrt_config::read_file(path)?;
         Budget::parse_str(&text, path)
     }
 
     /// Parses and validates budget TOML; `origin` names the source in errors.
     pub fn parse_str(text: &str, origin: &Path) -> Result<Budget, BudgetError> {
-        let de = toml::Deserializer::new(text);
-        let file: BudgetFile = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let line = inner
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-                .unwrap_or(0);
-            BudgetError::Parse {
-                file: origin.to_path_buf(),
-                line,
-                path: if path.is_empty() || path == "." {
-                    "(top level)".into()
-                } else {
-                    path
-                },
-                message: inner.message().trim().to_string(),
-            }
-        })?;
+        let file: BudgetFile = chunkrt_config::parse_toml(text, origin)?;
         let invalid = |path: String, message: String| BudgetError::Invalid {
             file: origin.to_path_buf(),
             path,
