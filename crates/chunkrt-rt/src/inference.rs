@@ -1,8 +1,21 @@
-//! The inference thread: an absolute schedule, one chunk per period.
+//! The inference thread: an absolute schedule, one chunk per period, phase-locked
+//! to the control loop's deadline grid.
+//!
+//! Each chunk period starts on a control tick: the thread wakes just before the first
+//! tick at or after its nominal (absolute, drift-free) time and takes the observation
+//! that tick captures. Left free-running, the 50 ms schedule would drift across the
+//! 20 ms control grid: the observation it reads would be anything from fresh to one
+//! period old (a race when a wake lands on a tick), and the command derived from it
+//! would leave one or two ticks later, a whole control period of end-to-end jitter.
+//! Locked to the grid, the observation is always the tick's own (its age is the
+//! cycle's compute time) and the first command from the chunk leaves on the next tick
+//! whenever inference fits one control period. When the bus period does not divide
+//! the chunk period (50 ms on a 20 ms grid) the chunk intervals alternate around the
+//! nominal one (40/60 ms) and average it exactly.
 
 use crate::os;
 use chunkrt_buffer::{Publisher, Subscriber};
-use chunkrt_core::{Chunk, Observation, Policy};
+use chunkrt_core::{Chunk, MonoTime, Observation, Policy};
 use chunkrt_telemetry::{InferProducer, InferRecord, InferStatus};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +33,8 @@ pub struct InferenceParts {
     pub records: InferProducer,
     /// Chunk period.
     pub period_ns: u64,
+    /// The control loop's deadline grid the schedule is locked to.
+    pub grid: Arc<ControlGrid>,
     /// Time of setpoint 0 relative to the observation (signed ns).
     pub start_offset_ns: i64,
     /// Set by the runtime to end the loop.
@@ -43,6 +58,90 @@ pub struct HandoffCounts {
     pub overwritten: AtomicU64,
 }
 
+/// The control loop's deadlines are `origin + k * period`; the control thread sets the
+/// origin when its loop starts (0 until then).
+#[derive(Debug)]
+pub struct ControlGrid {
+    origin_ns: AtomicU64,
+    period_ns: u64,
+}
+
+impl ControlGrid {
+    /// A grid of this period whose origin is not set yet.
+    pub fn new(period_ns: u64) -> Self {
+        ControlGrid {
+            origin_ns: AtomicU64::new(0),
+            period_ns: period_ns.max(1),
+        }
+    }
+
+    /// Called by the control thread with the time its deadlines count from.
+    pub fn start(&self, origin: MonoTime) {
+        self.origin_ns
+            .store(origin.as_ns().max(1), Ordering::Release);
+    }
+
+    /// The origin, once the control loop has started.
+    pub fn origin(&self) -> Option<MonoTime> {
+        match self.origin_ns.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(MonoTime(ns)),
+        }
+    }
+
+    /// The control period.
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+}
+
+/// The first deadline of the grid (`origin + k * period`) at or after `t`.
+pub fn tick_at_or_after(origin: MonoTime, period_ns: u64, t: MonoTime) -> MonoTime {
+    let since = t.saturating_since(origin);
+    let k = since.div_ceil(period_ns.max(1));
+    origin.add_ns(k * period_ns)
+}
+
+/// How long before a tick the thread wakes to be ready for the tick's observation.
+fn wake_guard_ns(control_period_ns: u64) -> u64 {
+    (control_period_ns / 2).min(1_000_000)
+}
+
+/// Sleep between polls for the tick's observation (a normal-priority thread; the
+/// control thread is never asked to signal, it makes no syscall for us).
+const POLL_NS: u64 = 50_000;
+
+/// Takes the observation the control loop publishes for `tick`: wakes a little before
+/// the tick, discards what was published before it, then polls until a new one
+/// arrives at or after the tick. When none arrives within one control period (the
+/// control loop stalled or stopped) it returns the newest it has, whose age the
+/// `obs_age` metric then shows.
+fn observation_at(
+    observations: &mut Subscriber<Observation>,
+    tick: MonoTime,
+    control_period_ns: u64,
+    stop: &AtomicBool,
+) -> Observation {
+    os::sleep_until(MonoTime(
+        tick.as_ns()
+            .saturating_sub(wake_guard_ns(control_period_ns)),
+    ));
+    let give_up = tick.add_ns(control_period_ns);
+    loop {
+        let fresh = observations.update();
+        let now = os::now();
+        // A publication seen before the tick belongs to an earlier (late) cycle.
+        if fresh && now >= tick {
+            break;
+        }
+        if now >= give_up || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        os::sleep_until(now.add_ns(POLL_NS));
+    }
+    *observations.peek()
+}
+
 /// How the inference thread ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InferenceExit {
@@ -52,24 +151,36 @@ pub enum InferenceExit {
     Panicked(String),
 }
 
-/// Runs until `stop`: every period, newest observation -> policy -> stamped chunk.
+/// Runs until `stop`: every period, the observation of a control tick -> policy ->
+/// stamped chunk.
 pub fn run(mut p: InferenceParts) -> InferenceExit {
     let mut chunk = Box::new(Chunk::default());
     let mut seq = 0u64;
-    let mut next = os::now().add_ns(p.period_ns);
-    while !p.stop.load(Ordering::Relaxed) {
-        os::sleep_until(next);
-        next = next.add_ns(p.period_ns);
-        let now = os::now();
-        if now > next {
-            // Late: skip the periods that have passed instead of bursting.
-            let behind = now.saturating_since(next) / p.period_ns + 1;
-            next = next.add_ns(behind * p.period_ns);
+    let origin = loop {
+        if p.stop.load(Ordering::Relaxed) {
+            return InferenceExit::Stopped;
         }
-        let obs = match p.observations.latest() {
-            Some(o) => *o,
-            None => *p.observations.peek(),
-        };
+        match p.grid.origin() {
+            Some(t) => break t,
+            None => os::sleep_until(os::now().add_ns(POLL_NS)),
+        }
+    };
+    let control_period_ns = p.grid.period_ns();
+    let mut nominal = origin.add_ns(p.period_ns);
+    while !p.stop.load(Ordering::Relaxed) {
+        let now = os::now();
+        if now > nominal {
+            // Late (inference overran): skip the periods that have passed instead of
+            // bursting.
+            let behind = now.saturating_since(nominal).div_ceil(p.period_ns);
+            nominal = nominal.add_ns(behind * p.period_ns);
+        }
+        let tick = tick_at_or_after(origin, control_period_ns, nominal);
+        nominal = nominal.add_ns(p.period_ns);
+        let obs = observation_at(&mut p.observations, tick, control_period_ns, &p.stop);
+        if p.stop.load(Ordering::Relaxed) {
+            break;
+        }
         if !obs.t_capture.is_set() {
             continue; // the control loop has not measured anything yet
         }
@@ -146,4 +257,81 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         });
     }
     InferenceExit::Stopped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_the_first_grid_deadline_at_or_after_the_time() {
+        let origin = MonoTime::from_ms(1000);
+        let p = 20_000_000;
+        assert_eq!(tick_at_or_after(origin, p, origin), origin);
+        assert_eq!(
+            tick_at_or_after(origin, p, MonoTime::from_ms(1050)),
+            MonoTime::from_ms(1060)
+        );
+        assert_eq!(
+            tick_at_or_after(origin, p, MonoTime::from_ms(1100)),
+            MonoTime::from_ms(1100)
+        );
+        assert_eq!(
+            tick_at_or_after(origin, p, MonoTime(1_100_000_001 + 999)),
+            MonoTime::from_ms(1120)
+        );
+        // Before the origin: the origin.
+        assert_eq!(tick_at_or_after(origin, p, MonoTime::from_ms(5)), origin);
+    }
+
+    #[test]
+    fn a_50_ms_schedule_on_a_20_ms_grid_alternates_40_60_and_averages_50() {
+        let origin = MonoTime::from_ms(0);
+        let ticks: Vec<u64> = (1..=10)
+            .map(|n| tick_at_or_after(origin, 20_000_000, MonoTime::from_ms(50 * n)).as_ns())
+            .collect();
+        let gaps: Vec<u64> = ticks
+            .windows(2)
+            .map(|w| (w[1] - w[0]) / 1_000_000)
+            .collect();
+        assert!(gaps.iter().all(|&g| g == 40 || g == 60), "{gaps:?}");
+        assert_eq!((ticks[9] - ticks[1]) / 1_000_000, 400);
+        // On a 1 ms grid the schedule is exact.
+        for n in 1..=10 {
+            let t = MonoTime::from_ms(50 * n);
+            assert_eq!(tick_at_or_after(origin, 1_000_000, t), t);
+        }
+    }
+
+    #[test]
+    fn the_observation_is_the_one_published_at_or_after_the_tick() {
+        let (mut publisher, mut subscriber) = chunkrt_buffer::channel(Observation::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let period = 20_000_000;
+        // Published before the tick: stale, must not be taken.
+        publisher.publish(&Observation {
+            seq: 1,
+            t_capture: os::now(),
+            ..Observation::default()
+        });
+        let tick = os::now().add_ns(30_000_000);
+        let writer = std::thread::spawn(move || {
+            os::sleep_until(tick.add_ns(2_000_000));
+            publisher.publish(&Observation {
+                seq: 2,
+                t_capture: os::now(),
+                ..Observation::default()
+            });
+            publisher
+        });
+        let obs = observation_at(&mut subscriber, tick, period, &stop);
+        assert_eq!(obs.seq, 2);
+        assert!(obs.t_capture >= tick);
+        let _publisher = writer.join().unwrap();
+        // Nothing arrives: it gives up after a control period with the newest it has.
+        let tick = os::now().add_ns(1_000_000);
+        let obs = observation_at(&mut subscriber, tick, period, &stop);
+        assert_eq!(obs.seq, 2);
+        assert!(os::now() >= tick.add_ns(period));
+    }
 }

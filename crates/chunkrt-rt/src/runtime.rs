@@ -2,7 +2,7 @@
 //! starts the control, inference and telemetry threads, and returns the report.
 
 use crate::control::{ControlLoop, ControlParts};
-use crate::inference::{self, HandoffCounts, InferenceExit, InferenceParts};
+use crate::inference::{self, ControlGrid, HandoffCounts, InferenceExit, InferenceParts};
 use crate::os;
 use chunkrt_config::Config;
 use chunkrt_core::{
@@ -160,6 +160,7 @@ impl Runtime {
         let policy_failed = Arc::new(AtomicBool::new(false));
         let control_done = Arc::new(AtomicBool::new(false));
         let handoff = Arc::new(HandoffCounts::default());
+        let grid = Arc::new(ControlGrid::new(period_ns));
         let inference_cpu = cfg.inference.cpu;
         let inf_parts = InferenceParts {
             policy,
@@ -167,6 +168,7 @@ impl Runtime {
             chunks: chunk_pub,
             records: infer_p,
             period_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms),
+            grid: grid.clone(),
             start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
             stop: stop_inference.clone(),
             failed: policy_failed.clone(),
@@ -218,12 +220,20 @@ impl Runtime {
         };
         let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
         let stop = opts.stop.clone();
+        let stop_inference_at_shutdown = stop_inference.clone();
         let control_handle = thread::Builder::new()
             .name("chunkrt-control".into())
             .stack_size(4 << 20)
             .spawn(move || {
                 let host = rt_opts.apply();
-                let (t0, t1) = control_thread(&mut control, duration_ns, &stop, &policy_failed);
+                let (t0, t1) = control_thread(
+                    &mut control,
+                    duration_ns,
+                    &stop,
+                    &policy_failed,
+                    &grid,
+                    &stop_inference_at_shutdown,
+                );
                 control_done.store(true, Ordering::Release);
                 (control, host, t0, t1)
             })
@@ -338,9 +348,12 @@ fn control_thread(
     duration_ns: Option<u64>,
     stop: &AtomicBool,
     policy_failed: &AtomicBool,
+    grid: &ControlGrid,
+    stop_inference: &AtomicBool,
 ) -> (MonoTime, MonoTime) {
     let period = control.period_ns();
     let t0 = os::now();
+    grid.start(t0);
     let end = duration_ns.map(|d| t0.add_ns(d));
     let mut deadline = t0.add_ns(period);
     let mut missed = 0u32;
@@ -358,6 +371,8 @@ fn control_thread(
                 if expired || failed || stop.load(Ordering::Relaxed) || crate::signals::requested()
                 {
                     control.stop_playing(now, ModeChangeReason::Shutdown);
+                    // Chunks are ignored from here on: the policy has nothing to do.
+                    stop_inference.store(true, Ordering::Release);
                     stopping_since = Some(now);
                 }
             }
