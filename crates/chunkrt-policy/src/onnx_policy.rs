@@ -25,14 +25,16 @@ const STEP_EMA_ALPHA: f64 = 0.25;
 /// When the policy draws fresh sampler noise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NoiseMode {
-    /// Once per goal: consecutive chunks toward one goal start from the same noise. The
-    /// samplers are deterministic maps from noise to chunk, so similar observations give
-    /// chunks from the same mode: the arm commits to one way around an obstacle instead of
-    /// re-drawing left or right every chunk (which would dither toward the average).
+    /// Fresh noise for every chunk (independent samples), as the policy was trained. The
+    /// side of an obstacle is chosen by the first chunks' noise and then carried by the
+    /// measured state: once the arm has moved toward one side, the demonstrations seen
+    /// from there all continue on it, so re-planning every 50 ms stays on it.
     #[default]
-    PerGoal,
-    /// Fresh noise for every chunk (independent samples).
     PerChunk,
+    /// Once per goal: consecutive chunks toward one goal start from the same noise (the
+    /// samplers are deterministic maps from noise to chunk). Commits harder to one sample,
+    /// but a fixed noise can also hold the arm at a state where its chunk barely moves.
+    PerGoal,
 }
 
 /// Which joint positions the policy treats as the arm's state (network input and the origin
@@ -100,7 +102,7 @@ impl OnnxPolicyConfig {
             seed: None,
             goals: None,
             goal_dwell_ms: 0,
-            noise: NoiseMode::PerGoal,
+            noise: NoiseMode::PerChunk,
             state: StateSource::Measured,
             goal_settle_radius_rad: None,
             settle_chunks: 5,

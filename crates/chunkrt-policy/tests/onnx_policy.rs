@@ -29,10 +29,7 @@ fn chunk_at(c: &Chunk, t_ns: u64, dof: usize) -> Vec<f64> {
 
 #[test]
 fn drives_an_ideal_arm_through_its_goals() {
-    // Only the flow model: the bundled DDIM model drifts out of its declared domain in
-    // closed loop on this ideal arm (a known weakness of that small model); the flow model
-    // is the one the default configuration runs.
-    for name in ["flow"] {
+    for name in ["flow", "ddim"] {
         let mut policy = OnnxPolicy::new(&OnnxPolicyConfig::new(
             policies().join(format!("{name}.toml")),
         ))
