@@ -1,71 +1,20 @@
 //! Proof that the control loop's per-cycle path does not allocate: a counting global
 //! allocator around 10 000+ real ticks (executor, gate, simulated arm, rings, buffers).
 
+use chunkrt_alloc_count::{count_allocations, CountingAllocator};
 use chunkrt_core::DomainBox;
 use chunkrt_core::{Chunk, Executor, Feedback, Gate, MonoTime, Observation};
 use chunkrt_rt::{ControlLoop, ControlParts};
 use chunkrt_tests::sim_config;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-struct Counting;
-
-thread_local! {
-    // Per thread, so that tests running in parallel do not see each other's counts.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn allocs() -> u64 {
-    ALLOCS.with(|a| a.get())
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.with(|a| a.set(a.get() + 1));
-            allocation_seen(layout.size());
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.with(|a| a.set(a.get() + 1));
-            allocation_seen(new_size);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-/// Called for every counted allocation; a debugger breakpoint here
-/// (`break alloc::allocation_seen`) shows who allocated.
-#[inline(never)]
-fn allocation_seen(size: usize) {
-    std::hint::black_box(size);
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 static FAKE_NS: AtomicU64 = AtomicU64::new(0);
 
 fn fake_now() -> MonoTime {
     MonoTime(FAKE_NS.load(Ordering::Relaxed))
-}
-
-fn counted<R>(f: impl FnOnce() -> R) -> R {
-    COUNTING.with(|c| c.set(true));
-    let r = f();
-    COUNTING.with(|c| c.set(false));
-    r
 }
 
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
@@ -144,10 +93,9 @@ fn allocations_with(
                 let _ = chunk_pub.publish(&chunk);
             }
         }
-        let before = allocs();
-        counted(|| control.cycle(deadline, wake, 0));
+        let ((), n) = count_allocations(|| control.cycle(deadline, wake, 0));
         if i >= warmup {
-            counted_allocs += allocs() - before;
+            counted_allocs += n;
         }
         // The telemetry side (not counted) keeps the rings from filling.
         if i % 100 == 0 {
@@ -184,8 +132,7 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
 #[test]
 fn the_counting_allocator_does_count() {
     // The proof above is only worth something if the allocator sees allocations.
-    let before = allocs();
-    let v = counted(|| std::hint::black_box(vec![1u8; 64]));
-    assert!(allocs() > before);
+    let (v, n) = count_allocations(|| std::hint::black_box(vec![1u8; 64]));
+    assert_eq!(n, 1);
     drop(v);
 }

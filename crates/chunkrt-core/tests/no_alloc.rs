@@ -4,36 +4,12 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use chunkrt_alloc_count::{count_allocations, CountingAllocator};
 use chunkrt_core::{Command, Executor, Gate, ModeChangeReason, Setpoint, MAX_DOF, NS_PER_MS};
 use common::*;
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[test]
 fn ten_thousand_ticks_without_allocation() {
@@ -47,30 +23,30 @@ fn ten_thousand_ticks_without_allocation() {
     let mut good = chunk_from(0, now, now, 20, 30, DOF, |t, j| 0.3 * (t + j as f64).sin());
     let mut garbage = good;
     garbage.pos_rad[4][1] = f64::NAN;
-    let before = ALLOCS.load(Ordering::Relaxed);
     let mut seq = 0;
-    for k in 0..10_000u64 {
-        let now = clk.advance_ms(1);
-        // A stall from 4 s to 6 s walks the whole ladder.
-        if k % 50 == 0 && !(4_000..6_000).contains(&k) {
-            seq += 1;
-            good.seq = seq;
-            good.t_obs = now.add_signed_ns(-((k % 40) as i64) * NS_PER_MS as i64);
-            good.t_start = good.t_obs;
-            let _ = e.offer(&good, now);
-            garbage.seq = seq + 1;
-            let _ = e.offer(&garbage, now);
+    let ((), allocs) = count_allocations(|| {
+        for k in 0..10_000u64 {
+            let now = clk.advance_ms(1);
+            // A stall from 4 s to 6 s walks the whole ladder.
+            if k % 50 == 0 && !(4_000..6_000).contains(&k) {
+                seq += 1;
+                good.seq = seq;
+                good.t_obs = now.add_signed_ns(-((k % 40) as i64) * NS_PER_MS as i64);
+                good.t_start = good.t_obs;
+                let _ = e.offer(&good, now);
+                garbage.seq = seq + 1;
+                let _ = e.offer(&garbage, now);
+            }
+            if k == 8_000 {
+                e.force_fallback(now, ModeChangeReason::OutOfDomain);
+                g.flag_out_of_domain(Some(0));
+            }
+            e.tick(now, &mut sp);
+            g.filter(&sp, &mut cmd);
+            while e.pop_event().is_some() {}
+            std::hint::black_box((g.interventions(), e.seam_stats(), e.counts()));
         }
-        if k == 8_000 {
-            e.force_fallback(now, ModeChangeReason::OutOfDomain);
-            g.flag_out_of_domain(Some(0));
-        }
-        e.tick(now, &mut sp);
-        g.filter(&sp, &mut cmd);
-        while e.pop_event().is_some() {}
-        std::hint::black_box((g.interventions(), e.seam_stats(), e.counts()));
-    }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    });
     assert_eq!(allocs, 0, "{allocs} allocations on the control path");
     assert!(e.counts().used > 100 && e.counts().fallback_entries >= 2);
 }

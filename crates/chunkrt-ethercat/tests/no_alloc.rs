@@ -3,43 +3,12 @@
 
 mod common;
 
+use chunkrt_alloc_count::{count_allocations, CountingAllocator};
 use chunkrt_core::{Backend, DriveRequest};
 use common::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-thread_local! {
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: defers every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if WATCHED.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if WATCHED.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[test]
 fn exchange_never_allocates() {
@@ -53,28 +22,28 @@ fn exchange_never_allocates() {
     for k in 1..=10 {
         let _ = b.exchange(t(k, 1.0), &hold(&fb0, DriveRequest::Track), &mut fb);
     }
-    WATCHED.with(|w| w.set(true));
-    for k in 11..=3000u64 {
-        let mut cmd = hold(&fb0, DriveRequest::Track);
-        cmd.pos_rad[0] += 0.05 * (k as f64 * 1e-3).sin();
-        if k == 1500 {
-            cmd.pos_rad[2] = f64::NAN;
+    let ((), tracking) = count_allocations(|| {
+        for k in 11..=3000u64 {
+            let mut cmd = hold(&fb0, DriveRequest::Track);
+            cmd.pos_rad[0] += 0.05 * (k as f64 * 1e-3).sin();
+            if k == 1500 {
+                cmd.pos_rad[2] = f64::NAN;
+            }
+            let _ = b.exchange(t(k, 1.0), &cmd, &mut fb);
         }
-        let _ = b.exchange(t(k, 1.0), &cmd, &mut fb);
-    }
-    WATCHED.with(|w| w.set(false));
+    });
     ctl.network().inject_drive_fault(1, 0x2310);
-    WATCHED.with(|w| w.set(true));
-    for k in 3001..=3100u64 {
-        let req = if k < 3050 {
-            DriveRequest::QuickStop
-        } else {
-            DriveRequest::FaultReset
-        };
-        let _ = b.exchange(t(k, 1.0), &hold(&fb, req), &mut fb);
-    }
-    WATCHED.with(|w| w.set(false));
-    let n = ALLOCS.load(Ordering::Relaxed);
+    let ((), fault) = count_allocations(|| {
+        for k in 3001..=3100u64 {
+            let req = if k < 3050 {
+                DriveRequest::QuickStop
+            } else {
+                DriveRequest::FaultReset
+            };
+            let _ = b.exchange(t(k, 1.0), &hold(&fb, req), &mut fb);
+        }
+    });
+    let n = tracking + fault;
     assert!(b.stats().frames_lost > 0, "the lost-frame path ran");
     assert!(b.stats().drive_faults > 0, "the fault path ran");
     assert_eq!(n, 0, "allocations on the control thread: {n}");

@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use chunkrt_alloc_count::{count_allocations, CountingAllocator};
 
 use chunkrt_core::{Backend, BackendError, DriveRequest, DriveState, Feedback, MonoTime};
 use chunkrt_sim::{SimArm, SimArmParams, REST_VEL_RAD_S};
@@ -305,39 +304,6 @@ fn shutdown_brings_the_arm_to_rest_and_disables_it() {
 
 // --- No allocation in exchange --------------------------------------------------
 
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts allocations made on the current thread while `COUNTING` is set.
-struct CountingAllocator;
-
-// SAFETY: forwards every call to the system allocator unchanged; the counting only
-// touches const-initialised thread-locals, which never allocate.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        }
-        // SAFETY: same contract as ours, passed through.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        }
-        // SAFETY: same contract as ours, passed through.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
@@ -347,22 +313,22 @@ fn exchange_does_not_allocate() {
     let mut cmd = hold(&fb);
     let mut bad = cmd;
     bad.pos_rad[1] = f64::NAN;
-    COUNTING.with(|c| c.set(true));
-    for k in 1..=2_000u64 {
-        cmd.pos_rad[0] += 1e-4;
-        cmd.request = match k % 500 {
-            100 => DriveRequest::QuickStop,
-            200 => DriveRequest::Disable,
-            _ => DriveRequest::Track,
-        };
-        let _ = sim.exchange(at(k), &cmd, &mut fb);
-        if k % 300 == 0 {
-            let _ = sim.exchange(at(k), &bad, &mut fb);
+    let ((), allocations) = count_allocations(|| {
+        for k in 1..=2_000u64 {
+            cmd.pos_rad[0] += 1e-4;
+            cmd.request = match k % 500 {
+                100 => DriveRequest::QuickStop,
+                200 => DriveRequest::Disable,
+                _ => DriveRequest::Track,
+            };
+            let _ = sim.exchange(at(k), &cmd, &mut fb);
+            if k % 300 == 0 {
+                let _ = sim.exchange(at(k), &bad, &mut fb);
+            }
+            if k == 1_000 {
+                sim.inject_error_for(5, BackendError::FrameLost);
+            }
         }
-        if k == 1_000 {
-            sim.inject_error_for(5, BackendError::FrameLost);
-        }
-    }
-    COUNTING.with(|c| c.set(false));
-    assert_eq!(ALLOCATIONS.with(Cell::get), 0);
+    });
+    assert_eq!(allocations, 0);
 }
