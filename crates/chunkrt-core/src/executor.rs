@@ -9,13 +9,14 @@
 //!   sample time reaches its `t_start`, then it is spliced in at the next tick. The
 //!   output crosses from the old trajectory to the new one over `blend_ns` with a
 //!   quintic smoothstep weight `s`: `out = old + s (new - old)`, with the chain rule
-//!   applied to velocity and acceleration, so the output is C2 across the seam. The
-//!   "old trajectory" is the previous chunk's spline when a chunk was playing on its
-//!   own; in every other case (a seam during a blend, a chunk arriving while
-//!   decelerating or holding) it is the output's state at the seam continued as a
-//!   constant-acceleration motion (velocity and acceleration first clipped to the
-//!   joint limits, so repeated seams cannot compound a transient excess). `blend_ns = 0` switches blending off: the newest
-//!   chunk wins at once (the comparison mode).
+//!   applied to velocity and acceleration, so the output is C2 across the seam. While
+//!   playing, the "old trajectory" is exactly what was being played, blends still in
+//!   progress included (a chain of blends, [`crate::blend`]), so blends may be longer
+//!   than the interval between chunks. A chunk arriving while decelerating or holding
+//!   blends in from the output's state at the seam continued as a constant-acceleration
+//!   motion (velocity and acceleration first clipped to the joint limits, so a
+//!   transient excess is not continued). `blend_ns = 0` switches blending off: the
+//!   newest chunk wins at once (the comparison mode).
 //! * **Freshness.** The playing chunk is fresh while `now - t_obs <= max_chunk_age`
 //!   and the sample time is inside its horizon.
 //! * **Fallback ladder.** `Playing -> Decelerating` (jerk-limited stop from the last
@@ -30,8 +31,9 @@
 //!   computed from an observation captured *after* the forced fallback may take
 //!   authority back, whatever the resume policy.
 
+use crate::blend::{BlendChain, SLOTS};
 use crate::chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
-use crate::ladder::{smoothstep5, EventQueue};
+use crate::ladder::EventQueue;
 use crate::limits::JointLimits;
 use crate::spline::{ChunkSpline, Pva};
 use crate::stop::StopProfile;
@@ -219,6 +221,9 @@ pub struct SeamStats {
     pub max_vel_step_rad_s: f64,
     /// Largest acceleration step.
     pub max_acc_step_rad_s2: f64,
+    /// Seams that found the blend chain full (chunks arriving faster than one per
+    /// `blend_ns / 14`) and blended in from the output state instead.
+    pub blend_restarts: u64,
 }
 
 /// Identity and timing of a chunk, for telemetry (handoff latency, chunk age).
@@ -245,36 +250,23 @@ impl ChunkInfo {
     }
 }
 
-/// Where the seam blend comes from.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum BlendSource {
-    /// No blend in progress.
-    None,
-    /// From the previous chunk's spline (slot index).
-    Spline(usize),
-    /// From the output state at the seam, continued with constant acceleration.
-    State,
-}
-
-/// Spline slots; roles rotate by index so a splice never copies a spline.
-const SLOTS: usize = 3;
-
 /// Plays chunks: splice, seam blend, freshness, fallback ladder. See the module docs.
 pub struct Executor {
     cfg: ExecutorConfig,
     limits: JointLimits,
     mode: Mode,
     armed: bool,
-    splines: [ChunkSpline; SLOTS],
+    /// Spline slots (`SLOTS`, allocated in `new`); roles rotate by index so a splice
+    /// never copies a spline.
+    splines: Box<[ChunkSpline]>,
+    /// Slot of the newest spliced chunk (the one whose freshness counts).
     cur: usize,
     pending: usize,
     pending_valid: bool,
     /// Whether `splines[cur]` has ever been spliced in.
     cur_valid: bool,
-    blend: BlendSource,
-    blend_t0: MonoTime,
-    /// Output state at the seam (source of `BlendSource::State`).
-    blend_state: Pva,
+    /// What the output is made of while playing (chunks still blending in).
+    chain: BlendChain,
     stop: StopProfile,
     stop_t0: MonoTime,
     hold_pos: JointVec,
@@ -310,18 +302,12 @@ impl Executor {
             limits,
             mode: Mode::Holding,
             armed: true,
-            splines: [
-                ChunkSpline::default(),
-                ChunkSpline::default(),
-                ChunkSpline::default(),
-            ],
+            splines: (0..SLOTS).map(|_| ChunkSpline::default()).collect(),
             cur: 0,
             pending: 1,
             pending_valid: false,
             cur_valid: false,
-            blend: BlendSource::None,
-            blend_t0: MonoTime::ZERO,
-            blend_state: last,
+            chain: BlendChain::new(cfg.blend_ns),
             stop: StopProfile::default(),
             stop_t0: MonoTime::ZERO,
             hold_pos: *initial_pos,
@@ -437,38 +423,7 @@ impl Executor {
     fn eval_mode(&self, ts: MonoTime, out: &mut Pva) {
         let dof = self.cfg.dof;
         match self.mode {
-            Mode::Playing => {
-                self.splines[self.cur].eval(ts, out);
-                let blend_end = self.blend_t0.add_ns(self.cfg.blend_ns);
-                if self.blend == BlendSource::None || ts >= blend_end {
-                    return;
-                }
-                let mut old = Pva::default();
-                let tau = ts.diff_ns(self.blend_t0) as f64 * 1e-9;
-                match self.blend {
-                    BlendSource::Spline(slot) => self.splines[slot].eval(ts, &mut old),
-                    _ => {
-                        let b = &self.blend_state;
-                        for j in 0..dof {
-                            let a = b.acc_rad_s2[j];
-                            old.pos_rad[j] = b.pos_rad[j] + tau * (b.vel_rad_s[j] + 0.5 * a * tau);
-                            old.vel_rad_s[j] = b.vel_rad_s[j] + a * tau;
-                            old.acc_rad_s2[j] = a;
-                        }
-                    }
-                }
-                let tb = self.cfg.blend_ns as f64 * 1e-9;
-                let (s, ds_du, dds_du) = smoothstep5(tau / tb);
-                let (ds, dds) = (ds_du / tb, dds_du / (tb * tb));
-                for j in 0..dof {
-                    let dp = out.pos_rad[j] - old.pos_rad[j];
-                    let dv = out.vel_rad_s[j] - old.vel_rad_s[j];
-                    let da = out.acc_rad_s2[j] - old.acc_rad_s2[j];
-                    out.pos_rad[j] = old.pos_rad[j] + s * dp;
-                    out.vel_rad_s[j] = old.vel_rad_s[j] + s * dv + ds * dp;
-                    out.acc_rad_s2[j] = old.acc_rad_s2[j] + s * da + 2.0 * ds * dv + dds * dp;
-                }
-            }
+            Mode::Playing => self.chain.eval(&self.splines, dof, ts, out),
             Mode::Decelerating => {
                 let t = ts.diff_ns(self.stop_t0) as f64 * 1e-9;
                 self.stop.eval(t, out);
@@ -496,23 +451,19 @@ impl Executor {
         let dof = self.cfg.dof;
         let mut old = Pva::default();
         self.eval_mode(ts, &mut old);
-        let blend_running =
-            self.blend != BlendSource::None && ts < self.blend_t0.add_ns(self.cfg.blend_ns);
-        let prev = self.cur;
-        self.cur = self.pending;
-        // The slot that is neither the new current nor (possibly) the blend source.
-        self.pending = (0..SLOTS)
-            .find(|&i| i != self.cur && i != prev)
-            .unwrap_or(0);
-        self.blend = if self.cfg.blend_ns == 0 {
-            BlendSource::None
-        } else if self.mode == Mode::Playing && self.cur_valid && !blend_running {
-            BlendSource::Spline(prev)
+        let slot = self.pending;
+        if self.cfg.blend_ns == 0 {
+            self.chain.solo(slot);
+        } else if self.mode == Mode::Playing && self.cur_valid {
+            let state = self.within_limits(&old);
+            self.chain.push(slot, ts, &state);
         } else {
-            self.blend_state = self.within_limits(&old);
-            BlendSource::State
-        };
-        self.blend_t0 = ts;
+            let state = self.within_limits(&old);
+            self.chain.restart_from(&state, ts, slot);
+        }
+        self.cur = slot;
+        // A slot the chain does not use (the chain always leaves one).
+        self.pending = (0..SLOTS).find(|&i| !self.chain.uses(i)).unwrap_or(0);
         self.cur_valid = true;
         self.pending_valid = false;
         self.counts.pending = 0;
@@ -554,7 +505,7 @@ impl Executor {
         let start = self.within_limits(&self.last);
         self.stop = StopProfile::plan(&start, self.cfg.dof, &self.limits);
         self.stop_t0 = self.last_ts;
-        self.blend = BlendSource::None;
+        self.chain.solo(self.cur);
         self.t_fallback = now;
         self.counts.fallback_entries += 1;
         match reason {
@@ -571,6 +522,7 @@ impl Executor {
     pub fn tick(&mut self, now: MonoTime, out: &mut Setpoint) {
         let ts = now.add_ns(self.cfg.lookahead_ns);
         self.first_use = None;
+        self.chain.prune(ts);
         if self.pending_valid && ts >= self.splines[self.pending].t_start {
             let p = self.pending;
             let usable = self.staleness(p, now, ts).is_none()
@@ -645,7 +597,7 @@ impl Executor {
             self.counts.pending = 0;
             self.counts.discarded += 1;
         }
-        self.blend = BlendSource::None;
+        self.chain.solo(self.cur);
         self.hold_pos = *pos;
         self.last = Pva::at_rest(pos);
         self.t_fallback = now;
@@ -697,7 +649,10 @@ impl Executor {
 
     /// Seam statistics so far.
     pub fn seam_stats(&self) -> SeamStats {
-        self.seam
+        SeamStats {
+            blend_restarts: self.chain.collapsed(),
+            ..self.seam
+        }
     }
 
     /// Chunk life-cycle counters (see [`ChunkCounts`] for the identities).

@@ -6,6 +6,7 @@
 //! the `Backend` and `Policy` traits that the other crates implement.
 
 pub mod backend;
+mod blend;
 pub mod chunk;
 pub mod delay;
 mod envelope;

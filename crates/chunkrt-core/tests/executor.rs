@@ -379,6 +379,81 @@ fn blending_removes_the_seam_jump_that_newest_wins_shows() {
 }
 
 #[test]
+fn chunks_that_agree_are_played_exactly_whatever_the_blend_length() {
+    // A chunk every 20 ms, all samples of one trajectory: a blend 10x longer than the
+    // chunk interval starts every seam on the trajectory being played (a chain of
+    // blends), so the output is that trajectory, with its velocity and acceleration.
+    // (Continuing the output state with constant acceleration from each seam, as a
+    // single-blend executor must, leaves it by millimetres within one blend.)
+    let f = |t: f64, j: usize| 0.3 * (2.0 * t + j as f64).sin();
+    let df = |t: f64, j: usize| 0.6 * (2.0 * t + j as f64).cos();
+    let mut clk = Clock::start();
+    let mut cfg = config(DOF);
+    cfg.blend_ns = 200 * NS_PER_MS;
+    let now = clk.now();
+    let mut init = [0.0; MAX_DOF];
+    for (j, p) in init.iter_mut().enumerate().take(DOF) {
+        *p = f(now.as_secs_f64(), j);
+    }
+    let mut e = Executor::new(cfg, limits(DOF), &init, now);
+    let mut sp = Setpoint::default();
+    let mut seq = 0;
+    let mut worst = (0.0f64, 0.0f64);
+    for k in 0..2_000u64 {
+        let now = clk.advance_ms(1);
+        if k % 20 == 0 {
+            seq += 1;
+            e.offer(&chunk_from(seq, now, now, 20, 30, DOF, f), now)
+                .unwrap();
+        }
+        e.tick(now, &mut sp);
+        // The first chunk blends in from rest; from then on every seam is chained.
+        if k >= 300 {
+            let t = now.as_secs_f64();
+            for j in 0..DOF {
+                worst.0 = worst.0.max((sp.pos_rad[j] - f(t, j)).abs());
+                worst.1 = worst.1.max((sp.vel_rad_s[j] - df(t, j)).abs());
+            }
+        }
+    }
+    assert_eq!(e.seam_stats().seams, 100);
+    assert_eq!(e.seam_stats().blend_restarts, 0);
+    // The spline through 20 ms knots of a 2 rad/s sine is within ~1e-6 rad of it.
+    assert!(worst.0 < 1e-5, "position off the trajectory by {}", worst.0);
+    assert!(worst.1 < 1e-3, "velocity off the trajectory by {}", worst.1);
+}
+
+#[test]
+fn a_full_blend_chain_restarts_from_the_output_state_and_says_so() {
+    // A 1 s blend with a chunk every 20 ms needs 50 layers; the chain holds 15, then
+    // blends the next chunk in from the output state. Position stays continuous.
+    let mut clk = Clock::start();
+    let mut cfg = config(1);
+    cfg.blend_ns = 1_000 * NS_PER_MS;
+    let mut e = new_exec(cfg, clk.now());
+    let mut sp = Setpoint::default();
+    let mut prev: Option<f64> = None;
+    for k in 0..1_000u64 {
+        let now = clk.advance_ms(1);
+        if k % 20 == 0 {
+            let target = if (k / 20) % 2 == 0 { 0.05 } else { -0.05 };
+            e.offer(&chunk_from(k + 1, now, now, 20, 30, 1, |_, _| target), now)
+                .unwrap();
+        }
+        e.tick(now, &mut sp);
+        assert!(sp.pos_rad[0].is_finite());
+        if let Some(p) = prev {
+            assert!((sp.pos_rad[0] - p).abs() < 2e-3, "jump at tick {k}");
+        }
+        prev = Some(sp.pos_rad[0]);
+    }
+    let st = e.seam_stats();
+    assert_eq!(st.seams, 50);
+    assert!(st.blend_restarts > 0, "{st:?}");
+    assert!(st.max_pos_step_rad < 1e-12, "{st:?}");
+}
+
+#[test]
 fn counters_follow_every_chunk_to_one_outcome() {
     let mut clk = Clock::start();
     let mut e = new_exec(config(DOF), clk.now());

@@ -110,7 +110,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         (-3.0f64..-0.5, 0.5f64..3.0),
         prop::sample::select(vec![1u64, 2, 4, 10, 20]),
         (
-            prop::sample::select(vec![0u64, 0, 20, 40, 60]),
+            // Blends longer than the chunk interval chain (executor tests).
+            prop::sample::select(vec![0u64, 0, 20, 40, 60, 150, 300]),
             0u64..6,
             60u64..300,
         ),

@@ -443,6 +443,9 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
     report
         .seam
         .insert("seam_max_acc_step_rad_s2".into(), seam.max_acc_step_rad_s2);
+    report
+        .seam
+        .insert("seam_blend_restarts".into(), seam.blend_restarts as f64);
     // The executor is the authority on the chunk life cycle (see ChunkCounts).
     let c = ex.counts();
     for (k, v) in [
