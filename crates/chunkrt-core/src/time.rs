@@ -73,6 +73,21 @@ impl MonoTime {
     pub const fn is_set(self) -> bool {
         self.0 != 0
     }
+
+    /// Whole periods of the grid `self + k * period_ns` that have passed at `t`
+    /// (0 when `t` is not after `self`): how many deadlines a late loop skips.
+    pub const fn periods_until(self, period_ns: u64, t: MonoTime) -> u64 {
+        t.saturating_since(self) / if period_ns == 0 { 1 } else { period_ns }
+    }
+
+    /// The first instant of the grid `self + k * period_ns` (`k >= 0`) at or after
+    /// `t`; `self` when `t` is not after it.
+    pub const fn grid_at_or_after(self, period_ns: u64, t: MonoTime) -> MonoTime {
+        let k = t
+            .saturating_since(self)
+            .div_ceil(if period_ns == 0 { 1 } else { period_ns });
+        self.add_ns(k.saturating_mul(period_ns))
+    }
 }
 
 /// Milliseconds (f64) to nanoseconds, rounded; negative and NaN values give 0.
@@ -106,5 +121,25 @@ mod tests {
         assert_eq!(a.add_signed_ns(-20_000_000), MonoTime::ZERO);
         assert_eq!(ms_to_ns(1.5), 1_500_000);
         assert_eq!(ms_to_ns(f64::NAN), 0);
+    }
+
+    #[test]
+    fn grid_instants_at_or_after_a_time_and_periods_passed() {
+        let origin = MonoTime::from_ms(1000);
+        let p = 20_000_000;
+        assert_eq!(origin.grid_at_or_after(p, origin), origin);
+        let at = |ms| origin.grid_at_or_after(p, MonoTime::from_ms(ms));
+        assert_eq!(at(1050), MonoTime::from_ms(1060));
+        assert_eq!(at(1100), MonoTime::from_ms(1100));
+        assert_eq!(
+            origin.grid_at_or_after(p, MonoTime(1_100_000_001)),
+            MonoTime::from_ms(1120)
+        );
+        // Before the origin: the origin.
+        assert_eq!(at(5), origin);
+        assert_eq!(origin.periods_until(p, MonoTime::from_ms(5)), 0);
+        assert_eq!(origin.periods_until(p, MonoTime::from_ms(1019)), 0);
+        assert_eq!(origin.periods_until(p, MonoTime::from_ms(1060)), 3);
+        assert_eq!(origin.periods_until(0, MonoTime(origin.0 + 7)), 7);
     }
 }

@@ -95,13 +95,6 @@ impl ControlGrid {
     }
 }
 
-/// The first deadline of the grid (`origin + k * period`) at or after `t`.
-pub fn tick_at_or_after(origin: MonoTime, period_ns: u64, t: MonoTime) -> MonoTime {
-    let since = t.saturating_since(origin);
-    let k = since.div_ceil(period_ns.max(1));
-    origin.add_ns(k * period_ns)
-}
-
 /// How long before a tick the thread wakes to be ready for the tick's observation.
 fn wake_guard_ns(control_period_ns: u64) -> u64 {
     (control_period_ns / 2).min(1_000_000)
@@ -168,14 +161,10 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
     let control_period_ns = p.grid.period_ns();
     let mut nominal = origin.add_ns(p.period_ns);
     while !p.stop.load(Ordering::Relaxed) {
-        let now = os::now();
-        if now > nominal {
-            // Late (inference overran): skip the periods that have passed instead of
-            // bursting.
-            let behind = now.saturating_since(nominal).div_ceil(p.period_ns);
-            nominal = nominal.add_ns(behind * p.period_ns);
-        }
-        let tick = tick_at_or_after(origin, control_period_ns, nominal);
+        // Late (inference overran): skip the periods that have passed instead of
+        // bursting.
+        nominal = nominal.grid_at_or_after(p.period_ns, os::now());
+        let tick = origin.grid_at_or_after(control_period_ns, nominal);
         nominal = nominal.add_ns(p.period_ns);
         let obs = observation_at(&mut p.observations, tick, control_period_ns, &p.stop);
         if p.stop.load(Ordering::Relaxed) {
@@ -264,31 +253,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ticks_are_the_first_grid_deadline_at_or_after_the_time() {
-        let origin = MonoTime::from_ms(1000);
-        let p = 20_000_000;
-        assert_eq!(tick_at_or_after(origin, p, origin), origin);
-        assert_eq!(
-            tick_at_or_after(origin, p, MonoTime::from_ms(1050)),
-            MonoTime::from_ms(1060)
-        );
-        assert_eq!(
-            tick_at_or_after(origin, p, MonoTime::from_ms(1100)),
-            MonoTime::from_ms(1100)
-        );
-        assert_eq!(
-            tick_at_or_after(origin, p, MonoTime(1_100_000_001 + 999)),
-            MonoTime::from_ms(1120)
-        );
-        // Before the origin: the origin.
-        assert_eq!(tick_at_or_after(origin, p, MonoTime::from_ms(5)), origin);
-    }
-
-    #[test]
     fn a_50_ms_schedule_on_a_20_ms_grid_alternates_40_60_and_averages_50() {
         let origin = MonoTime::from_ms(0);
         let ticks: Vec<u64> = (1..=10)
-            .map(|n| tick_at_or_after(origin, 20_000_000, MonoTime::from_ms(50 * n)).as_ns())
+            .map(|n| {
+                origin
+                    .grid_at_or_after(20_000_000, MonoTime::from_ms(50 * n))
+                    .as_ns()
+            })
             .collect();
         let gaps: Vec<u64> = ticks
             .windows(2)
@@ -299,7 +271,7 @@ mod tests {
         // On a 1 ms grid the schedule is exact.
         for n in 1..=10 {
             let t = MonoTime::from_ms(50 * n);
-            assert_eq!(tick_at_or_after(origin, 1_000_000, t), t);
+            assert_eq!(origin.grid_at_or_after(1_000_000, t), t);
         }
     }
 

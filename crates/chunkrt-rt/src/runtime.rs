@@ -389,13 +389,10 @@ fn control_thread(
         // a stall never turns into a burst of catch-up cycles.
         deadline = deadline.add_ns(period);
         missed = 0;
-        let now = os::now();
-        if now > deadline {
-            let behind = now.saturating_since(deadline) / period;
-            if behind > 0 {
-                missed = behind.min(u32::MAX as u64) as u32;
-                deadline = deadline.add_ns(behind * period);
-            }
+        let behind = deadline.periods_until(period, os::now());
+        if behind > 0 {
+            missed = behind.min(u32::MAX as u64) as u32;
+            deadline = deadline.add_ns(behind * period);
         }
     }
 }
