@@ -63,7 +63,9 @@ fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
     None
 }
 
-fn stop_mid_run_with(signal: libc::c_int, name: &str) {
+/// Stops a run with `signal` once it plays, after sending it the signals in `first`;
+/// checks the controlled stop and returns the output directory.
+fn stop_mid_run_with(first: &[libc::c_int], signal: libc::c_int, name: &str) -> PathBuf {
     let out = temp_dir(name);
     let mut child = start_run(&out);
     let lines = lines_of(&mut child);
@@ -85,9 +87,11 @@ fn stop_mid_run_with(signal: libc::c_int, name: &str) {
         let _ = child.kill();
         panic!("the run never reported Playing:\n{}", seen.join("\n"));
     }
-    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    assert_eq!(rc, 0);
+    for &sig in first.iter().chain([&signal]) {
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0);
+    }
     let code = wait(&mut child, Duration::from_secs(60));
     let rest: Vec<String> = lines.try_iter().collect();
     assert_eq!(
@@ -130,16 +134,26 @@ fn stop_mid_run_with(signal: libc::c_int, name: &str) {
         c["cycles_run"].as_u64().unwrap(),
         c["cycles"].as_u64().unwrap() + c["ring_drops_cycle"].as_u64().unwrap()
     );
+    out
+}
+
+#[test]
+fn sigusr1_is_an_operator_rearm_logged_in_the_record_not_a_kill() {
+    // SIGUSR1's default action would kill the process; chunkrt takes it as a re-arm
+    // (ControlLoop::rearm, checked before the stop flag in the same cycle).
+    let out = stop_mid_run_with(&[libc::SIGUSR1], libc::SIGINT, "sigusr1");
+    let log = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert!(log.contains("\"Rearmed\""), "{log}");
 }
 
 #[test]
 fn sigint_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
-    stop_mid_run_with(libc::SIGINT, "sigint");
+    stop_mid_run_with(&[], libc::SIGINT, "sigint");
 }
 
 #[test]
 fn sigterm_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
-    stop_mid_run_with(libc::SIGTERM, "sigterm");
+    stop_mid_run_with(&[], libc::SIGTERM, "sigterm");
 }
 
 #[test]

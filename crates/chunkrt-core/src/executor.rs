@@ -614,11 +614,20 @@ impl Executor {
     /// Re-arms the executor (operator action; needed with `Resume::Manual` after the
     /// ladder reached `Holding`). From `SafeStop` it returns to `Holding` (event
     /// `Rearmed`) and restarts the safe-stop timer; the next fresh chunk then plays.
+    /// Every call is logged (`Rearmed`; from `Holding` or a playing mode the event
+    /// does not change the mode), so the record shows when the operator acted.
     pub fn rearm(&mut self, now: MonoTime) {
         self.armed = true;
         if self.mode == Mode::SafeStop {
             self.t_fallback = now;
             self.push_event(now, Mode::Holding, ModeChangeReason::Rearmed);
+        } else {
+            self.events.push(ModeEvent {
+                t: now,
+                from: self.mode,
+                to: self.mode,
+                reason: ModeChangeReason::Rearmed,
+            });
         }
     }
 

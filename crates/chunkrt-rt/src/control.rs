@@ -34,6 +34,9 @@ pub struct ControlLoop {
     last_mode: Mode,
     stopping: bool,
     recovering: bool,
+    /// The operator re-armed while drives were faulted with `resume = manual`: fault
+    /// reset is allowed until they are enabled again.
+    reset_approved: bool,
     chunks_ignored_stopping: u64,
     /// Delay injection (issue 8); `None`: the cycle is exactly the uninjected one.
     inject: Option<Box<crate::inject::ControlInjection>>,
@@ -95,6 +98,7 @@ impl ControlLoop {
             last_mode: Mode::Holding,
             stopping: false,
             recovering: false,
+            reset_approved: false,
             chunks_ignored_stopping: 0,
             inject: None,
         }
@@ -143,6 +147,20 @@ impl ControlLoop {
         self.stopping = true;
         if self.executor.mode() == Mode::Playing {
             self.executor.force_fallback(now, reason);
+        }
+    }
+
+    /// Operator re-arm (SIGUSR1 in `chunkrt run`): with `resume = manual`, fresh chunks
+    /// may take authority again after the ladder held the arm, and faulted drives are
+    /// reset (then re-seeded at their measured position as with `resume = auto`).
+    /// Logged as a `Rearmed` mode event. Ignored once stopping.
+    pub fn rearm(&mut self, now: MonoTime) {
+        if self.stopping {
+            return;
+        }
+        self.executor.rearm(now);
+        if self.recovering {
+            self.reset_approved = true;
         }
     }
 
@@ -221,6 +239,7 @@ impl ControlLoop {
             self.recovering = true;
         } else if self.recovering && self.fb.all_enabled() {
             self.recovering = false;
+            self.reset_approved = false;
             self.executor
                 .resync(wake, &self.fb.pos_rad, ModeChangeReason::DrivesRecovered);
             self.gate.resync(&self.fb.pos_rad);
@@ -250,7 +269,7 @@ impl ControlLoop {
         self.cmd.t_cmd = deadline;
         let auto_resume = self.executor.config().resume == Resume::Auto;
         self.cmd.request = if self.recovering {
-            if auto_resume && !self.stopping {
+            if (auto_resume || self.reset_approved) && !self.stopping {
                 DriveRequest::FaultReset
             } else {
                 DriveRequest::QuickStop

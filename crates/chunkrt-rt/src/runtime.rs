@@ -364,6 +364,9 @@ fn control_thread(
         control.cycle(deadline, wake, missed);
 
         let now = os::now();
+        if crate::signals::take_rearm() {
+            control.rearm(now);
+        }
         match stopping_since {
             None => {
                 let expired = end.is_some_and(|e| now >= e);
