@@ -67,6 +67,17 @@ impl FaultyArm {
             exchanges: 0,
         })
     }
+
+    /// The simulated arm of `cfg` whose joint 2 drive faults (error 0x7500) at
+    /// exchange 75, about 1.5 s into a 20 ms run: the drive-fault recovery scenario.
+    pub fn drive_fault_at_75(cfg: &chunkrt_config::Config) -> (Logged<FaultyArm>, ExchangeLog) {
+        let arm = SimArm::new(chunkrt_rt::build::sim_params(cfg)).expect("the sim config is valid");
+        let fault = ArmFault::DriveFault {
+            joint: 2,
+            code: 0x7500,
+        };
+        FaultyArm::new(arm, vec![(75, fault)])
+    }
 }
 
 impl Backend for FaultyArm {
@@ -456,6 +467,49 @@ pub fn mode_events(report: &Report) -> Vec<(String, String, f64)> {
             )
         })
         .collect()
+}
+
+/// Checks a drive-fault recovery in `ex` from exchange `from` on: a fault reset is
+/// requested, the drives come back enabled, the first command after that is at the
+/// measured position (nothing jumps), the report has `DrivesRecovered` (after the
+/// mode event with reason `after_reason`, when given) followed by `Playing`, and
+/// chunks play again.
+pub fn assert_recovers(ex: &[Exchange], report: &Report, from: usize, after_reason: Option<&str>) {
+    let reset = ex[from..]
+        .iter()
+        .position(|e| e.seen.cmd.request == DriveRequest::FaultReset)
+        .map(|i| i + from)
+        .expect("a fault reset was requested");
+    let enabled = ex[reset..]
+        .iter()
+        .position(|e| e.seen.fb.all_enabled())
+        .map(|i| i + reset)
+        .expect("the drives came back");
+    let after = &ex[enabled + 1].seen;
+    for j in 0..after.cmd.dof as usize {
+        let d = (after.cmd.pos_rad[j] - ex[enabled].seen.fb.pos_rad[j]).abs();
+        assert!(
+            d < 0.01,
+            "joint {j}: command {d} rad from the measured position"
+        );
+    }
+    let modes = mode_events(report);
+    let start = after_reason.map_or(0, |r| {
+        modes
+            .iter()
+            .position(|m| m.1 == r)
+            .unwrap_or_else(|| panic!("no {r} event: {modes:?}"))
+    });
+    let recovered = modes[start..]
+        .iter()
+        .position(|m| m.1 == "DrivesRecovered")
+        .map(|i| i + start)
+        .unwrap_or_else(|| panic!("no recovery event: {modes:?}"));
+    assert!(
+        modes[recovered..].iter().any(|m| m.0 == "Playing"),
+        "playback resumed: {modes:?}"
+    );
+    assert!(ex[enabled..].iter().any(|e| e.seen.cmd.chunk_seq != 0));
 }
 
 /// The report's events named `name` (`chunk_rejected`, `backend_error`, ...).

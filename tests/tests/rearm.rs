@@ -6,25 +6,14 @@
 use chunkrt_config::ResumeMode;
 use chunkrt_core::{DriveRequest, DriveState};
 use chunkrt_rt::{RunOptions, Runtime};
-use chunkrt_sim::SimArm;
-use chunkrt_tests::faulty::{mode_events, ArmFault, FaultyArm};
+use chunkrt_tests::faulty::{assert_recovers, FaultyArm};
 use chunkrt_tests::sim_config;
 use std::time::Duration;
 
 #[test]
 fn with_manual_resume_an_operator_rearm_resets_the_drive_and_playback_resumes() {
     let cfg = sim_config(|c| c.executor.resume = ResumeMode::Manual);
-    let arm = SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap();
-    let (backend, log) = FaultyArm::new(
-        arm,
-        vec![(
-            75,
-            ArmFault::DriveFault {
-                joint: 2,
-                code: 0x7500,
-            },
-        )],
-    );
+    let (backend, log) = FaultyArm::drive_fault_at_75(&cfg);
     // The operator: waits until the drive has been faulted for 25 exchanges (held
     // stopped, as manual resume must), then re-arms.
     let watched = log.clone();
@@ -66,38 +55,6 @@ fn with_manual_resume_an_operator_rearm_resets_the_drive_and_playback_resumes() 
     assert!(ex[first_fault + 1..rearmed_at]
         .iter()
         .all(|e| e.seen.cmd.request == DriveRequest::QuickStop));
-    // After it: reset, back enabled, and the command starts where the arm is.
-    let reset = ex[rearmed_at..]
-        .iter()
-        .position(|e| e.seen.cmd.request == DriveRequest::FaultReset)
-        .map(|i| i + rearmed_at)
-        .expect("a fault reset after the re-arm");
-    let enabled = ex[reset..]
-        .iter()
-        .position(|e| e.seen.fb.all_enabled())
-        .map(|i| i + reset)
-        .expect("the drives came back");
-    let after = &ex[enabled + 1].seen;
-    for j in 0..7 {
-        let d = (after.cmd.pos_rad[j] - ex[enabled].seen.fb.pos_rad[j]).abs();
-        assert!(
-            d < 0.01,
-            "joint {j}: command {d} rad from the measured position"
-        );
-    }
-    let modes = mode_events(&report);
-    let rearmed = modes
-        .iter()
-        .position(|m| m.1 == "Rearmed")
-        .unwrap_or_else(|| panic!("no Rearmed event: {modes:?}"));
-    let recovered = modes[rearmed..]
-        .iter()
-        .position(|m| m.1 == "DrivesRecovered")
-        .map(|i| i + rearmed)
-        .unwrap_or_else(|| panic!("no recovery after the re-arm: {modes:?}"));
-    assert!(
-        modes[recovered..].iter().any(|m| m.0 == "Playing"),
-        "playback resumed: {modes:?}"
-    );
-    assert!(ex[enabled..].iter().any(|e| e.seen.cmd.chunk_seq != 0));
+    // After it: reset, back enabled without a jump, and playing again.
+    assert_recovers(&ex, &report, rearmed_at, Some("Rearmed"));
 }
