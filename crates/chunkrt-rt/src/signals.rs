@@ -56,8 +56,11 @@ pub fn request_rearm() {
 }
 
 /// Takes a pending re-arm request (SIGUSR1 or `request_rearm`).
+///
+/// Polled by the control thread every cycle: a plain load first, so the cache line is
+/// only written when a request is pending.
 pub fn take_rearm() -> bool {
-    REARM.swap(false, Ordering::AcqRel)
+    REARM.load(Ordering::Relaxed) && REARM.swap(false, Ordering::AcqRel)
 }
 
 /// Whether SIGINT or SIGTERM arrived.
