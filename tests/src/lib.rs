@@ -1,6 +1,8 @@
 //! Shared helpers of chunkrt's cross-crate integration tests (`tests/tests/*.rs`).
 
+pub mod braking;
 pub mod faulty;
+pub mod recording;
 
 use chunkrt_config::Config;
 use chunkrt_core::{Command, Feedback, MonoTime};

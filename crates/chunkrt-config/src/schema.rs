@@ -141,6 +141,19 @@ pub struct PolicyConfig {
     /// Intra-op threads for ONNX Runtime.
     #[serde(default = "one")]
     pub threads: usize,
+    /// Candidate chunks drawn per observation; the one that continues the trajectory
+    /// being played most smoothly is published (1: no selection).
+    #[serde(default = "one")]
+    pub candidates: usize,
+    /// The joint positions the policy takes as the arm's state: `measured` (as in the
+    /// demonstrations) or `commanded` (the last command: chunks then start where the
+    /// command stream is, not where the lagging measurement is).
+    #[serde(default = "default_state_source")]
+    pub state_source: String,
+}
+
+fn default_state_source() -> String {
+    "measured".into()
 }
 
 /// Whether fresh chunks resume playback on their own.
@@ -184,6 +197,13 @@ pub struct ExecutorSection {
     /// Chunks whose `t_start` is further than this from now are rejected.
     #[serde(default = "default_max_offset")]
     pub max_time_offset_ms: f64,
+    /// A joint whose command the gate has held off the proposal for this long without
+    /// a break is logged (`gate_saturated` event, joint and constraint).
+    #[serde(default = "default_gate_saturated_event")]
+    pub gate_saturated_event_ms: f64,
+    /// ... and past this long the policy loses authority (`GateSaturated` fallback).
+    #[serde(default = "default_gate_saturated_fallback")]
+    pub gate_saturated_fallback_ms: f64,
 }
 
 impl Default for ExecutorSection {
@@ -198,6 +218,8 @@ impl Default for ExecutorSection {
             dt_max_ms: default_dt_max(),
             min_len: default_min_len(),
             max_time_offset_ms: default_max_offset(),
+            gate_saturated_event_ms: default_gate_saturated_event(),
+            gate_saturated_fallback_ms: default_gate_saturated_fallback(),
         }
     }
 }
@@ -300,6 +322,14 @@ pub struct TelemetryConfig {
     /// Live status line period (0: off).
     #[serde(default = "default_status")]
     pub status_interval_ms: f64,
+    /// Bound on the messages of `recording.mcap` in a run's output directory, MiB
+    /// (0: no recording). Past it, messages are counted as `recording_dropped`.
+    #[serde(default = "default_record_max_mb")]
+    pub record_max_mb: f64,
+}
+
+fn default_record_max_mb() -> f64 {
+    1024.0
 }
 
 impl Default for TelemetryConfig {
@@ -308,6 +338,7 @@ impl Default for TelemetryConfig {
             ring_capacity: default_ring(),
             drain_interval_ms: default_drain(),
             status_interval_ms: default_status(),
+            record_max_mb: default_record_max_mb(),
         }
     }
 }
@@ -349,6 +380,12 @@ fn default_blend() -> f64 {
     40.0
 }
 fn default_safe_stop() -> f64 {
+    1000.0
+}
+fn default_gate_saturated_event() -> f64 {
+    200.0
+}
+fn default_gate_saturated_fallback() -> f64 {
     1000.0
 }
 fn default_resume() -> ResumeMode {

@@ -106,6 +106,12 @@ impl Config {
             1000.0,
         )?;
         range(
+            "telemetry.record_max_mb",
+            self.telemetry.record_max_mb,
+            0.0,
+            1_048_576.0,
+        )?;
+        range(
             "telemetry.status_interval_ms",
             self.telemetry.status_interval_ms,
             0.0,
@@ -126,6 +132,21 @@ impl Config {
         range("policy.dt_ms", p.dt_ms, 1.0, 100.0)?;
         range("policy.max_vel_rad_s", p.max_vel_rad_s, 1e-3, 100.0)?;
         range("policy.deadline_ms", p.deadline_ms, 0.0, 10_000.0)?;
+        if !matches!(p.state_source.as_str(), "measured" | "commanded") {
+            return fail(
+                "policy.state_source",
+                format!(
+                    "expected \"measured\" or \"commanded\", got {:?}",
+                    p.state_source.chars().take(40).collect::<String>()
+                ),
+            );
+        }
+        if p.candidates == 0 || p.candidates > 32 {
+            return fail(
+                "policy.candidates",
+                format!("expected 1 to 32 candidates, got {}", p.candidates),
+            );
+        }
         if p.threads == 0 || p.threads > 64 {
             return fail(
                 "policy.threads",
@@ -203,6 +224,18 @@ impl Config {
             "executor.max_time_offset_ms",
             e.max_time_offset_ms,
             1.0,
+            600_000.0,
+        )?;
+        range(
+            "executor.gate_saturated_event_ms",
+            e.gate_saturated_event_ms,
+            self.control.period_ms,
+            600_000.0,
+        )?;
+        range(
+            "executor.gate_saturated_fallback_ms",
+            e.gate_saturated_fallback_ms,
+            e.gate_saturated_event_ms,
             600_000.0,
         )?;
         if e.min_len < 2 || e.min_len > MAX_HORIZON {
@@ -313,6 +346,23 @@ impl Config {
             min_len: e.min_len,
             max_time_offset_ns: ms_to_ns(e.max_time_offset_ms),
         }
+    }
+
+    /// `(event, fallback)` thresholds of gate saturation in control cycles (see
+    /// `executor.gate_saturated_*_ms`), at least one cycle each.
+    pub fn gate_saturation_cycles(&self) -> (u32, u32) {
+        let cycles = |ms: f64| {
+            let n = (ms / self.control.period_ms).ceil();
+            if n.is_finite() {
+                n.clamp(1.0, u32::MAX as f64) as u32
+            } else {
+                u32::MAX
+            }
+        };
+        (
+            cycles(self.executor.gate_saturated_event_ms),
+            cycles(self.executor.gate_saturated_fallback_ms),
+        )
     }
 
     /// Control period in nanoseconds.

@@ -19,10 +19,12 @@
 //!   newest chunk wins at once (the comparison mode).
 //! * **Freshness.** The playing chunk is fresh while `now - t_obs <= max_chunk_age`
 //!   and the sample time is inside its horizon.
-//! * **Fallback ladder.** `Playing -> Decelerating` (jerk-limited stop from the last
-//!   output state, its velocity and acceleration clipped to the limits) `-> Holding` (at rest) `-> SafeStop` (after `safe_stop_after`
-//!   without a fresh chunk, counted from the moment the ladder was entered). Every
-//!   mode change is queued as a timestamped [`ModeEvent`].
+//! * **Fallback ladder.** `Playing -> Decelerating` (jerk-limited stop planned from
+//!   the state of the last command that left the gate, reported by the runtime with
+//!   [`Executor::note_command`]; without it, from the executor's last output) `->
+//!   Holding` (once the commands are at rest, holding where they are) `-> SafeStop`
+//!   (after `safe_stop_after` without a fresh chunk, counted from the moment the
+//!   ladder was entered). Every mode change is queued as a timestamped [`ModeEvent`].
 //! * **Resume.** A fresh chunk is always blended in while `Decelerating`. From
 //!   `Holding`/`SafeStop`: with `Resume::Auto` a fresh chunk resumes playback; with
 //!   `Resume::Manual` reaching `Holding` through the ladder disarms the executor and
@@ -112,6 +114,9 @@ pub enum ModeChangeReason {
     Shutdown,
     /// The drives were re-enabled after a fault; the executor holds where they are.
     DrivesRecovered,
+    /// The gate held a joint's command off the policy's proposal for too long: the
+    /// executor's intent and what the drives are sent no longer agree.
+    GateSaturated,
 }
 
 /// A timestamped mode change.
@@ -200,6 +205,10 @@ pub struct Setpoint {
     pub acc_rad_s2: JointVec,
     /// Chunk the setpoint comes from (0: fallback trajectory).
     pub chunk_seq: u64,
+    /// The policy has lost authority and the arm is being stopped: the gate brings
+    /// every joint to rest from the commanded state as fast as the limits allow (in
+    /// its own discrete model) and the positions above are only the plan's preview.
+    pub stop: bool,
 }
 
 /// Largest steps seen at seams.
@@ -270,9 +279,13 @@ pub struct Executor {
     stop: StopProfile,
     stop_t0: MonoTime,
     hold_pos: JointVec,
-    /// Last output and its sample time.
+    /// The state a fallback starts from, and its sample time: the last command that
+    /// left the gate when the runtime reports it ([`Executor::note_command`]),
+    /// otherwise the executor's own last output.
     last: Pva,
     last_ts: MonoTime,
+    /// Whether `last` is the gate's command (`note_command` was called).
+    cmd_known: bool,
     /// When the ladder was last entered (or the executor created): safe-stop timer.
     t_fallback: MonoTime,
     /// Last forced fallback (`MonoTime::ZERO`: never).
@@ -313,6 +326,7 @@ impl Executor {
             hold_pos: *initial_pos,
             last,
             last_ts: now.add_ns(cfg.lookahead_ns),
+            cmd_known: false,
             t_fallback: now,
             last_forced: MonoTime::ZERO,
             last_seq: 0,
@@ -500,7 +514,9 @@ impl Executor {
         out
     }
 
-    /// Enters `Decelerating` from the last output state.
+    /// Enters `Decelerating`: a jerk-limited stop planned from the state of the last
+    /// command that left the gate (see [`Executor::note_command`]), so the stop begins
+    /// where the arm is commanded to be, not where the policy wanted it.
     fn enter_fallback(&mut self, now: MonoTime, reason: ModeChangeReason) {
         let start = self.within_limits(&self.last);
         self.stop = StopProfile::plan(&start, self.cfg.dof, &self.limits);
@@ -516,11 +532,20 @@ impl Executor {
         self.push_event(now, Mode::Decelerating, reason);
     }
 
-    /// Advances to `now` and writes the setpoint to command.
-    ///
-    /// The trajectory is sampled at `now + lookahead`. No allocation.
+    /// Advances to `now` and writes the setpoint to command; the trajectory is sampled
+    /// at `now + lookahead`. See [`Executor::tick_at`]. No allocation.
     pub fn tick(&mut self, now: MonoTime, out: &mut Setpoint) {
-        let ts = now.add_ns(self.cfg.lookahead_ns);
+        self.tick_at(now, now, out);
+    }
+
+    /// Advances to `now` and writes the setpoint for the command slot `t_slot`: the
+    /// trajectory is sampled at `t_slot + lookahead`, freshness is judged at `now`.
+    ///
+    /// The control loop passes its deadline as `t_slot`: the gate differentiates the
+    /// commands over the nominal period, so sampling at the (jittery) wake time would
+    /// turn wake jitter into command acceleration noise. No allocation.
+    pub fn tick_at(&mut self, now: MonoTime, t_slot: MonoTime, out: &mut Setpoint) {
+        let ts = t_slot.add_ns(self.cfg.lookahead_ns);
         self.first_use = None;
         self.chain.prune(ts);
         if self.pending_valid && ts >= self.splines[self.pending].t_start {
@@ -546,11 +571,20 @@ impl Executor {
         if self.mode == Mode::Decelerating
             && ts.diff_ns(self.stop_t0) as f64 * 1e-9 >= self.stop.duration_s()
         {
-            self.hold_pos = *self.stop.rest_pos();
-            pva = Pva::at_rest(&self.hold_pos);
-            self.push_event(now, Mode::Holding, ModeChangeReason::AtRest);
-            if self.cfg.resume == Resume::Manual {
-                self.armed = false;
+            // At rest only when the commands are: the gate may still be converging
+            // on the stop's end (it rate-limits every mode). Until then the stop's
+            // rest position is the proposal.
+            if !self.cmd_known || self.command_at_rest() {
+                self.hold_pos = if self.cmd_known {
+                    self.last.pos_rad
+                } else {
+                    *self.stop.rest_pos()
+                };
+                pva = Pva::at_rest(&self.hold_pos);
+                self.push_event(now, Mode::Holding, ModeChangeReason::AtRest);
+                if self.cfg.resume == Resume::Manual {
+                    self.armed = false;
+                }
             }
         }
         if self.mode == Mode::Holding
@@ -561,7 +595,9 @@ impl Executor {
                 self.armed = false;
             }
         }
-        self.last = pva;
+        if !self.cmd_known {
+            self.last = pva;
+        }
         self.last_ts = ts;
         out.dof = self.cfg.dof as u16;
         out.pos_rad = pva.pos_rad;
@@ -572,6 +608,27 @@ impl Executor {
         } else {
             0
         };
+        out.stop = self.mode == Mode::Decelerating && self.cmd_known;
+    }
+
+    /// Tells the executor what left the gate this cycle: the commanded state at the
+    /// command's sample time (the gate's [`crate::Gate::commanded_state`]). Call it
+    /// after every `tick_at` + `filter`. A fallback entered from then on plans its stop
+    /// from this state, and `Holding` is entered only once these commands are at rest.
+    /// No allocation.
+    pub fn note_command(&mut self, commanded: &Pva) {
+        self.last = *commanded;
+        self.cmd_known = true;
+    }
+
+    /// Whether the last noted command is at rest on every joint.
+    fn command_at_rest(&self) -> bool {
+        const REST_VEL_RAD_S: f64 = 1e-6;
+        const REST_ACC_RAD_S2: f64 = 1e-3;
+        (0..self.cfg.dof).all(|j| {
+            self.last.vel_rad_s[j].abs() < REST_VEL_RAD_S
+                && self.last.acc_rad_s2[j].abs() < REST_ACC_RAD_S2
+        })
     }
 
     /// Takes authority away from the policy (out of domain, backend error): a

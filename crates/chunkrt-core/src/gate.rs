@@ -32,6 +32,7 @@ use crate::envelope::{
 use crate::executor::Setpoint;
 use crate::io::Command;
 use crate::limits::{JointLimit, JointLimits};
+use crate::spline::Pva;
 
 /// One kind of intervention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,13 +104,15 @@ impl GateMask {
     }
 }
 
-/// One intervention on one joint.
+/// One joint's interventions in one cycle.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Intervention {
     /// Joint index.
     pub joint: u16,
-    /// Constraint that acted (the last one in the chain).
+    /// The binding constraint (the last one in the chain).
     pub constraint: Constraint,
+    /// Every constraint that acted on this joint this cycle (`constraint` included).
+    pub mask: GateMask,
     /// Proposed position.
     pub proposed_rad: f64,
     /// Executed position.
@@ -233,6 +236,28 @@ fn admissible(
         && pos_ok(-s.q, -s.v, -alpha, -lo_pos)
 }
 
+/// The next acceleration of the quickest stop from `s`, in the gate's own discrete
+/// model: the hardest braking (within the jerk and acceleration limits) that does not
+/// reverse the motion once the acceleration is swung back to zero at full jerk
+/// ([`vel_peak`], mirrored), kept inside the admissible interval. Applied every
+/// period, this is the discrete time-optimal stop: full jerk into full braking, held,
+/// then swung back so that velocity and acceleration reach zero together. Where the
+/// commanded acceleration already reverses the motion, the reversal is braked in turn.
+fn brake(s: &JointState, lo_pos: f64, hi_pos: f64, lim: &JointLimit, t: f64) -> f64 {
+    let d = (lim.max_jerk_rad_s3 * t).max(TINY);
+    let landing = if s.v > 0.0 {
+        -vel_peak_inverse(-s.v, 0.0, t, d)
+    } else {
+        vel_peak_inverse(s.v, 0.0, t, d)
+    };
+    let b = bounds(s, lo_pos, hi_pos, lim, t);
+    if b.lo > b.hi {
+        0.5 * (b.lo + b.hi)
+    } else {
+        landing.clamp(b.lo, b.hi)
+    }
+}
+
 /// Clamps every command (see the module docs).
 pub struct Gate {
     limits: JointLimits,
@@ -242,6 +267,25 @@ pub struct Gate {
     interventions: [Intervention; MAX_DOF + 1],
     n_interventions: usize,
     counts: [u64; CONSTRAINT_COUNT],
+    saturated: [Saturation; MAX_DOF],
+}
+
+/// How long a joint's command has differed from the proposal without a break.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Saturation {
+    /// Consecutive cycles in which the gate changed this joint's proposal (0: on track).
+    pub cycles: u32,
+    /// The binding constraint of the first cycle of that run.
+    pub constraint: Constraint,
+}
+
+impl Default for Saturation {
+    fn default() -> Self {
+        Saturation {
+            cycles: 0,
+            constraint: Constraint::NonFinite,
+        }
+    }
 }
 
 impl Gate {
@@ -257,11 +301,13 @@ impl Gate {
             interventions: [Intervention {
                 joint: 0,
                 constraint: Constraint::NonFinite,
+                mask: GateMask(0),
                 proposed_rad: 0.0,
                 executed_rad: 0.0,
             }; MAX_DOF + 1],
             n_interventions: 0,
             counts: [0; CONSTRAINT_COUNT],
+            saturated: [Saturation::default(); MAX_DOF],
         };
         g.resync(initial_pos);
         g
@@ -270,6 +316,7 @@ impl Gate {
     /// Restarts from rest at `pos` (e.g. measured positions after the drives were
     /// stopped by a quick stop and re-enabled). Non-finite entries become 0.
     pub fn resync(&mut self, pos: &JointVec) {
+        self.saturated = [Saturation::default(); MAX_DOF];
         for (s, p) in self.state.iter_mut().zip(pos.iter()) {
             *s = JointState {
                 q: if p.is_finite() { *p } else { 0.0 },
@@ -288,11 +335,12 @@ impl Gate {
         self.pending_domain = Some(joint);
     }
 
-    fn record(&mut self, joint: usize, c: Constraint, proposed: f64, executed: f64) {
+    fn record(&mut self, joint: usize, c: Constraint, bits: u32, proposed: f64, executed: f64) {
         if self.n_interventions < self.interventions.len() {
             self.interventions[self.n_interventions] = Intervention {
                 joint: joint as u16,
                 constraint: c,
+                mask: GateMask(bits),
                 proposed_rad: proposed,
                 executed_rad: executed,
             };
@@ -314,7 +362,13 @@ impl Gate {
             self.counts[Constraint::Domain as usize] += 1;
             let j = joint.map_or(0, |j| (j as usize).min(MAX_DOF - 1));
             let q = self.state[j].q;
-            self.record(j, Constraint::Domain, proposed.pos_rad[j], q);
+            self.record(
+                j,
+                Constraint::Domain,
+                Constraint::Domain.bit(),
+                proposed.pos_rad[j],
+                q,
+            );
         }
         for j in 0..dof {
             let lim = self.limits.joint[j];
@@ -342,6 +396,14 @@ impl Gate {
                 last = Constraint::Position;
                 pd = pd.clamp(lo, hi);
                 (vd, ad) = (0.0, 0.0);
+            }
+            if proposed.stop {
+                // The executor has withdrawn the policy's authority: stop from the
+                // commanded state. Not an intervention (nothing proposed is changed).
+                let alpha = brake(&s, lo, hi, &lim, t);
+                self.step(j, alpha, false, cmd);
+                self.saturated[j].cycles = 0;
+                continue;
             }
             let alpha_dead = ((pd - s.q) / t - s.v) / t;
             // Off track, rejoin only where the next period's catch-up (velocity
@@ -381,15 +443,8 @@ impl Gate {
                     self.track(&s, pd, vd, ad, &lim, &b).clamp(b.lo, b.hi)
                 }
             };
-            let v1 = s.v + alpha * t;
-            let q1 = s.q + v1 * t;
-            self.state[j] = JointState {
-                q: q1,
-                v: v1,
-                a: alpha,
-                on_track: exact,
-            };
-            cmd.pos_rad[j] = q1;
+            let q1 = self.step(j, alpha, exact, cmd);
+            let v1 = self.state[j].v;
             cmd.vel_rad_s[j] = if bits == 0 {
                 vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
             } else {
@@ -401,13 +456,35 @@ impl Gate {
                         self.counts[c as usize] += 1;
                     }
                 }
-                self.record(j, last, raw, q1);
+                self.record(j, last, bits, raw, q1);
                 mask |= bits;
+                if self.saturated[j].cycles == 0 {
+                    self.saturated[j].constraint = last;
+                }
+                self.saturated[j].cycles = self.saturated[j].cycles.saturating_add(1);
+            } else {
+                self.saturated[j].cycles = 0;
             }
         }
         cmd.dof = dof as u16;
         cmd.chunk_seq = proposed.chunk_seq;
         GateMask(mask)
+    }
+
+    /// Advances joint `j` by one period with acceleration `alpha`; writes the command.
+    fn step(&mut self, j: usize, alpha: f64, on_track: bool, cmd: &mut Command) -> f64 {
+        let s = self.state[j];
+        let v1 = s.v + alpha * self.t;
+        let q1 = s.q + v1 * self.t;
+        self.state[j] = JointState {
+            q: q1,
+            v: v1,
+            a: alpha,
+            on_track,
+        };
+        cmd.pos_rad[j] = q1;
+        cmd.vel_rad_s[j] = v1;
+        q1
     }
 
     /// Acceleration that steers toward the proposal when it cannot be reached in one
@@ -509,5 +586,28 @@ impl Gate {
     pub fn commanded(&self, joint: usize) -> (f64, f64, f64) {
         let s = self.state[joint.min(MAX_DOF - 1)];
         (s.q, s.v, s.a)
+    }
+
+    /// The commanded state at the instant of the last command, for planning what
+    /// follows it (the fallback's stop): per joint, the quadratic through the last
+    /// three commanded positions evaluated at the last one, i.e. position `q`,
+    /// velocity `v + a t / 2` (the backward difference lags it by half a period) and
+    /// acceleration `a`. A trajectory that starts from this state and is sampled at
+    /// the command period continues the command stream with no step in its second
+    /// differences.
+    pub fn commanded_state(&self) -> Pva {
+        let mut out = Pva::default();
+        for j in 0..self.limits.dof.min(MAX_DOF) {
+            let s = self.state[j];
+            out.pos_rad[j] = s.q;
+            out.vel_rad_s[j] = s.v + 0.5 * s.a * self.t;
+            out.acc_rad_s2[j] = s.a;
+        }
+        out
+    }
+
+    /// How long each joint's command has been held off the proposal (see [`Saturation`]).
+    pub fn saturation(&self, joint: usize) -> Saturation {
+        self.saturated[joint.min(MAX_DOF - 1)]
     }
 }

@@ -11,6 +11,9 @@ pub struct Observation {
     pub seq: u64,
     /// When the measurement was taken (the backend's capture time).
     pub t_capture: MonoTime,
+    /// Deadline of the control cycle that published it (the tick it belongs to; with
+    /// an injected observation delay, a measurement captured earlier).
+    pub t_cycle: MonoTime,
     /// Number of joints.
     pub dof: u16,
     /// Measured joint positions.
@@ -28,6 +31,7 @@ impl Default for Observation {
         Observation {
             seq: 0,
             t_capture: MonoTime::ZERO,
+            t_cycle: MonoTime::ZERO,
             dof: 0,
             pos_rad: [0.0; MAX_DOF],
             vel_rad_s: [0.0; MAX_DOF],

@@ -31,7 +31,7 @@ pub use executor::{
     ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,
     SeamStats, Setpoint,
 };
-pub use gate::{Constraint, Gate, GateMask, Intervention, CONSTRAINT_COUNT};
+pub use gate::{Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT};
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};

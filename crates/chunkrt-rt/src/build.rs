@@ -92,6 +92,10 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             oc.min_steps = p.min_steps;
             oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
             oc.seed = Some(p.seed);
+            oc.state = match p.state_source.as_str() {
+                "commanded" => chunkrt_policy::StateSource::Commanded,
+                _ => chunkrt_policy::StateSource::Measured,
+            };
             if !p.goals_rad.is_empty() {
                 oc.goals = Some(p.goals_rad.clone());
             }

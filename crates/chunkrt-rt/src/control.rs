@@ -40,7 +40,15 @@ pub struct ControlLoop {
     chunks_ignored_stopping: u64,
     /// Delay injection (issue 8); `None`: the cycle is exactly the uninjected one.
     inject: Option<Box<crate::inject::ControlInjection>>,
+    /// Gate saturation thresholds in cycles: logged at the first, authority taken
+    /// away at the second.
+    saturation_event_cycles: u32,
+    saturation_fallback_cycles: u32,
 }
+
+/// Default gate-saturation thresholds (`executor.gate_saturated_*_ms`), in ms.
+const SATURATION_EVENT_MS: u64 = 200;
+const SATURATION_FALLBACK_MS: u64 = 1000;
 
 /// What the loop needs to be built.
 pub struct ControlParts {
@@ -101,7 +109,24 @@ impl ControlLoop {
             reset_approved: false,
             chunks_ignored_stopping: 0,
             inject: None,
+            saturation_event_cycles: (SATURATION_EVENT_MS * 1_000_000)
+                .div_ceil(p.period_ns.max(1))
+                .max(1) as u32,
+            saturation_fallback_cycles: (SATURATION_FALLBACK_MS * 1_000_000)
+                .div_ceil(p.period_ns.max(1))
+                .max(1) as u32,
         }
+    }
+
+    /// Gate-saturation thresholds in cycles (`Config::gate_saturation_cycles`): a joint
+    /// whose command the gate has held off the proposal for `event_cycles` in a row is
+    /// logged (`GateSaturated` event record); at `fallback_cycles` the policy loses
+    /// authority (`GateSaturated` fallback), so the executor's intent and the commands
+    /// cannot drift apart silently.
+    pub fn with_gate_saturation(mut self, event_cycles: u32, fallback_cycles: u32) -> Self {
+        self.saturation_event_cycles = event_cycles.max(1);
+        self.saturation_fallback_cycles = fallback_cycles.max(1);
+        self
     }
 
     /// Attaches the delay lines of `[inject]` (built before the first deadline). Not
@@ -194,6 +219,27 @@ impl ControlLoop {
         self.chunks.latest().is_some()
     }
 
+    /// Gate saturation: logged once per run at the event threshold; at the fallback
+    /// threshold the policy loses authority (every cycle while it lasts, so a chunk
+    /// computed meanwhile cannot take it back).
+    fn check_saturation(&mut self, wake: MonoTime) {
+        for j in 0..self.dof.min(MAX_DOF) {
+            let sat = self.gate.saturation(j);
+            if sat.cycles == self.saturation_event_cycles {
+                self.events_out.push(EventRecord::GateSaturated {
+                    t: wake,
+                    joint: j as u16,
+                    constraint: sat.constraint,
+                    cycles: sat.cycles,
+                });
+            }
+            if sat.cycles >= self.saturation_fallback_cycles {
+                self.executor
+                    .force_fallback(wake, ModeChangeReason::GateSaturated);
+            }
+        }
+    }
+
     /// One cycle. `deadline` is the absolute time the thread slept for, `wake` when
     /// it woke, `missed` the deadlines skipped before it.
     pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
@@ -254,9 +300,13 @@ impl ControlLoop {
                 .force_fallback(wake, ModeChangeReason::BackendError);
         }
 
-        // 3-4. Executor, then the gate, applied last in every mode.
-        self.executor.tick(wake, &mut self.setpoint);
+        // 3-4. Executor, then the gate, applied last in every mode. The trajectory is
+        // sampled for the deadline's slot (the gate differentiates over the nominal
+        // period); freshness is judged at the wake time. The executor is told what
+        // left the gate: a fallback plans its stop from there.
+        self.executor.tick_at(wake, deadline, &mut self.setpoint);
         let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
+        self.executor.note_command(&self.gate.commanded_state());
         if mask.0 != 0 {
             for iv in self.gate.interventions() {
                 self.events_out.push(EventRecord::Gate {
@@ -264,6 +314,7 @@ impl ControlLoop {
                     intervention: *iv,
                 });
             }
+            self.check_saturation(wake);
         }
         let mode = self.executor.mode();
         self.cmd.t_cmd = deadline;
@@ -320,19 +371,22 @@ impl ControlLoop {
             let fresh = Observation {
                 seq,
                 t_capture: fb.t_capture,
+                t_cycle: deadline,
                 dof: fb.dof,
                 pos_rad: fb.pos_rad,
                 vel_rad_s: fb.vel_rad_s,
                 torque_nm: fb.torque_nm,
                 cmd_pos_rad: cmd.pos_rad,
             };
-            if let Some(old) = inj.observation(deadline, &fresh) {
+            if let Some(mut old) = inj.observation(deadline, &fresh) {
+                old.t_cycle = deadline;
                 self.observations.publish(&old);
             }
         } else {
             self.observations.publish_with(|o| {
                 o.seq = seq;
                 o.t_capture = fb.t_capture;
+                o.t_cycle = deadline;
                 o.dof = fb.dof;
                 o.pos_rad = fb.pos_rad;
                 o.vel_rad_s = fb.vel_rad_s;
@@ -375,6 +429,10 @@ impl ControlLoop {
             bus_rtt_ns: self.fb.bus_rtt_ns,
             backend_error,
             track_err_rad: track_err,
+            dof: self.dof as u16,
+            setpoint_pos_rad: self.setpoint.pos_rad,
+            cmd_pos_rad: self.cmd.pos_rad,
+            fb_pos_rad: self.fb.pos_rad,
         });
         self.cycle += 1;
     }

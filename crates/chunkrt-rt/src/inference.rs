@@ -46,6 +46,8 @@ pub struct InferenceParts {
     /// This thread's own count of the chunks it handed over (for the report's
     /// reconciliation; inference records can be lost to a full ring, these cannot).
     pub handoff: Arc<HandoffCounts>,
+    /// Candidates per chunk and how to choose among them (`crate::select`).
+    pub selection: crate::select::SelectionConfig,
 }
 
 /// Chunks the inference thread handed to the control loop, counted at the source.
@@ -121,10 +123,12 @@ fn observation_at(
     ));
     let give_up = tick.add_ns(control_period_ns);
     loop {
-        let fresh = observations.update();
+        observations.update();
         let now = os::now();
-        // A publication seen before the tick belongs to an earlier (late) cycle.
-        if fresh && now >= tick {
+        // Only the tick's own cycle (or a later one) will do: a thread that wakes
+        // after the tick but before that cycle published finds the previous cycle's
+        // observation still unread.
+        if observations.peek().t_cycle >= tick {
             break;
         }
         if now >= give_up || stop.load(Ordering::Relaxed) {
@@ -148,6 +152,7 @@ pub enum InferenceExit {
 /// stamped chunk.
 pub fn run(mut p: InferenceParts) -> InferenceExit {
     let mut chunk = Box::new(Chunk::default());
+    let mut select = crate::select::Selection::new(p.selection);
     let mut seq = 0u64;
     let origin = loop {
         if p.stop.load(Ordering::Relaxed) {
@@ -174,9 +179,44 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             continue; // the control loop has not measured anything yet
         }
         let t_begin = os::now();
-        let policy = &mut p.policy;
-        let out = &mut *chunk;
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(&obs, out)));
+        // The new chunk is first played on the next control deadline.
+        let t_first = tick.add_ns(control_period_ns);
+        let mut best: Option<(usize, f64)> = None;
+        let mut cost_first = 0.0;
+        let mut drawn = 0u16;
+        let mut result = Ok(Ok(chunkrt_core::InferInfo::default()));
+        for i in 0..select.count() {
+            if i > 0 && !select.within_budget(os::now().saturating_since(t_begin)) {
+                break;
+            }
+            let policy = &mut p.policy;
+            let out = &mut *select.candidates[i];
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(&obs, out)));
+            let ok = matches!(r, Ok(Ok(_)));
+            if i == 0 || !ok {
+                // The first candidate's outcome is the chunk's (a later failure ends
+                // the drawing; the candidates drawn so far stand).
+                if i == 0 || best.is_none() {
+                    result = r;
+                }
+                if !ok {
+                    break;
+                }
+            }
+            drawn += 1;
+            let c = &mut *select.candidates[i];
+            c.t_obs = obs.t_capture;
+            c.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
+            let cost = select.mismatch_of(i, t_first);
+            if i == 0 {
+                cost_first = cost;
+            }
+            if best.is_none_or(|(_, b)| cost < b) {
+                best = Some((i, cost));
+            }
+        }
+        let (chosen, seam_cost) = best.unwrap_or((0, 0.0));
+        *chunk = *select.candidates[chosen];
         let info = match result {
             Ok(Ok(info)) => info,
             Ok(Err(e)) => {
@@ -219,6 +259,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
                 step_ns: info.step_ns,
                 status: InferStatus::Dropped,
                 out_of_domain: info.out_of_domain,
+                ..InferRecord::default()
             });
             continue;
         }
@@ -232,6 +273,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         if p.chunks.publish(&chunk) {
             p.handoff.overwritten.fetch_add(1, Ordering::Relaxed);
         }
+        select.published(&chunk);
         p.handoff.published.fetch_add(1, Ordering::Relaxed);
         p.records.push(InferRecord {
             seq,
@@ -243,6 +285,9 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             step_ns: info.step_ns,
             status: InferStatus::Published,
             out_of_domain: info.out_of_domain,
+            candidates: drawn,
+            seam_cost: seam_cost as f32,
+            seam_cost_first: cost_first as f32,
         });
     }
     InferenceExit::Stopped
@@ -280,24 +325,29 @@ mod tests {
         let (mut publisher, mut subscriber) = chunkrt_buffer::channel(Observation::default());
         let stop = Arc::new(AtomicBool::new(false));
         let period = 20_000_000;
-        // Published before the tick: stale, must not be taken.
+        // The cycle before the tick published, and nobody read it yet; the thread
+        // wakes after the tick, before the tick's own cycle publishes (it is late):
+        // the unread observation is the previous cycle's and must not be taken.
+        let tick = os::now();
         publisher.publish(&Observation {
             seq: 1,
-            t_capture: os::now(),
+            t_capture: tick.add_signed_ns(-(period as i64) + 100_000),
+            t_cycle: tick.add_signed_ns(-(period as i64)),
             ..Observation::default()
         });
-        let tick = os::now().add_ns(30_000_000);
+        os::sleep_until(tick.add_ns(500_000));
         let writer = std::thread::spawn(move || {
             os::sleep_until(tick.add_ns(2_000_000));
             publisher.publish(&Observation {
                 seq: 2,
                 t_capture: os::now(),
+                t_cycle: tick,
                 ..Observation::default()
             });
             publisher
         });
         let obs = observation_at(&mut subscriber, tick, period, &stop);
-        assert_eq!(obs.seq, 2);
+        assert_eq!(obs.seq, 2, "took the previous cycle's observation");
         assert!(obs.t_capture >= tick);
         let _publisher = writer.join().unwrap();
         // Nothing arrives: it gives up after a control period with the newest it has.

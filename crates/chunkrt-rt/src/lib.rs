@@ -12,6 +12,7 @@ pub mod inject;
 pub mod margin;
 pub mod os;
 pub mod runtime;
+pub mod select;
 pub mod signals;
 
 pub use control::{ControlLoop, ControlParts};

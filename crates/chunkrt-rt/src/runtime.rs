@@ -144,17 +144,35 @@ impl Runtime {
             first_feedback: first,
             clock: os::now,
         });
+        let (sat_event, sat_fallback) = cfg.gate_saturation_cycles();
+        control = control.with_gate_saturation(sat_event, sat_fallback);
         // Delay lines of `[inject]` (issue 8); none when nothing is injected.
         control = crate::inject::attach(control, &cfg.inject, &first);
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
-        let collector =
+        let mut collector =
             Collector::new(period_ns, t_start, opts.out_dir.as_deref()).map_err(|e| {
                 RunError::Output {
                     dir: opts.out_dir.clone().unwrap_or_default(),
                     message: e.to_string(),
                 }
             })?;
+        collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
+            &cfg.joint_limits(),
+            cfg.executor_config().blend_ns,
+            period_ns,
+        ));
+        if let Some(dir) = opts.out_dir.as_deref() {
+            if cfg.telemetry.record_max_mb > 0.0 {
+                let max_bytes = (cfg.telemetry.record_max_mb * 1024.0 * 1024.0) as u64;
+                collector
+                    .start_recording(&dir.join("recording.mcap"), max_bytes)
+                    .map_err(|message| RunError::Output {
+                        dir: dir.to_path_buf(),
+                        message,
+                    })?;
+            }
+        }
 
         let stop_inference = Arc::new(AtomicBool::new(false));
         let policy_failed = Arc::new(AtomicBool::new(false));
@@ -174,6 +192,21 @@ impl Runtime {
             failed: policy_failed.clone(),
             inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
             handoff: handoff.clone(),
+            selection: crate::select::SelectionConfig {
+                candidates: cfg.policy.candidates,
+                dof: cfg.control.joints,
+                acc_max: {
+                    let lim = cfg.joint_limits();
+                    let mut a = [0.0; chunkrt_core::MAX_DOF];
+                    for (a, l) in a.iter_mut().zip(lim.joint.iter()) {
+                        *a = l.max_acc_rad_s2;
+                    }
+                    a
+                },
+                blend_ns: cfg.executor_config().blend_ns,
+                lookahead_ns: cfg.executor_config().lookahead_ns,
+                budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
+            },
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())

@@ -64,6 +64,7 @@ pub fn constraint_name_index(i: usize) -> &'static str {
 
 /// A run of identical gate interventions (same joint, same constraint, consecutive).
 struct GateRun {
+    constraint: Constraint,
     first: Intervention,
     last: Intervention,
     t_first: MonoTime,
@@ -87,6 +88,8 @@ pub struct Collector {
     last_chunk_seq: u64,
     max_track_err_rad: f64,
     log_error: Option<String>,
+    recording: Option<crate::recording::Recording>,
+    oracle: Option<crate::oracle::CommandOracle>,
 }
 
 impl Collector {
@@ -118,6 +121,7 @@ impl Collector {
             "backend_errors",
             "gate_interventions",
             "chunks_rejected_logged",
+            "gate_saturated",
         ] {
             counters.insert(k, 0);
         }
@@ -136,7 +140,22 @@ impl Collector {
             last_chunk_seq: 0,
             max_track_err_rad: 0.0,
             log_error: None,
+            recording: None,
+            oracle: None,
         })
+    }
+
+    /// Judges the command stream (see [`crate::oracle`]); its figures go into the
+    /// report's `command_stream` block.
+    pub fn set_command_oracle(&mut self, oracle: crate::oracle::CommandOracle) {
+        self.oracle = Some(oracle);
+    }
+
+    /// Records every cycle and event into the MCAP file `path` from now on (see
+    /// [`crate::recording`]), at most `max_bytes` of messages.
+    pub fn start_recording(&mut self, path: &Path, max_bytes: u64) -> Result<(), String> {
+        self.recording = Some(crate::recording::Recording::create(path, max_bytes)?);
+        Ok(())
     }
 
     fn bump(&mut self, k: &'static str, by: u64) {
@@ -175,6 +194,12 @@ impl Collector {
 
     fn on_cycle(&mut self, r: &CycleRecord) {
         self.bump("cycles", 1);
+        if let Some(rec) = &mut self.recording {
+            rec.cycle(r, mode_name(mode_from_u8(r.mode)));
+        }
+        if let Some(o) = &mut self.oracle {
+            o.cycle(r);
+        }
         let wake = r.t_wake.saturating_since(r.t_deadline);
         // Cycles that never ran count too (no coordinated omission).
         self.metrics
@@ -222,6 +247,11 @@ impl Collector {
     }
 
     fn on_infer(&mut self, r: &InferRecord) {
+        if r.status == InferStatus::Published {
+            if let Some(o) = &mut self.oracle {
+                o.chunk(r.candidates, r.seam_cost, r.seam_cost_first);
+            }
+        }
         match r.status {
             InferStatus::Published => self.bump("chunks_published", 1),
             InferStatus::Failed => self.bump("inference_errors", 1),
@@ -253,10 +283,14 @@ impl Collector {
             }
             EventRecord::Mode(m) if m.from == Mode::Playing => self.bump("fallback_entries", 1),
             EventRecord::Reject { .. } => self.bump("chunks_rejected_logged", 1),
+            EventRecord::GateSaturated { .. } => self.bump("gate_saturated", 1),
             _ => {}
         }
         let value = self.event_json(e);
         self.write_line(LogFile::Event, &value);
+        if let Some(rec) = &mut self.recording {
+            rec.event(event_time(e).as_ns(), &value);
+        }
         // The record, not its JSON, is kept for the report: the list is preallocated,
         // so a long run with many faults does not grow the process's memory.
         if self.events.len() < MAX_REPORT_EVENTS {
@@ -292,15 +326,43 @@ impl Collector {
                 "joint": intervention.joint,
                 "constraint": constraint_name(intervention.constraint),
             }),
+            EventRecord::GateSaturated {
+                t,
+                joint,
+                constraint,
+                cycles,
+            } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "gate_saturated",
+                "joint": joint,
+                "constraint": constraint_name(*constraint),
+                "cycles": cycles,
+            }),
         }
     }
 
     /// One open run per joint and constraint: a run goes on while the same joint
     /// meets the same constraint on consecutive cycles, whatever the other joints do,
     /// so a gate that acts on several joints at once still writes one line per run.
+    /// Every constraint in the intervention's mask counts: a joint rate-limited by
+    /// acceleration and jerk in one cycle extends (or opens) a run of each, so the sum
+    /// of `repeats` per constraint equals the report's per-constraint count.
     fn on_gate(&mut self, t: MonoTime, iv: Intervention) {
+        let mask = if iv.mask.is_empty() {
+            iv.constraint.bit()
+        } else {
+            iv.mask.0
+        };
+        for c in Constraint::ALL {
+            if mask & c.bit() != 0 {
+                self.on_gate_constraint(t, iv, c);
+            }
+        }
+    }
+
+    fn on_gate_constraint(&mut self, t: MonoTime, iv: Intervention, constraint: Constraint) {
         let j = (iv.joint as usize).min(MAX_DOF - 1);
-        let c = (iv.constraint as usize).min(CONSTRAINT_COUNT - 1);
+        let c = (constraint as usize).min(CONSTRAINT_COUNT - 1);
         let gap_ns = self.period_ns + self.period_ns / 2;
         if let Some(run) = &mut self.gate_runs[j][c] {
             if t.saturating_since(run.t_last) <= gap_ns {
@@ -312,6 +374,7 @@ impl Collector {
         }
         self.flush_gate_run(j, c);
         self.gate_runs[j][c] = Some(GateRun {
+            constraint,
             first: iv,
             last: iv,
             t_first: t,
@@ -343,7 +406,8 @@ impl Collector {
                 "t_s": self.t_rel(run.t_first),
                 "t_last_s": self.t_rel(run.t_last),
                 "joint": run.first.joint,
-                "constraint": constraint_name(run.first.constraint),
+                "constraint": constraint_name(run.constraint),
+                "binding": constraint_name(run.first.constraint),
                 "proposed_rad": run.first.proposed_rad,
                 "executed_rad": run.first.executed_rad,
                 "last_proposed_rad": run.last.proposed_rad,
@@ -397,6 +461,12 @@ impl Collector {
     /// Closes the logs and builds the report.
     pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
         self.flush_gate_runs_before(None);
+        if let Some(rec) = self.recording.take() {
+            self.counters.insert("recording_dropped", rec.dropped());
+            if let Some(e) = rec.finish() {
+                self.log_error.get_or_insert(format!("recording.mcap: {e}"));
+            }
+        }
         for w in [self.gate_log.as_mut(), self.event_log.as_mut()]
             .into_iter()
             .flatten()
@@ -424,7 +494,21 @@ impl Collector {
             "tracking".into(),
             json!({ "max_err_rad": self.max_track_err_rad }),
         );
+        if let Some(o) = &self.oracle {
+            report.extra.insert("command_stream".into(), o.summary());
+        }
         (report, self.log_error)
+    }
+}
+
+/// When an event happened.
+fn event_time(e: &EventRecord) -> MonoTime {
+    match e {
+        EventRecord::Mode(m) => m.t,
+        EventRecord::Reject { t, .. }
+        | EventRecord::Gate { t, .. }
+        | EventRecord::GateSaturated { t, .. }
+        | EventRecord::Backend { t, .. } => *t,
     }
 }
 
@@ -446,9 +530,10 @@ mod gate_log_tests {
         let period = 20_000_000;
         let mut c = Collector::new(period, MonoTime::ZERO, Some(&dir)).unwrap();
         let (_cp, mut ep, _ip, mut cons) = rings(4096);
-        let iv = |joint, constraint| Intervention {
+        let iv = |joint, constraint: Constraint| Intervention {
             joint,
             constraint,
+            mask: chunkrt_core::GateMask(constraint.bit()),
             proposed_rad: 1.0,
             executed_rad: 0.9,
         };

@@ -1,6 +1,8 @@
 //! The fixed-size records the real-time threads push. All `Copy`, no heap.
 
-use chunkrt_core::{BackendError, Intervention, ModeEvent, MonoTime, RejectReason};
+use chunkrt_core::{
+    BackendError, Constraint, Intervention, JointVec, ModeEvent, MonoTime, RejectReason,
+};
 
 /// One control cycle.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -35,6 +37,14 @@ pub struct CycleRecord {
     pub backend_error: bool,
     /// Largest |command - measured position| over the joints (tracking error).
     pub track_err_rad: f64,
+    /// Number of joints in the position vectors below.
+    pub dof: u16,
+    /// The executor's proposal (before the gate), per joint.
+    pub setpoint_pos_rad: JointVec,
+    /// The command after the gate, as handed to the backend, per joint.
+    pub cmd_pos_rad: JointVec,
+    /// The measured positions returned by this cycle's exchange, per joint.
+    pub fb_pos_rad: JointVec,
 }
 
 /// How an inference call ended.
@@ -70,6 +80,13 @@ pub struct InferRecord {
     pub status: InferStatus,
     /// The observation was outside the declared operating domain.
     pub out_of_domain: bool,
+    /// Candidates drawn for this chunk (0 or 1: no selection).
+    pub candidates: u16,
+    /// Seam cost of the published candidate (fraction of the acceleration limit;
+    /// see `chunkrt_rt::select`), 0 when nothing was published before.
+    pub seam_cost: f32,
+    /// Seam cost the first candidate alone would have had (what no selection gives).
+    pub seam_cost_first: f32,
 }
 
 /// Something that happened on the control thread and belongs in the log.
@@ -92,6 +109,18 @@ pub enum EventRecord {
         t: MonoTime,
         /// What it did.
         intervention: Intervention,
+    },
+    /// The gate has held a joint's command off the proposal for a whole
+    /// `executor.gate_saturated_event_ms` (logged once per saturated run).
+    GateSaturated {
+        /// When.
+        t: MonoTime,
+        /// Joint index.
+        joint: u16,
+        /// The binding constraint when the run began.
+        constraint: Constraint,
+        /// Consecutive cycles so far.
+        cycles: u32,
     },
     /// The backend exchange failed.
     Backend {

@@ -155,6 +155,22 @@ impl Report {
                 .collect();
             let _ = writeln!(s, "seams: {}", seam.join(" "));
         }
+        if let Some(c) = self.extra.get("command_stream") {
+            let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+            let _ = writeln!(
+                s,
+                "command stream: gate clamped {:.1}% of cycles; |proposed-executed| P99 {:.4} max \
+                 {:.4} rad; of the limit: acceleration P99.9 {:.2} (seams {:.2}), jerk P99.9 {:.2} \
+                 (seams {:.2})",
+                f(&c["gate_clamped_pct"]),
+                f(&c["proposal_gap_rad"]["p99"]),
+                f(&c["proposal_gap_rad"]["max"]),
+                f(&c["acc_ratio"]["all"]["p999"]),
+                f(&c["acc_ratio"]["seam"]["p999"]),
+                f(&c["jerk_ratio"]["all"]["p999"]),
+                f(&c["jerk_ratio"]["seam"]["p999"]),
+            );
+        }
         let gate: Vec<String> = self
             .gate
             .iter()

@@ -1,0 +1,178 @@
+//! Coherent chunks without retraining: draw several candidates, keep the one that
+//! continues the trajectory being played most smoothly (bidirectional decoding's
+//! idea, judged on the seam the executor will actually make).
+//!
+//! A generative policy's chunks drawn with fresh noise differ: consecutive chunks of
+//! the bundled flow model start with velocities 0.1-0.3 rad/s apart, and blending
+//! such a difference in over 40 ms asks more acceleration than the arm may use, so
+//! the gate clamps. Here the inference thread draws `n` candidates for the same
+//! observation (one policy call each: the bundled graphs have a batch dimension of
+//! 1), evaluates each and the chunk it published last (what the executor is playing
+//! once the last blend is over) at the time the new chunk will first be played (the
+//! next control deadline plus the lookahead), and publishes the candidate whose
+//! seam asks the least acceleration of the worst joint, relative to its limit:
+//! `(|da| + 1.875 |dv| / T + 5.77 |dp| / T^2) / A` for a quintic blend of length `T`
+//! (the peak acceleration such a blend adds to the difference's own).
+//! Candidates are drawn while the time spent stays within the budget, so a slow
+//! model degrades to fewer candidates, never to a late chunk.
+
+use chunkrt_core::spline::{ChunkSpline, Pva};
+use chunkrt_core::{Chunk, JointVec, MonoTime, MAX_DOF};
+
+/// Settings of the candidate selection.
+#[derive(Clone, Copy, Debug)]
+pub struct SelectionConfig {
+    /// Candidates per chunk (1: no selection).
+    pub candidates: usize,
+    /// Joints.
+    pub dof: usize,
+    /// Acceleration limit per joint.
+    pub acc_max: JointVec,
+    /// Seam blend length (0: the control period is used).
+    pub blend_ns: u64,
+    /// The executor's lookahead.
+    pub lookahead_ns: u64,
+    /// Stop drawing candidates once this much time has been spent on the chunk.
+    pub budget_ns: u64,
+}
+
+/// The selection's state: candidate buffers and the last published chunk.
+pub struct Selection {
+    cfg: SelectionConfig,
+    /// Candidate chunks (allocated once).
+    pub candidates: Vec<Box<Chunk>>,
+    prev: Box<ChunkSpline>,
+    prev_valid: bool,
+    scratch: Box<ChunkSpline>,
+}
+
+impl Selection {
+    /// Buffers for `cfg.candidates` chunks.
+    pub fn new(cfg: SelectionConfig) -> Self {
+        let n = cfg.candidates.max(1);
+        Selection {
+            cfg: SelectionConfig {
+                candidates: n,
+                dof: cfg.dof.min(MAX_DOF),
+                ..cfg
+            },
+            candidates: (0..n).map(|_| Box::default()).collect(),
+            prev: Box::default(),
+            prev_valid: false,
+            scratch: Box::default(),
+        }
+    }
+
+    /// Candidates to draw.
+    pub fn count(&self) -> usize {
+        self.cfg.candidates
+    }
+
+    /// Whether another candidate may be drawn `spent_ns` into the chunk's budget.
+    pub fn within_budget(&self, spent_ns: u64) -> bool {
+        spent_ns < self.cfg.budget_ns
+    }
+
+    /// The seam cost of `c` (see the module docs) if it is first played at
+    /// `t_first`; 0 when nothing was published before.
+    pub fn mismatch(&mut self, c: &Chunk, t_first: MonoTime) -> f64 {
+        self.scratch.rebuild(c);
+        self.scratch_mismatch(t_first)
+    }
+
+    /// [`Selection::mismatch`] of candidate `i`.
+    pub fn mismatch_of(&mut self, i: usize, t_first: MonoTime) -> f64 {
+        self.scratch.rebuild(&self.candidates[i]);
+        self.scratch_mismatch(t_first)
+    }
+
+    fn scratch_mismatch(&mut self, t_first: MonoTime) -> f64 {
+        if !self.prev_valid {
+            return 0.0;
+        }
+        let ts = t_first.add_ns(self.cfg.lookahead_ns);
+        let (mut old, mut new) = (Pva::default(), Pva::default());
+        self.prev.eval(ts, &mut old);
+        self.scratch.eval(ts, &mut new);
+        let t = (self.cfg.blend_ns.max(1_000_000)) as f64 * 1e-9;
+        let mut worst: f64 = 0.0;
+        for j in 0..self.cfg.dof {
+            let dp = (new.pos_rad[j] - old.pos_rad[j]).abs();
+            let dv = (new.vel_rad_s[j] - old.vel_rad_s[j]).abs();
+            let da = (new.acc_rad_s2[j] - old.acc_rad_s2[j]).abs();
+            let cost = (da + 1.875 * dv / t + 5.77 * dp / (t * t)) / self.cfg.acc_max[j].max(1e-9);
+            worst = worst.max(if cost.is_finite() { cost } else { f64::MAX });
+        }
+        worst
+    }
+
+    /// Remembers the chunk that was published (the next seams are judged against it).
+    pub fn published(&mut self, c: &Chunk) {
+        self.prev.rebuild(c);
+        self.prev_valid = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chunkrt_core::NS_PER_MS;
+
+    fn ramp(seq: u64, t0: MonoTime, v: f64) -> Chunk {
+        let mut c = Chunk {
+            seq,
+            t_obs: t0,
+            t_start: t0,
+            dt_ns: 20 * NS_PER_MS,
+            len: 25,
+            dof: 1,
+            ..Chunk::default()
+        };
+        for i in 0..25 {
+            c.pos_rad[i][0] = v * i as f64 * 0.02;
+        }
+        c
+    }
+
+    #[test]
+    fn the_candidate_that_continues_the_played_chunk_costs_least() {
+        let mut acc = [0.0; MAX_DOF];
+        acc[0] = 10.0;
+        let mut s = Selection::new(SelectionConfig {
+            candidates: 3,
+            dof: 1,
+            acc_max: acc,
+            blend_ns: 40 * NS_PER_MS,
+            lookahead_ns: 0,
+            budget_ns: 10 * NS_PER_MS,
+        });
+        let t0 = MonoTime::from_ms(1_000);
+        assert_eq!(
+            s.mismatch(&ramp(1, t0, 0.5), t0),
+            0.0,
+            "nothing published yet"
+        );
+        s.published(&ramp(1, t0, 0.5));
+        let t1 = t0.add_ns(100 * NS_PER_MS);
+        // The same motion re-anchored in time: continues exactly (position and
+        // velocity at t1 equal) ...
+        let mut same = ramp(2, t1, 0.5);
+        for i in 0..25 {
+            same.pos_rad[i][0] += 0.5 * 0.1;
+        }
+        let slower = {
+            let mut c = ramp(3, t1, 0.3);
+            for i in 0..25 {
+                c.pos_rad[i][0] += 0.5 * 0.1;
+            }
+            c
+        };
+        let t_first = t1.add_ns(20 * NS_PER_MS);
+        let a = s.mismatch(&same, t_first);
+        let b = s.mismatch(&slower, t_first);
+        assert!(a < 1e-6, "{a}");
+        // 0.2 rad/s over a 40 ms blend: 1.875 * 0.2 / 0.04 = 9.4 rad/s2, plus the
+        // position that has drifted apart by then, of a 10 rad/s2 limit.
+        assert!(b > 0.9, "{b}");
+    }
+}
