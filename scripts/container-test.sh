@@ -14,14 +14,16 @@
 #      SCHED_FIFO, mlockall, capabilities and devices must PASS), once without the RT
 #      budget, the capabilities and the device (each must be reported, with its fix);
 #   5. `chunkrt bench` (scripts/ci-latency.sh, cyclictest beside the loop) on the host,
-#      then in the container, SEGMENTS times in turn: each must pass the budget, and the
-#      container's reports must show SCHED_FIFO and mlockall in effect. Prints the
+#      then in the container, SEGMENTS times in turn: each must run and pass the budget
+#      (BENCH_GATE=rt: a broken budget is reported, not gated), and the container's
+#      reports must show SCHED_FIFO and mlockall in effect. Prints the
 #      wake-latency P99 ratio container/host (medians over the segments; target <= 1.2:
 #      reported, not gated, these are shared machines) and writes it to OUT/ratio.txt.
 #
 # Where podman cannot run here, prints SKIP and why; under CI=true that is a failure.
 # Env: BUDGET (rt-config/budget-ci.toml), DURATION per segment (10s), SEGMENTS (1 pair
-# of host and container runs), OUT (runs/container-test; must lie under runs/),
+# of host and container runs), BENCH_GATE (budget: a broken budget fails; rt: only
+# SCHED_FIFO, mlockall and a complete run do), OUT (runs/container-test; under runs/),
 # CHUNKRT_BIN (default: build target/release/chunkrt), PARENT_RT_RUNTIME_US (900000,
 # the RT budget given to podman's parent cgroup).
 set -euo pipefail
@@ -31,6 +33,7 @@ cd "$root"
 budget="${BUDGET:-rt-config/budget-ci.toml}"
 duration="${DURATION:-10s}"
 segments="${SEGMENTS:-1}"
+gate="${BENCH_GATE:-budget}"
 out="${OUT:-runs/container-test}"
 parent_rt="${PARENT_RT_RUNTIME_US:-900000}"
 cache="$root/target/container"
@@ -41,6 +44,7 @@ podman=(podman --runtime runc)
 
 usage() { echo "container-test: $*" >&2; exit 2; }
 [[ "$segments" =~ ^[1-9][0-9]*$ ]] || usage "SEGMENTS must be a positive integer: $segments"
+[[ "$gate" == budget || "$gate" == rt ]] || usage "BENCH_GATE must be budget or rt: $gate"
 # The compose file's volume maps runs/ to /opt/chunkrt/runs, the container's tree.
 [[ "$out" =~ ^runs/[^.][^/]* && "$out" != *..* ]] \
     || usage "OUT must be a directory under runs/ (the compose file's volume): $out"
@@ -194,19 +198,40 @@ grep -E '^(FAIL|WARN)  (RT group budget|capabilities|container devices|SCHED_FIF
     "$out/check-bare.txt" >&2
 
 # ---- 5. bench: host, then container, SEGMENTS times -----------------------------
+verdict() { # verdict WHERE STATUS: judge one bench's exit status
+    case "$2" in
+        0) ;;
+        1) if [[ "$gate" == budget ]]; then
+               die "the bench $1 broke the budget $budget (or the run failed): see its table above"
+           fi
+           say "NOTE: the bench $1 broke the budget $budget (not gated: BENCH_GATE=rt)"
+           broken+=("$1") ;;
+        *) die "the bench $1 could not run (exit $2)" ;;
+    esac
+}
+broken=()
 for ((i = 1; i <= segments; i++)); do
     say "segment $i/$segments: bench on the host ($duration)"
+    status=0
     CHUNKRT_BIN="$bin" ./scripts/ci-latency.sh --budget "$budget" --duration "$duration" \
-        --out "$out/host-$i" --quiet || die "the bench on the host failed (exit $?)"
+        --out "$out/host-$i" --quiet || status=$?
+    verdict "on the host (segment $i)" "$status"
     say "segment $i/$segments: bench in the container ($duration)"
+    status=0
     "${run[@]}" "${compose[@]}" "$image" --budget "$budget" --duration "$duration" \
-        --out "$out/container-$i" --quiet || die "the bench in the container failed (exit $?)"
+        --out "$out/container-$i" --quiet || status=$?
+    verdict "in the container (segment $i)" "$status"
 done
+((${#broken[@]} == 0)) || say "budget broken, not gated: ${broken[*]}"
 
 python3 - "$out" "$segments" <<'EOF'
 import json, statistics, sys
 out, n = sys.argv[1], int(sys.argv[2])
-load = lambda kind, i: json.load(open(f"{out}/{kind}-{i}/report.json"))
+def load(kind, i):
+    try:
+        return json.load(open(f"{out}/{kind}-{i}/report.json"))
+    except (OSError, ValueError) as e:
+        sys.exit(f"container-test: FAIL: no report of the bench {kind}-{i}: {e}")
 p99 = lambda r: r["metrics"]["wake_latency"]["p99"] / 1e3
 # cyclictest beside the loop, in the same place: the kernel's own share of the ratio.
 ct99 = lambda r: (r.get("baseline") or {}).get("cyclictest", {}).get("p99_ns", 0) / 1e3
