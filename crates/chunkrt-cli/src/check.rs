@@ -9,6 +9,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod container;
+
 /// `chunkrt check`.
 #[derive(Parser, Debug, Clone)]
 pub struct CheckArgs {
@@ -129,6 +131,30 @@ fn run_checks(t: &Target) -> Vec<Item> {
     items.push(clocksource());
     if let Some(iface) = &t.interface {
         items.push(coalescing(iface));
+    }
+    items.extend(container_checks(t));
+    items
+}
+
+/// What a container or cgroup can take away (see `check/container.rs`): the RT
+/// group budget and the capabilities always, the devices inside a container.
+fn container_checks(t: &Target) -> Vec<Item> {
+    let sys = container::Sys::host();
+    let engine = container::container_engine(&sys, std::env::var("container").ok().as_deref());
+    let (release, _, _) = chunkrt_rt::os::kernel_info();
+    let (rtprio, _) = rlimit(libc::RLIMIT_RTPRIO);
+    let (memlock, _) = rlimit(libc::RLIMIT_MEMLOCK);
+    let need = container::CapsNeed {
+        rtprio_allows: rtprio.is_none_or(|v| v >= t.priority as u64),
+        memlock_unlimited: memlock.is_none(),
+        ethercat: t.interface.is_some(),
+    };
+    let mut items = vec![
+        container::rt_budget(&sys, engine.as_deref(), &release),
+        container::capabilities(&sys, engine.as_deref(), &need),
+    ];
+    if let Some(engine) = &engine {
+        items.push(container::dma_device(&sys, engine));
     }
     items
 }
