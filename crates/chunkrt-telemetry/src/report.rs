@@ -172,11 +172,16 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "host: kernel {} ({}), SCHED_FIFO {}, mlockall {}",
+            "host: kernel {} ({}), SCHED_FIFO {}, mlockall {}, cpu_dma_latency held at 0 {}",
             self.host.kernel,
             self.host.preempt,
             if self.host.sched_fifo { "yes" } else { "NO" },
             if self.host.mlockall { "yes" } else { "NO" },
+            if self.host.cpu_dma_latency_held {
+                "yes"
+            } else {
+                "NO"
+            },
         );
         s
     }
