@@ -13,7 +13,7 @@
 #   CONFIG    configuration file      (default rt-config/sim.toml)
 #   DURATION  run length              (default 60s)
 #   OUT       output directory        (default runs/latency)
-#   CHUNKRT_BIN  chunkrt binary       (default: build target/release/chunkrt)
+#   CHUNKRT_BIN  chunkrt binary       (default: build it, wherever cargo's target dir is)
 #   BASELINE  `none` to run without cyclictest (default cyclictest)
 # Relative paths are taken from the repository root (the script runs there).
 set -euo pipefail
@@ -33,8 +33,8 @@ bin="${CHUNKRT_BIN:-}"
 if [[ -z "$bin" ]]; then
     if command -v cargo >/dev/null 2>&1 && [[ -f Cargo.toml ]]; then
         echo "ci-latency: building chunkrt (release)" >&2
-        cargo build --release --quiet -p chunkrt-cli
-        bin="$root/target/release/chunkrt"
+        source "$root/scripts/lib/cargo-bin.sh"
+        bin="$(cargo_bin chunkrt-cli chunkrt)"
     elif command -v chunkrt >/dev/null 2>&1; then
         bin="$(command -v chunkrt)"
     else

@@ -4,6 +4,7 @@
 # Extra arguments go to `chunkrt run` (e.g. --duration 30s, --bus-period-ms 1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib/cargo-bin.sh
 ./scripts/setup.sh >/dev/null
-cargo build --release --quiet -p chunkrt-cli
-exec ./target/release/chunkrt run --config rt-config/sim.toml --duration 10s --out runs/demo "$@"
+bin="$(cargo_bin chunkrt-cli chunkrt)"
+exec "$bin" run --config rt-config/sim.toml --duration 10s --out runs/demo "$@"

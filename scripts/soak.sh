@@ -17,7 +17,7 @@
 # (300 ms, p = 0.03: chunks expire and the fallback ladder runs), dropped chunks
 # (p = 0.05), observation delay (10 ms), transport delay (2 ms), feedback delay (1 ms).
 #
-# Environment: CHUNKRT_BIN (default: builds target/release/chunkrt), SOAK_OUT
+# Environment: CHUNKRT_BIN (default: builds chunkrt, wherever cargo's target dir is), SOAK_OUT
 # (default: runs/soak), SOAK_MAX_RSS_GROWTH_KIB (default 1024).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,8 +46,8 @@ warmup_s=$(( total_s / 5 ))
 (( warmup_s > 60 )) && warmup_s=60
 
 if [[ -z "${CHUNKRT_BIN:-}" ]]; then
-    cargo build --release --quiet -p chunkrt-cli
-    CHUNKRT_BIN="${root}/target/release/chunkrt"
+    source scripts/lib/cargo-bin.sh
+    CHUNKRT_BIN="$(cargo_bin chunkrt-cli chunkrt)"
 fi
 if [[ ! -e "${root}/.ort/lib/libonnxruntime.so" ]] && ! ls "${root}"/.ort/lib/libonnxruntime.so* >/dev/null 2>&1; then
     ./scripts/bootstrap-ort.sh

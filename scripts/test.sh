@@ -23,8 +23,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 stage "unit and integration tests"
 export CHUNKRT_PYTHON="${root}/.venv/bin/python"
-cargo build --release --quiet -p chunkrt-cli
-export CHUNKRT_BIN="${root}/target/release/chunkrt"
+source scripts/lib/cargo-bin.sh
+CHUNKRT_BIN="$(cargo_bin chunkrt-cli chunkrt)"
+export CHUNKRT_BIN
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --release --no-fail-fast
 else

@@ -19,8 +19,8 @@ fn late_chunks_config(blend_ms: f64) -> Option<Config> {
     cfg.control.cpu = -1;
     cfg.inference.cpu = -1;
     cfg.telemetry.status_interval_ms = 0.0;
-    if chunkrt_policy::find_ort_library(None).is_err() {
-        eprintln!("SKIP: ONNX Runtime library not found; run ./scripts/bootstrap-ort.sh");
+    if let Err(e) = chunkrt_policy::find_ort_library(None) {
+        chunkrt_testkit::missing_prerequisite("seams", &e.to_string());
         return None;
     }
     Some(cfg)

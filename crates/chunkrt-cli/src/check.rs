@@ -1,7 +1,8 @@
 //! `chunkrt check`: is this host ready for a real-time control loop?
 //!
-//! Each item is PASS, WARN (works, but latency will suffer) or FAIL (the loop will
-//! not get what it asks for), with the fix. Exit 1 when an item fails.
+//! Each item is PASS, WARN (works, but latency will suffer, or could not be
+//! determined) or FAIL (the loop will not get what it asks for), with the fix.
+//! Exit 1 when an item fails. What this host does not expose is never a PASS.
 
 use crate::paths;
 use chunkrt_config::Config;
@@ -28,7 +29,7 @@ pub struct CheckArgs {
 pub enum Level {
     /// Ready.
     Pass,
-    /// Works, but latency will suffer.
+    /// Works, but latency will suffer; or the host does not say.
     Warn,
     /// The loop will not get what it asks for.
     Fail,
@@ -67,6 +68,7 @@ struct Target {
     control_cpu: Option<usize>,
     inference_cpu: Option<usize>,
     interface: Option<String>,
+    hold_cpu_dma_latency: bool,
 }
 
 /// Runs the checks; returns the exit status.
@@ -84,6 +86,7 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
             .interface
             .clone()
             .or_else(|| configured_interface(&cfg)),
+        hold_cpu_dma_latency: cfg.control.hold_cpu_dma_latency,
     };
     println!("chunkrt check: {}", path.display());
     let items = run_checks(&target);
@@ -127,7 +130,7 @@ fn run_checks(t: &Target) -> Vec<Item> {
     }
     items.push(governor(t.control_cpu));
     items.push(smt(t.control_cpu));
-    items.push(dma_latency());
+    items.push(dma_latency(t.hold_cpu_dma_latency));
     items.push(clocksource());
     if let Some(iface) = &t.interface {
         items.push(coalescing(iface));
@@ -306,7 +309,11 @@ fn mlockall() -> Item {
 }
 
 fn rt_throttling() -> Item {
-    match read("/proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse::<i64>().ok()) {
+    rt_throttling_from(read("/proc/sys/kernel/sched_rt_runtime_us"))
+}
+
+fn rt_throttling_from(runtime_us: Option<String>) -> Item {
+    match runtime_us.and_then(|s| s.parse::<i64>().ok()) {
         Some(-1) => item(
             "RT throttling",
             Level::Pass,
@@ -322,7 +329,12 @@ fn rt_throttling() -> Item {
             ),
             "",
         ),
-        None => item("RT throttling", Level::Pass, "not exposed", ""),
+        None => item(
+            "RT throttling",
+            Level::Warn,
+            "unknown: /proc/sys/kernel/sched_rt_runtime_us cannot be read",
+            "check on the host: cat /proc/sys/kernel/sched_rt_runtime_us (-1 or 950000)",
+        ),
     }
 }
 
@@ -409,9 +421,16 @@ fn yes(b: bool) -> &'static str {
 
 fn governor(cpu: Option<usize>) -> Item {
     let cpu = cpu.unwrap_or(0);
-    match read(&format!(
-        "/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
-    )) {
+    governor_from(
+        cpu,
+        read(&format!(
+            "/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+        )),
+    )
+}
+
+fn governor_from(cpu: usize, governor: Option<String>) -> Item {
+    match governor {
         Some(g) if g == "performance" => item(
             "CPU governor",
             Level::Pass,
@@ -427,9 +446,13 @@ fn governor(cpu: Option<usize>) -> Item {
         ),
         None => item(
             "CPU governor",
-            Level::Pass,
-            format!("CPU {cpu}: no cpufreq driver (frequency not scaled by this kernel)"),
-            "",
+            Level::Warn,
+            format!(
+                "CPU {cpu}: unknown: no cpufreq governor exposed (firmware or a hypervisor \
+                 may still scale the frequency)"
+            ),
+            "on bare metal, load the cpufreq driver and set the performance governor; in a VM, \
+             ask for fixed-frequency vCPUs",
         ),
     }
 }
@@ -441,6 +464,10 @@ fn smt(cpu: Option<usize>) -> Item {
             "/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"
         ))
     });
+    smt_from(active, siblings)
+}
+
+fn smt_from(active: Option<String>, siblings: Option<String>) -> Item {
     match active.as_deref() {
         Some("1") => item(
             "SMT",
@@ -454,34 +481,55 @@ fn smt(cpu: Option<usize>) -> Item {
             "boot with nosmt, or isolate the sibling too and leave it idle",
         ),
         Some(_) => item("SMT", Level::Pass, "off", ""),
-        None => item("SMT", Level::Pass, "not supported by this CPU/kernel", ""),
+        None => item(
+            "SMT",
+            Level::Warn,
+            "unknown: /sys/devices/system/cpu/smt/active is not exposed",
+            "check the CPU's topology (lscpu: Thread(s) per core) and boot with nosmt if it is 2",
+        ),
     }
 }
 
-fn dma_latency() -> Item {
-    let path = "/dev/cpu_dma_latency";
-    let current = std::fs::read(path).ok().and_then(|b| {
-        let b: [u8; 4] = b.get(..4)?.try_into().ok()?;
-        Some(i32::from_ne_bytes(b))
-    });
-    match std::fs::OpenOptions::new().write(true).open(path) {
-        Ok(_) => item(
-            "/dev/cpu_dma_latency",
+fn dma_latency(hold: bool) -> Item {
+    let writable = std::fs::OpenOptions::new()
+        .write(true)
+        .open(chunkrt_rt::os::CPU_DMA_LATENCY)
+        .map(drop);
+    dma_latency_from(writable, chunkrt_rt::os::cpu_dma_latency_now(), hold)
+}
+
+/// The C-state hold: whether this host lets `chunkrt run` hold
+/// `/dev/cpu_dma_latency` at 0, and whether the configuration asks it to.
+fn dma_latency_from(writable: std::io::Result<()>, current_us: Option<i32>, hold: bool) -> Item {
+    let name = "/dev/cpu_dma_latency";
+    let now = match current_us {
+        Some(v) if v >= 2_000_000_000 => "not held now".to_string(),
+        Some(v) => format!("held at {v} us now"),
+        None => "current value unreadable".to_string(),
+    };
+    match (writable, hold) {
+        (Ok(()), true) => item(
+            name,
             Level::Pass,
-            format!(
-                "writable (a process can hold C-states off); now {}",
-                match current {
-                    Some(v) if v >= 2_000_000_000 => "not held".to_string(),
-                    Some(v) => format!("held at {v} us"),
-                    None => "unreadable".to_string(),
-                }
-            ),
+            format!("writable: `chunkrt run` holds it at 0 while the loop runs ({now})"),
             "",
         ),
-        Err(e) => item(
-            "/dev/cpu_dma_latency",
+        (Ok(()), false) => item(
+            name,
             Level::Warn,
-            format!("cannot open for writing: {e}: deep C-states cannot be held off"),
+            format!(
+                "writable, but control.hold_cpu_dma_latency = false: deep C-states add \
+                 wake-up latency ({now})"
+            ),
+            "set control.hold_cpu_dma_latency = true (the default)",
+        ),
+        (Err(e), _) => item(
+            name,
+            Level::Warn,
+            format!(
+                "cannot open for writing: {e}: deep C-states cannot be held off, runs go on \
+                 without ({now})"
+            ),
             "run as root; in docker: --device /dev/cpu_dma_latency; or boot with \
              processor.max_cstate=1 intel_idle.max_cstate=0",
         ),
@@ -489,7 +537,13 @@ fn dma_latency() -> Item {
 }
 
 fn clocksource() -> Item {
-    match read("/sys/devices/system/clocksource/clocksource0/current_clocksource") {
+    clocksource_from(read(
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+    ))
+}
+
+fn clocksource_from(current: Option<String>) -> Item {
+    match current {
         Some(c) if c == "tsc" => item("clocksource", Level::Pass, "tsc", ""),
         Some(c) => item(
             "clocksource",
@@ -497,7 +551,12 @@ fn clocksource() -> Item {
             format!("{c}: reading the clock is slower than with tsc"),
             "use a CPU with an invariant TSC, boot with tsc=reliable if the TSC is stable",
         ),
-        None => item("clocksource", Level::Pass, "not exposed", ""),
+        None => item(
+            "clocksource",
+            Level::Warn,
+            "unknown: current_clocksource is not exposed",
+            "check /sys/devices/system/clocksource/clocksource0/current_clocksource on the host",
+        ),
     }
 }
 
@@ -619,12 +678,70 @@ mod tests {
     }
 
     #[test]
+    fn what_the_host_does_not_expose_is_a_warning_not_a_pass() {
+        let unknown = [
+            rt_throttling_from(None),
+            rt_throttling_from(Some("garbage".into())),
+            governor_from(1, None),
+            smt_from(None, None),
+            clocksource_from(None),
+            dma_latency_from(
+                Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+                None,
+                true,
+            ),
+        ];
+        for it in &unknown {
+            assert_eq!(it.level, Level::Warn, "{}: {}", it.name, it.found);
+            assert!(!it.fix.is_empty(), "{}: a WARN needs a fix", it.name);
+        }
+        // Known answers stay what they were.
+        assert_eq!(rt_throttling_from(Some("-1".into())).level, Level::Pass);
+        assert_eq!(
+            governor_from(1, Some("performance".into())).level,
+            Level::Pass
+        );
+        assert_eq!(smt_from(Some("0".into()), None).level, Level::Pass);
+        assert_eq!(clocksource_from(Some("tsc".into())).level, Level::Pass);
+    }
+
+    #[test]
+    fn the_dma_latency_item_says_whether_the_run_will_hold_it() {
+        let held = dma_latency_from(Ok(()), Some(2_000_000_000), true);
+        assert_eq!(held.level, Level::Pass);
+        assert!(
+            held.found.contains("`chunkrt run` holds it at 0"),
+            "{}",
+            held.found
+        );
+        let off = dma_latency_from(Ok(()), Some(2_000_000_000), false);
+        assert_eq!(off.level, Level::Warn);
+        assert!(
+            off.found.contains("hold_cpu_dma_latency = false"),
+            "{}",
+            off.found
+        );
+        let denied = dma_latency_from(
+            Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+            None,
+            true,
+        );
+        assert_eq!(denied.level, Level::Warn);
+        assert!(
+            denied.found.contains("Permission denied (os error 13)"),
+            "{}",
+            denied.found
+        );
+    }
+
+    #[test]
     fn every_check_runs_on_this_host_without_panicking() {
         let items = run_checks(&Target {
             priority: 80,
             control_cpu: Some(0),
             inference_cpu: None,
             interface: Some("lo".into()),
+            hold_cpu_dma_latency: true,
         });
         assert!(items.len() >= 11);
         assert!(items.iter().all(|i| !i.found.is_empty()));

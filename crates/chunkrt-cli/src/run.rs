@@ -3,7 +3,7 @@
 use crate::args::{Cli, Command, RunArgs};
 use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
-use chunkrt_config::Config;
+use chunkrt_config::{Config, FileKind};
 use chunkrt_rt::{RunOptions, Runtime};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -30,17 +30,65 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
     Ok((cfg, path.display().to_string()))
 }
 
+/// `chunkrt validate FILE`: tells which of chunkrt's file kinds FILE is (run
+/// configuration, budget, ecsim configuration, policy manifest), loads it with that
+/// kind's loader, and says which kind it validated.
 fn validate(file: &std::path::Path) -> anyhow::Result<u8> {
-    let cfg = Config::load(file)?;
-    println!(
-        "{}: OK: {} joints, {} ms bus period, {:?} policy, {:?} backend",
-        file.display(),
-        cfg.control.joints,
-        cfg.control.period_ms,
-        cfg.policy.kind,
-        cfg.backend.kind
-    );
+    let text = chunkrt_config::read_file(file)?;
+    let kind = FileKind::detect(file, &text);
+    let summary = validate_as(kind, file, &text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} (read as a {}; the kind is told from its keys)",
+            chunkrt_config::clip(&e.to_string()),
+            kind.name()
+        )
+    })?;
+    println!("{}: OK: {}: {summary}", file.display(), kind.name());
     Ok(0)
+}
+
+/// Loads `text` as a file of `kind`; a one-line summary of what it holds.
+fn validate_as(
+    kind: FileKind,
+    file: &std::path::Path,
+    text: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(match kind {
+        FileKind::Run => {
+            let cfg = Config::parse_str(text, file)?;
+            format!(
+                "{} joints, {} ms bus period, {:?} policy, {:?} backend",
+                cfg.control.joints, cfg.control.period_ms, cfg.policy.kind, cfg.backend.kind
+            )
+        }
+        FileKind::Budget => {
+            let b = chunkrt_telemetry::budget::Budget::parse_str(text, file)?;
+            format!(
+                "{} limits{}",
+                b.limits.len(),
+                b.description
+                    .map(|d| format!(" ({})", chunkrt_config::clip(&d)))
+                    .unwrap_or_default()
+            )
+        }
+        FileKind::Ecsim => {
+            let c = chunkrt_ecsim::SimConfig::from_toml_str(text, file)?;
+            format!(
+                "{} drives, {:?} clock, {} timed drive faults, {} link cuts",
+                c.drives,
+                c.clock,
+                c.drive_fault.len(),
+                c.link_cut.len()
+            )
+        }
+        FileKind::PolicyManifest => {
+            let m = chunkrt_policy::Manifest::parse(file, text)?;
+            format!(
+                "{:?} model {}, {} joints, {} setpoints {} ms apart",
+                m.kind, m.model_file, m.d_a, m.horizon, m.dt_ms
+            )
+        }
+    })
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {

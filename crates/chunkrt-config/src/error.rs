@@ -1,5 +1,6 @@
 //! Configuration errors: always the file, the key path and what was expected.
 
+use crate::locate::clip;
 use std::path::{Path, PathBuf};
 
 /// A configuration file could not be used.
@@ -26,10 +27,12 @@ pub enum ConfigError {
         message: String,
     },
     /// A value is out of range or inconsistent with another.
-    #[error("{}: key `{path}`: {message}", file.display())]
+    #[error("{}{}: key `{path}`: {message}", file.display(), at_line(*line))]
     Invalid {
         /// The file.
         file: PathBuf,
+        /// Line of the key (1-based; 0 when unknown, e.g. a limit judged after loading).
+        line: usize,
         /// Dotted key path.
         path: String,
         /// What was wrong and what was expected.
@@ -37,7 +40,41 @@ pub enum ConfigError {
     },
 }
 
+/// `:LINE` when the line is known.
+fn at_line(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
+}
+
 impl ConfigError {
+    /// A range or consistency error on the key at `path` of the file `file` whose
+    /// text is `text`: the line is looked up in the text, path and message are
+    /// clipped to a readable size.
+    pub fn invalid(file: &Path, text: &str, path: &str, message: &str) -> ConfigError {
+        ConfigError::Invalid {
+            file: file.to_path_buf(),
+            line: crate::locate::line_of(text, path),
+            path: clip(path),
+            message: clip(message),
+        }
+    }
+
+    /// A file with a carriage return not followed by a line feed (old Mac line
+    /// endings), refused before parsing with the line where it is.
+    pub(crate) fn lone_cr(file: &Path, text: &str, offset: usize) -> ConfigError {
+        ConfigError::Parse {
+            file: file.to_path_buf(),
+            line: crate::locate::line_at(text, offset),
+            path: "(top level)".to_string(),
+            message: "carriage return (CR) without a line feed at the end of this line: \
+                      TOML lines end with LF or CRLF; convert the file (e.g. `tr '\\r' '\\n'`)"
+                .to_string(),
+        }
+    }
+
     pub(crate) fn from_toml(
         file: &Path,
         text: &str,
@@ -47,20 +84,24 @@ impl ConfigError {
         let inner = e.into_inner();
         let line = inner
             .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .map(|s| crate::locate::line_at(text, s.start))
             .unwrap_or(0);
         // toml's own message repeats the source line with a caret; keep its first
         // sentence only, the file and line are already given.
-        let message = inner.message().trim().to_string();
+        let message = inner.message().trim();
         ConfigError::Parse {
             file: file.to_path_buf(),
             line,
             path: if path.is_empty() || path == "." {
                 "(top level)".to_string()
             } else {
-                path
+                clip(&path)
             },
-            message,
+            message: if message.is_empty() {
+                "not valid TOML here".to_string()
+            } else {
+                clip(message)
+            },
         }
     }
 }

@@ -7,6 +7,8 @@
 mod error;
 mod ethercat;
 mod inject;
+mod kind;
+mod locate;
 mod perjoint;
 mod schema;
 mod validate;
@@ -14,6 +16,8 @@ mod validate;
 pub use error::ConfigError;
 pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
 pub use inject::{InferenceDelayConfig, InjectConfig, MAX_INJECT_DELAY_MS};
+pub use kind::FileKind;
+pub use locate::{clip, line_of, MAX_MESSAGE_BYTES};
 pub use perjoint::PerJoint;
 pub use schema::*;
 
@@ -38,11 +42,7 @@ impl Config {
     pub fn parse_str(text: &str, origin: &Path) -> Result<Config, ConfigError> {
         let cfg: Config = parse_toml(text, origin)?;
         cfg.validate()
-            .map_err(|(path, message)| ConfigError::Invalid {
-                file: origin.to_path_buf(),
-                path,
-                message,
-            })?;
+            .map_err(|(path, message)| ConfigError::invalid(origin, text, &path, &message))?;
         Ok(cfg)
     }
 
@@ -66,11 +66,15 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
 
 /// Deserializes TOML text into any of chunkrt's file schemas (runtime config,
 /// budget, ...), with errors that name the file (`origin`), the line and the key
-/// path. Range checks are the caller's.
+/// path. Range checks are the caller's ([`ConfigError::invalid`] gives them the
+/// line). A lone carriage return is refused with its line.
 pub fn parse_toml<T: serde::de::DeserializeOwned>(
     text: &str,
     origin: &Path,
 ) -> Result<T, ConfigError> {
+    if let Some(offset) = locate::lone_cr(text) {
+        return Err(ConfigError::lone_cr(origin, text, offset));
+    }
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| ConfigError::from_toml(origin, text, e))
 }

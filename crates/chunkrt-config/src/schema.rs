@@ -57,6 +57,11 @@ pub struct ControlConfig {
     /// Lock all memory (`mlockall`) and prefault the stack.
     #[serde(default = "yes")]
     pub lock_memory: bool,
+    /// Hold `/dev/cpu_dma_latency` at 0 while the loop runs (no deep C-states, as
+    /// cyclictest does); without the device or permission the run goes on and its
+    /// report's `host` block says why.
+    #[serde(default = "yes")]
+    pub hold_cpu_dma_latency: bool,
     /// Number of joints of the arm.
     pub joints: usize,
 }

@@ -7,6 +7,11 @@ use chunkrt_core::{
 
 type Check = Result<(), (String, String)>;
 
+/// Shortest bus period (`control.period_ms`) a run accepts.
+pub const MIN_PERIOD_MS: f64 = 1.0;
+/// Longest bus period a run accepts.
+pub const MAX_PERIOD_MS: f64 = 20.0;
+
 fn fail(path: &str, message: impl Into<String>) -> Check {
     Err((path.to_string(), message.into()))
 }
@@ -29,7 +34,18 @@ impl Config {
                 format!("expected 1 to {MAX_DOF} joints, got {n}"),
             );
         }
-        range("control.period_ms", self.control.period_ms, 0.05, 20.0)?;
+        // The documented bus period range: below 1 ms the loop cannot keep its
+        // deadlines on the hosts chunkrt targets (0.05 ms ran at 20 kHz with
+        // thousands of overruns and exit 0).
+        let period_ms = self.control.period_ms;
+        if !(period_ms.is_finite() && (MIN_PERIOD_MS..=MAX_PERIOD_MS).contains(&period_ms)) {
+            return fail(
+                "control.period_ms",
+                format!(
+                    "expected a bus period of {MIN_PERIOD_MS} to {MAX_PERIOD_MS} ms, got {period_ms}"
+                ),
+            );
+        }
         if !(1..=99).contains(&self.control.priority) {
             return fail(
                 "control.priority",
@@ -118,6 +134,83 @@ impl Config {
             60_000.0,
         )?;
         self.inject.validate(self.control.period_ms)?;
+        self.validate_playable()
+    }
+
+    /// Cross-field checks: settings each in range that together leave no chunk
+    /// able to play (every one expired, rejected or run out before its successor).
+    fn validate_playable(&self) -> Check {
+        let e = &self.executor;
+        let p = &self.policy;
+        let chunk_period = self.inference.chunk_period_ms;
+        // A chunk is replaced one chunk period after its observation at the
+        // earliest, plus the time inference takes (bounded by the anytime deadline
+        // when one is set): until then it is the newest and must not have expired.
+        let replaced_after = chunk_period + p.deadline_ms;
+        if e.max_chunk_age_ms <= replaced_after {
+            let deadline = if p.deadline_ms > 0.0 {
+                format!("policy.deadline_ms {}", p.deadline_ms)
+            } else {
+                "no policy.deadline_ms".to_string()
+            };
+            return fail(
+                "executor.max_chunk_age_ms",
+                format!(
+                    "{} ms expires every chunk before its successor can arrive \
+                     (inference.chunk_period_ms {chunk_period} + {deadline}): \
+                     expected more than {replaced_after} ms",
+                    e.max_chunk_age_ms
+                ),
+            );
+        }
+        let offset = self.inference.start_offset_ms;
+        if offset.abs() > e.max_time_offset_ms {
+            return fail(
+                "inference.start_offset_ms",
+                format!(
+                    "{offset} ms puts every chunk's start further from now than \
+                     executor.max_time_offset_ms {}: every chunk would be rejected",
+                    e.max_time_offset_ms
+                ),
+            );
+        }
+        if p.kind == PolicyKind::Scripted {
+            // ONNX models take horizon and dt from their manifest, checked at bring-up.
+            if p.dt_ms < e.dt_min_ms || p.dt_ms > e.dt_max_ms {
+                return fail(
+                    "policy.dt_ms",
+                    format!(
+                        "{} ms is outside the executor's accepted chunk dt \
+                         [executor.dt_min_ms {}, executor.dt_max_ms {}]: every chunk would be rejected",
+                        p.dt_ms, e.dt_min_ms, e.dt_max_ms
+                    ),
+                );
+            }
+            if p.horizon < e.min_len {
+                return fail(
+                    "policy.horizon",
+                    format!(
+                        "{} setpoints is below executor.min_len {}: every chunk would be rejected",
+                        p.horizon, e.min_len
+                    ),
+                );
+            }
+            let span = (p.horizon - 1) as f64 * p.dt_ms;
+            if span <= chunk_period + e.lookahead_ms {
+                return fail(
+                    "policy.horizon",
+                    format!(
+                        "a chunk of {} setpoints {} ms apart spans {span} ms, which runs out \
+                         before the next one (inference.chunk_period_ms {chunk_period} + \
+                         executor.lookahead_ms {}): expected a span above {} ms",
+                        p.horizon,
+                        p.dt_ms,
+                        e.lookahead_ms,
+                        chunk_period + e.lookahead_ms
+                    ),
+                );
+            }
+        }
         Ok(())
     }
 

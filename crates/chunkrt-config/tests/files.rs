@@ -1,6 +1,6 @@
 //! Every file in rt-config/ loads; every fixture gives the expected result.
 
-use chunkrt_config::Config;
+use chunkrt_config::{Config, FileKind};
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -8,12 +8,10 @@ fn repo() -> PathBuf {
 }
 
 /// Files in `rt-config/` that are runtime configurations (budgets, policy manifests
-/// and simulator configs have their own loaders and tests).
+/// and simulator configs have their own loaders, tested in tests/tests/rt_config_files.rs).
 fn is_runtime_config(p: &Path) -> bool {
-    let name = p.file_name().unwrap().to_string_lossy();
     p.extension().is_some_and(|e| e == "toml")
-        && !name.starts_with("budget")
-        && !name.starts_with("ecsim")
+        && FileKind::detect(p, &std::fs::read_to_string(p).unwrap()) == FileKind::Run
 }
 
 #[test]
@@ -50,6 +48,8 @@ fn valid_fixtures_load_and_invalid_ones_give_their_expected_error() {
                 Ok(_) => panic!("{name} should be refused"),
                 Err(e) => e.to_string(),
             };
+            // Every message names the file and, when the key is in it, its line.
+            assert!(!err.trim().is_empty(), "{name}: empty message");
             for line in expected.lines().filter(|l| !l.trim().is_empty()) {
                 assert!(
                     err.contains(line.trim()),
@@ -63,4 +63,47 @@ fn valid_fixtures_load_and_invalid_ones_give_their_expected_error() {
         valid >= 2 && invalid >= 5,
         "too few fixtures: {valid} valid, {invalid} invalid"
     );
+}
+
+/// A minimal valid config with `key = value` put into `[policy]`.
+fn with_policy_key(key: &str, value: &str) -> String {
+    let base = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid-minimal.toml"),
+    )
+    .unwrap();
+    base.replace(
+        "kind = \"scripted\"\n",
+        &format!("kind = \"scripted\"\n{key} = {value}\n"),
+    )
+}
+
+#[test]
+fn a_100_mb_string_value_gives_a_short_error_with_its_line() {
+    let huge = format!("\"{}\"", "x".repeat(100 << 20));
+    // A range check that quotes the value (line 8), and a schema error (serde
+    // quotes the unknown variant) on line 7.
+    let cases = [
+        (
+            with_policy_key("execution_provider", &huge),
+            "huge.toml:8: key `policy.execution_provider`",
+        ),
+        (
+            with_policy_key("seed", "1").replace("kind = \"scripted\"", &format!("kind = {huge}")),
+            "huge.toml:7: key `policy.kind`",
+        ),
+    ];
+    for (text, start) in cases {
+        let err = Config::parse_str(&text, Path::new("huge.toml"))
+            .err()
+            .unwrap_or_else(|| panic!("{start}: a 100 MB value must be refused"))
+            .to_string();
+        assert!(
+            err.len() <= 600,
+            "{start}: a {} byte message: {}...",
+            err.len(),
+            &err[..300.min(err.len())]
+        );
+        assert!(err.starts_with(start), "{err}");
+        assert!(err.contains("more bytes not shown"), "{err}");
+    }
 }

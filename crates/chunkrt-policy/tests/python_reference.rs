@@ -1,8 +1,8 @@
 //! The Rust samplers against the Python reference (scripts/policy_reference.py, which runs
 //! onnxruntime and numpy) on the bundled models with the same noise (drawn here, handed over
-//! in a file): every chunk value agrees to 1e-4. Skipped, with a notice, when no Python with
-//! onnxruntime and numpy is found (CHUNKRT_PYTHON, then .venv/bin/python3 in the repository,
-//! then python3).
+//! in a file): every chunk value agrees to 1e-4. When no Python with onnxruntime and numpy
+//! is found (CHUNKRT_PYTHON, then .venv/bin/python3 in the repository, then python3): a
+//! visible SKIP, and a failure under CI=true.
 
 mod common;
 
@@ -31,9 +31,9 @@ fn python() -> Option<PathBuf> {
 #[test]
 fn rust_samplers_match_the_python_reference() {
     let Some(py) = python() else {
-        eprintln!(
-            "SKIPPED rust_samplers_match_the_python_reference: no python3 with onnxruntime and \
-             numpy (pip install -r scripts/requirements-train.txt, or set CHUNKRT_PYTHON)"
+        chunkrt_testkit::missing_prerequisite(
+            "rust_samplers_match_the_python_reference",
+            "no python3 with onnxruntime and numpy (./scripts/setup.sh, or set CHUNKRT_PYTHON)",
         );
         return;
     };

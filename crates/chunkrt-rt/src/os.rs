@@ -55,7 +55,55 @@ pub fn set_fifo(priority: u8) -> Result<(), String> {
         prio,
         ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
     )
-    .map_err(|e| format!("SCHED_FIFO priority {priority} refused: {e:?} (run as root or grant CAP_SYS_NICE / an rtprio limit)"))
+    .map_err(|e| {
+        format!(
+            "SCHED_FIFO priority {priority} refused: {} (run as root or grant CAP_SYS_NICE / an rtprio limit)",
+            priority_error_text(&e)
+        )
+    })
+}
+
+/// A scheduling error in words: the OS's errno as the OS says it ("Operation not
+/// permitted (os error 1)"), not the crate's `OS(1)`.
+fn priority_error_text(e: &thread_priority::Error) -> String {
+    match e {
+        thread_priority::Error::OS(code) => std::io::Error::from_raw_os_error(*code).to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The PM QoS device through which a process keeps the CPUs out of deep C-states.
+pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+
+/// Keeps `/dev/cpu_dma_latency` at 0 µs while it lives: no CPU enters a C-state
+/// whose exit latency is above 0, so a sleeping control thread wakes in µs, not
+/// the hundreds of µs a deep C-state costs (cyclictest holds the same). The
+/// kernel drops the request when the file is closed, i.e. when this is dropped
+/// (or the process dies).
+#[derive(Debug)]
+pub struct DmaLatencyHold {
+    _file: std::fs::File,
+}
+
+/// Opens `/dev/cpu_dma_latency` and writes a 4-byte 0; the returned hold keeps
+/// the file open. Fails without the device or the permission to write it.
+pub fn hold_cpu_dma_latency() -> Result<DmaLatencyHold, String> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(CPU_DMA_LATENCY)
+        .map_err(|e| format!("{CPU_DMA_LATENCY}: cannot open for writing: {e}"))?;
+    file.write_all(&0i32.to_ne_bytes())
+        .map_err(|e| format!("{CPU_DMA_LATENCY}: writing 0 refused: {e}"))?;
+    Ok(DmaLatencyHold { _file: file })
+}
+
+/// The latency limit the kernel applies now (µs; 2,000,000,000 means no process
+/// holds one); `None` when the device cannot be read.
+pub fn cpu_dma_latency_now() -> Option<i32> {
+    let b = std::fs::read(CPU_DMA_LATENCY).ok()?;
+    let b: [u8; 4] = b.get(..4)?.try_into().ok()?;
+    Some(i32::from_ne_bytes(b))
 }
 
 /// Pins the calling thread to `cpu`.
@@ -143,6 +191,40 @@ pub fn cpu_count() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_errors_are_given_in_words() {
+        let t = priority_error_text(&thread_priority::Error::OS(libc::EPERM));
+        assert!(t.contains("Operation not permitted (os error 1)"), "{t}");
+        assert!(!t.contains("OS(1)"), "{t}");
+        // A refused SCHED_FIFO (an unprivileged thread asking for priority 99, when
+        // this test does not run as root) reads the same way.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            let e = std::thread::spawn(|| set_fifo(99)).join().unwrap();
+            if let Err(e) = e {
+                assert!(!e.contains("OS("), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_dma_latency_hold_reads_back_as_zero_while_it_lives() {
+        match hold_cpu_dma_latency() {
+            Ok(hold) => {
+                assert_eq!(
+                    cpu_dma_latency_now(),
+                    Some(0),
+                    "held, but the kernel reports otherwise"
+                );
+                drop(hold);
+            }
+            Err(e) => {
+                // No device or no permission: the reason names the device and the error.
+                assert!(e.contains(CPU_DMA_LATENCY) && e.contains("os error"), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn the_clock_moves_forward_and_sleep_until_reaches_its_deadline() {

@@ -250,6 +250,7 @@ impl Runtime {
             priority: cfg.control.priority,
             cpu: cfg.control.cpu,
             lock_memory: cfg.control.lock_memory,
+            hold_cpu_dma_latency: cfg.control.hold_cpu_dma_latency,
         };
         let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
         let stop = opts.stop.clone();
@@ -258,7 +259,7 @@ impl Runtime {
             .name("chunkrt-control".into())
             .stack_size(4 << 20)
             .spawn(move || {
-                let host = rt_opts.apply();
+                let (host, dma_latency_hold) = rt_opts.apply();
                 let (t0, t1) = control_thread(
                     &mut control,
                     duration_ns,
@@ -267,6 +268,8 @@ impl Runtime {
                     &grid,
                     &stop_inference_at_shutdown,
                 );
+                // Held for the whole loop, the controlled stop included.
+                drop(dma_latency_hold);
                 control_done.store(true, Ordering::Release);
                 (control, host, t0, t1)
             })
@@ -333,11 +336,13 @@ struct RtSetup {
     priority: u8,
     cpu: i32,
     lock_memory: bool,
+    hold_cpu_dma_latency: bool,
 }
 
 impl RtSetup {
-    /// Applies what it can and says in the host block what took effect.
-    fn apply(&self) -> HostInfo {
+    /// Applies what it can and says in the host block what took effect; the
+    /// `/dev/cpu_dma_latency` hold, when taken, lasts until it is dropped.
+    fn apply(&self) -> (HostInfo, Option<os::DmaLatencyHold>) {
         let (kernel, preempt, realtime_kernel) = os::kernel_info();
         let mut host = HostInfo {
             kernel,
@@ -370,7 +375,24 @@ impl RtSetup {
                 host.sched_fifo_error = Some(e);
             }
         }
-        host
+        let hold = if self.hold_cpu_dma_latency {
+            match os::hold_cpu_dma_latency() {
+                Ok(h) => {
+                    host.cpu_dma_latency_held = true;
+                    Some(h)
+                }
+                Err(e) => {
+                    tracing::warn!("REAL-TIME DEGRADED: {e}; deep C-states stay allowed");
+                    host.cpu_dma_latency_error = Some(e);
+                    None
+                }
+            }
+        } else {
+            host.cpu_dma_latency_error =
+                Some("off in the configuration (control.hold_cpu_dma_latency = false)".into());
+            None
+        };
+        (host, hold)
     }
 }
 

@@ -210,11 +210,8 @@ impl Budget {
     /// Parses and validates budget TOML; `origin` names the source in errors.
     pub fn parse_str(text: &str, origin: &Path) -> Result<Budget, BudgetError> {
         let file: BudgetFile = chunkrt_config::parse_toml(text, origin)?;
-        let invalid = |path: String, message: String| BudgetError::Invalid {
-            file: origin.to_path_buf(),
-            path,
-            message,
-        };
+        let invalid =
+            |path: String, message: String| BudgetError::invalid(origin, text, &path, &message);
 
         let mut limits = Vec::new();
         for (name, m) in &file.metrics {
@@ -366,6 +363,7 @@ impl Budget {
                         let known: Vec<&str> = report.counters.keys().map(String::as_str).collect();
                         BudgetError::Invalid {
                             file: self.file.clone(),
+                            line: 0,
                             path: format!("counters.{counter}"),
                             message: format!(
                                 "the report has no such counter; it has {}",

@@ -29,6 +29,12 @@ pub struct HostInfo {
     /// Why mlockall did not take effect.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mlockall_error: Option<String>,
+    /// Whether `/dev/cpu_dma_latency` was held at 0 while the control loop ran
+    /// (no deep C-states; `control.hold_cpu_dma_latency`).
+    pub cpu_dma_latency_held: bool,
+    /// Why it was not held: turned off in the configuration, no device, no permission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_dma_latency_error: Option<String>,
     /// CPU the control thread was pinned to (absent: not pinned).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_cpu: Option<usize>,
@@ -182,11 +188,16 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "host: kernel {} ({}), SCHED_FIFO {}, mlockall {}",
+            "host: kernel {} ({}), SCHED_FIFO {}, mlockall {}, cpu_dma_latency held at 0 {}",
             self.host.kernel,
             self.host.preempt,
             if self.host.sched_fifo { "yes" } else { "NO" },
             if self.host.mlockall { "yes" } else { "NO" },
+            if self.host.cpu_dma_latency_held {
+                "yes"
+            } else {
+                "NO"
+            },
         );
         s
     }
