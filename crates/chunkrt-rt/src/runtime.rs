@@ -262,6 +262,9 @@ impl Runtime {
             crate::inject::describe(&cfg.inject, &control, &inject_counts),
         );
         record_handoff(&mut report, &control, &handoff, unread_at_end);
+        control.backend.counters(&mut |name, value| {
+            report.counters.insert(name.into(), value);
+        });
         if let Some(e) = shutdown_error {
             report
                 .extra
