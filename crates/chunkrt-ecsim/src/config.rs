@@ -407,5 +407,7 @@ mod example_files {
         assert_eq!(nominal, SimConfig::default());
         let faults = SimConfig::load(&dir.join("ecsim-faults.toml")).unwrap();
         assert_eq!(faults.link_cut[0].restore_s, Some(25.0));
+        let lossy = SimConfig::load(&dir.join("ecsim-lossy.toml")).unwrap();
+        assert_eq!((lossy.frames.drop, lossy.frames.delay_us), (0.01, 3000));
     }
 }
