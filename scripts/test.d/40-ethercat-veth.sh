@@ -15,6 +15,8 @@
 #                                    fallbacks) printed, not judged: it is the host's
 #   4b. 2 % frame faults (10 s)   -> the same checks, and the injected losses ridden through
 #   5. SIGTERM during a run          -> exit 0, drives quick-stopped, disabled, bus to INIT
+#   6. the drives die mid-run (simulator killed), then SIGTERM
+#                                 -> exit 4, "shutdown failed" on stderr, shutdown_error
 #
 # Timing gates only where a budget file says so (scripts/test.d/30-bench.sh); this test
 # judges correctness, so a noisy moment on a shared 2-core host cannot fail it.
@@ -263,3 +265,23 @@ sys.exit(1 if 'shutdown_error' in r or r['counters']['cycles'] < 1000 else 0)"; 
     exit 1
 fi
 echo "ok: SIGTERM: drives stopped and disabled, bus back to INIT, exit 0"
+
+# 6. The drives die mid-run (the simulator is killed): the shutdown cannot disable them or
+#    take the bus to INIT. That is said on stderr and gives exit status 4, not 0.
+stop_sim
+start_sim 7
+"$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration inf --quiet \
+    --out "$work/out-dead" >"$work/dead.log" 2>&1 &
+run_pid=$!
+sleep 3
+kill -KILL "$sim_pid"; wait "$sim_pid" 2>/dev/null || true; sim_pid=""
+sleep 0.5
+kill -TERM "$run_pid"
+status=0
+wait "$run_pid" || status=$?
+if [ "$status" -ne 4 ] || ! grep -q "shutdown failed" "$work/dead.log" \
+    || ! grep -q '"shutdown_error"' "$work/out-dead/report.json"; then
+    echo "FAIL: dead drives: exit $status (expected 4 and 'shutdown failed' on stderr):"
+    tail -20 "$work/dead.log"; exit 1
+fi
+echo "ok: drives gone at shutdown: exit 4: $(grep -m1 "shutdown failed" "$work/dead.log" | cut -c1-200)"

@@ -226,4 +226,9 @@ fn a_drive_disappears_from_the_bus() {
     );
     // The loss lasts to the end: the last exchanges still fail.
     assert!(seen.last().unwrap().error.is_some());
+    // The missing drive cannot be disabled: the shutdown failed, and says so in the
+    // outcome (the CLI prints it and exits 4) as well as in the report.
+    let e = out.shutdown_error.as_deref().expect("a failed shutdown");
+    assert!(e.contains("not all drives disabled"), "{e}");
+    assert_eq!(out.report.extra["shutdown_error"], e);
 }

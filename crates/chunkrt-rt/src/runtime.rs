@@ -75,6 +75,9 @@ pub struct RunOutcome {
     pub report: Report,
     /// Whether the inference thread panicked.
     pub inference_panicked: Option<String>,
+    /// Why the backend's shutdown failed (drives not disabled, bus not back in INIT):
+    /// the arm may still be powered; also in the report as `shutdown_error`.
+    pub shutdown_error: Option<String>,
     /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
     pub metrics: MetricSet,
 }
@@ -252,7 +255,11 @@ impl Runtime {
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();
-        let shutdown_error = control.backend.shutdown(os::now()).err();
+        let shutdown_error = control
+            .backend
+            .shutdown(os::now())
+            .err()
+            .map(|e| e.to_string());
 
         let metrics = collector.metrics().clone();
         let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
@@ -265,10 +272,8 @@ impl Runtime {
         control.backend.counters(&mut |name, value| {
             report.counters.insert(name.into(), value);
         });
-        if let Some(e) = shutdown_error {
-            report
-                .extra
-                .insert("shutdown_error".into(), json!(e.to_string()));
+        if let Some(e) = &shutdown_error {
+            report.extra.insert("shutdown_error".into(), json!(e));
         }
         if let Some(e) = log_error {
             report.extra.insert("log_error".into(), json!(e));
@@ -293,6 +298,7 @@ impl Runtime {
         Ok(RunOutcome {
             report,
             inference_panicked,
+            shutdown_error,
             metrics,
         })
     }
