@@ -141,6 +141,17 @@ impl Device {
         if (ev.outputs_written || ev.inputs_read) && self.al_state >= al::SAFEOP {
             self.process_data_cycle(now_ns, ev.outputs_written);
         }
+        // A drive that got no outputs in this frame may have run out of time too.
+        self.check_watchdog(now_ns);
+    }
+
+    /// The SM watchdog: in OP, no outputs for longer than the watchdog time puts the outputs
+    /// in a safe state (the drive reacts as to a lost link), drops the device to SAFE-OP and
+    /// sets AL status code 0x001B. A real ESC's watchdog is a timer that expires by itself;
+    /// the simulator only sees time when a frame arrives, so the network calls this for every
+    /// device *before* the frame's PDUs are processed: the first frame after a gap must find
+    /// the watchdog expired, not refresh it.
+    pub fn check_watchdog(&mut self, now_ns: u64) {
         if self.al_state == al::OP
             && self.watchdog_ns > 0
             && now_ns.saturating_sub(self.last_outputs_ns) > self.watchdog_ns

@@ -261,3 +261,49 @@ fn a_working_counter_mismatch_is_reported_with_expected_and_received() {
     b.exchange(t(3, 1.0), &cmd, &mut fb).expect("mapping back");
     assert_eq!(b.stats().wkc_errors, 1);
 }
+
+#[test]
+fn a_master_silent_for_150_ms_finds_every_drive_in_safe_op_with_the_sm_watchdog_code() {
+    let (_cfg, mut b, ctl, fb0) = setup();
+    let mut fb = fb0;
+    let cmd = hold(&fb0, DriveRequest::Track);
+    let mut k = 0;
+    for _ in 0..50 {
+        k += 1;
+        b.exchange(t(k, 1.0), &cmd, &mut fb).expect("nominal");
+    }
+    // Below the drives' 100 ms watchdog: nothing happens.
+    ctl.network().silence(50_000_000);
+    k += 1;
+    b.exchange(t(k, 1.0), &cmd, &mut fb)
+        .expect("a 50 ms gap is within the watchdog");
+    let before = sim_targets(&ctl);
+
+    // 150 ms: the first frame after the gap finds the watchdog expired. Its outputs are not
+    // taken: the drives went to a safe state (fault, no torque) before it arrived.
+    ctl.network().silence(150_000_000);
+    let mut moved = cmd;
+    for j in 0..7 {
+        moved.pos_rad[j] += 0.01;
+    }
+    k += 1;
+    let r = b.exchange(t(k, 1.0), &moved, &mut fb);
+    assert_eq!(r, Err(BackendError::DriveMissing { joint: 0 }));
+    assert!(fb.state[..7].iter().all(|s| *s == DriveState::Missing));
+    assert_eq!(
+        sim_targets(&ctl),
+        before,
+        "the frame after the gap was not applied"
+    );
+    let net = ctl.network();
+    for i in 0..7 {
+        let d = net.device(i).unwrap();
+        assert_eq!(
+            (d.al_state(), d.al_error(), d.al_status_code()),
+            (4, true, 0x001B),
+            "drive {i}: SAFE-OP + error, SM watchdog"
+        );
+        assert_eq!(d.drive().error_code(), chunkrt_ecsim::cia402::ERR_COMM);
+        assert_ne!(d.drive().statusword() & 0x6F, 0x27, "drive {i} not enabled");
+    }
+}
