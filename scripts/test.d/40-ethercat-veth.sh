@@ -8,6 +8,7 @@
 #      no CAP_NET_RAW (as nobody)  -> exit 2, message names the capability and setcap
 #   2. a drive missing (6 of 7)   -> exit 2, message names the bus position to check
 #   3. identity mismatch          -> exit 2, message names drive, expected and found
+#   3b. drives without CoE, default PDO lists -> exit 2, the drive's fixed lists and the fix
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
 #                                    every exchange reconciled (a round trip or a lost
 #                                    frame; every lost or late frame ridden through or
@@ -234,6 +235,16 @@ run_checked() {
     fi
     echo "ok: $name ${secs} s run at 1 ms: report in $out/report.json"
 }
+
+# 3b. Drives without CoE (fixed SII mapping with the mode entry) against the default
+#     [ethercat.pdo] lists: refused with the drive's lists and the fix; nothing was written.
+stop_sim
+start_sim 7 rt-config/ecsim-no-coe.toml
+expect_refusal no-coe "$work/veth.toml" "no CoE mailbox" "\"mode_of_operation\"" \
+    "ethercat.pdo.write = false"
+if grep -q "did not take the mapping written" "$work/no-coe.log"; then
+    echo "FAIL: no-coe: the message says a mapping was written"; exit 1
+fi
 
 # 4. Nominal run. The simulator is restarted so its drives start from rest.
 run_checked nominal "$secs" rt-config/ecsim-nominal.toml 0

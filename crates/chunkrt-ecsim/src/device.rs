@@ -57,6 +57,8 @@ pub struct Device {
     last_cycle_ns: Option<u64>,
     last_outputs_ns: u64,
     watchdog_ns: u64,
+    /// Whether the drive has a CoE mailbox (else no mailbox at all).
+    coe: bool,
 }
 
 impl Device {
@@ -79,7 +81,13 @@ impl Device {
         };
         Device {
             esc: Esc::new(image, offset),
-            objs: Objects::new(drive, identity),
+            objs: Objects::with_maps(
+                drive,
+                identity,
+                crate::pdo::PdoMap::from_entries(&p.rx_pdo),
+                crate::pdo::PdoMap::from_entries(&p.tx_pdo),
+            ),
+            coe: p.coe,
             mbx: MailboxServer::default(),
             pending_reply: None,
             al_state: al::INIT,
@@ -203,7 +211,7 @@ impl Device {
                 return self.fail(code);
             }
             let check = match req {
-                al::PREOP => self.check_mailbox_sms(),
+                al::PREOP if self.coe => self.check_mailbox_sms(),
                 al::SAFEOP => self.check_process_data_sms(),
                 _ => Ok(()),
             };

@@ -25,6 +25,8 @@ pub(crate) struct DriveIo {
     pub vel: i32,
     pub torque: i16,
     pub error_code: u16,
+    /// 0x6061 modes of operation display, when mapped (else 0).
+    pub mode_display: i8,
     /// Target held while the drive is not following commands (enabling, fault reset, a
     /// refused resume): the actual position when it was last not enabled.
     pub hold: i32,
@@ -42,6 +44,7 @@ impl Default for DriveIo {
             vel: 0,
             torque: 0,
             error_code: 0,
+            mode_display: 0,
             hold: 0,
             tracking: false,
         }
@@ -88,6 +91,8 @@ pub struct EthercatBackend {
     pub(crate) not_op: u32,
     /// A fault reset is taking the group through quick stop, reset and re-enable.
     pub(crate) recovering: bool,
+    /// Drives (bit = bus position) without a CoE mailbox: their SII mapping stands.
+    pub(crate) no_coe: u32,
     /// Which lost or late frames are ridden through.
     pub(crate) loss: LossPolicy,
     /// The `log` level before the cyclic exchange began (restored at shutdown).
@@ -153,6 +158,7 @@ impl EthercatBackend {
             stats: BusStats::default(),
             not_op: 0,
             recovering: false,
+            no_coe: 0,
             loss: LossPolicy::new(
                 params.max_consecutive_lost,
                 params.min_success_rate,
@@ -414,6 +420,7 @@ fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) {
     d.vel = l.velocity_actual.map_or(0, i32_at);
     d.torque = l.torque_actual.map_or(0, |o| u16_at(o) as i16);
     d.error_code = l.error_code.map_or(0, u16_at);
+    d.mode_display = l.mode_display.map_or(0, |o| inp[o] as i8);
 }
 
 impl Backend for EthercatBackend {

@@ -45,6 +45,8 @@ pub struct PdoLayout {
     pub torque_actual: Option<usize>,
     /// 0x603F, when mapped.
     pub error_code: Option<usize>,
+    /// 0x6061, when mapped.
+    pub mode_display: Option<usize>,
     /// Bytes of inputs.
     pub in_len: usize,
 }
@@ -73,6 +75,7 @@ impl PdoLayout {
                 PdoEntry::VelocityActual => l.velocity_actual = Some(o),
                 PdoEntry::TorqueActual => l.torque_actual = Some(o),
                 PdoEntry::ErrorCode => l.error_code = Some(o),
+                PdoEntry::ModeDisplay => l.mode_display = Some(o),
                 _ => {}
             }
             o += usize::from(e.bits() / 8);
