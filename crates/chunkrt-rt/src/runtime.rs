@@ -245,6 +245,14 @@ impl Runtime {
         let (mut control, host, t0, t1) = control_handle
             .join()
             .map_err(|_| RunError::Thread("the control thread panicked".into()))?;
+        // No process data reaches the drives from here on: shut them down before anything
+        // else is joined (a drive's SM watchdog, typically 100 ms, would otherwise take it
+        // out of OP while the inference and telemetry threads finish).
+        let shutdown_error = control
+            .backend
+            .shutdown(os::now())
+            .err()
+            .map(|e| e.to_string());
         stop_inference.store(true, Ordering::Release);
         let inference_exit = inference_handle
             .join()
@@ -255,11 +263,6 @@ impl Runtime {
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();
-        let shutdown_error = control
-            .backend
-            .shutdown(os::now())
-            .err()
-            .map(|e| e.to_string());
 
         let metrics = collector.metrics().clone();
         let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
