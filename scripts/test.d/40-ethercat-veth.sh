@@ -8,10 +8,19 @@
 #      no CAP_NET_RAW (as nobody)  -> exit 2, message names the capability and setcap
 #   2. a drive missing (6 of 7)   -> exit 2, message names the bus position to check
 #   3. identity mismatch          -> exit 2, message names drive, expected and found
+#   3b. drives without CoE, default PDO lists -> exit 2, the drive's fixed lists and the fix
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
-#                                    bus_rtt percentiles in report.json (printed with the
-#                                    lost / late frame counts, which are host timing)
+#                                    every exchange reconciled (a round trip or a lost
+#                                    frame; every lost or late frame ridden through or
+#                                    reported); timing (bus_rtt, lost / late frames,
+#                                    fallbacks) printed, not judged: it is the host's
+#   4b. 2 % frame faults (10 s)   -> the same checks, and the injected losses ridden through
 #   5. SIGTERM during a run          -> exit 0, drives quick-stopped, disabled, bus to INIT
+#   6. the drives die mid-run (simulator killed), then SIGTERM
+#                                 -> exit 4, "shutdown failed" on stderr, shutdown_error
+#
+# Timing gates only where a budget file says so (scripts/test.d/30-bench.sh); this test
+# judges correctness, so a noisy moment on a shared 2-core host cannot fail it.
 #
 # Usage: scripts/test.d/40-ethercat-veth.sh        ($ETHERCAT_VETH_SECONDS, default 60)
 # Binary: $CHUNKRT_BIN or target/release/chunkrt (built if missing).
@@ -86,9 +95,9 @@ rt=()
 if command -v chrt >/dev/null 2>&1 && chrt -f 70 true 2>/dev/null; then
     rt=(chrt -f 70)
 fi
-start_sim() { # drives
+start_sim() { # drives [simulator config]
     ip netns exec "$ns" "${rt[@]}" "${sim_cmd[@]}" --iface "$dev_if" --drives "$1" \
-        --config rt-config/ecsim-nominal.toml >"$work/ecsim.log" 2>&1 &
+        --config "${2:-rt-config/ecsim-nominal.toml}" >"$work/ecsim.log" 2>&1 &
     sim_pid=$!
     sleep 0.5
     if ! kill -0 "$sim_pid" 2>/dev/null; then
@@ -143,20 +152,12 @@ awk 'BEGIN{n=-1} /^\[\[ethercat.drive\]\]/{n++} {if (n==3 && $1=="product_code")
     "$work/veth.toml" >"$work/identity.toml"
 expect_refusal identity-mismatch "$work/identity.toml" "bus position 3" "expected vendor" "found vendor"
 
-# 4. Nominal run. The simulator is restarted so its drives start from rest.
-stop_sim
-start_sim 7
-out="$root/runs/ethercat-veth"
-rm -rf "$out"
-status=0
-"$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration "${secs}s" --quiet \
-    --out "$out" >"$work/nominal.log" 2>&1 || status=$?
-if [ "$status" -ne 0 ]; then
-    echo "FAIL: nominal run exited $status:"; tail -30 "$work/nominal.log"; exit 1
-fi
-python3 - "$out/report.json" "$secs" <<'PY'
+# check_run REPORT SECONDS MIN_RIDDEN: correctness of a run, timing printed.
+check_run() {
+python3 - "$@" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
+min_ridden = int(sys.argv[3])
 c = r["counters"]
 kinds = {}
 for e in r.get("events", []):
@@ -164,26 +165,95 @@ for e in r.get("events", []):
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
 rtt = r["metrics"].get("bus_rtt")
 us = lambda ns: f"{ns / 1000:.1f}"
+g = lambda k: c.get(k, 0)
 print(f"cycles {c['cycles']}, backend errors {c['backend_errors']} {kinds}, "
-      f"chunks used {c['chunks_used']}, max tracking error {r['tracking']['max_err_rad']:.5f} rad")
+      f"chunks used {c['chunks_used']}, fallbacks {g('fallback_entries')}, "
+      f"max tracking error {r['tracking']['max_err_rad']:.5f} rad")
+print(f"frames: lost {g('bus_frames_lost')}, late {g('bus_frames_late')}, ridden through "
+      f"{g('bus_frames_ridden_through')}, reported {g('bus_frames_reported')}, longest run "
+      f"{g('bus_longest_loss_run')}")
 if rtt:
     print(f"bus_rtt (us): p50 {us(rtt['p50'])}  p90 {us(rtt['p90'])}  p99 {us(rtt['p99'])}  "
           f"p99.9 {us(rtt['p999'])}  max {us(rtt['max'])}  (n={rtt['count']})")
-ok = True
+fails = []
 if r["config"].get("backend") != "ethercat":
-    print("FAIL: the run did not use the ethercat backend"); ok = False
+    fails.append("the run did not use the ethercat backend")
 # Zero working-counter errors and no drive trouble. Lost and late frames are timing on a
-# shared host (a userspace simulator behind a veth pair): printed, not judged.
+# shared host (a userspace simulator behind a veth pair): reconciled, not judged.
 for kind in ("working_counter", "drive_missing", "drive_fault", "invalid_command", "io"):
     if kinds.get(kind, 0):
-        print(f"FAIL: {kinds[kind]} {kind} error(s) in the nominal case"); ok = False
-if c["backend_errors"] > len(r.get("events", [])) and len(r.get("events", [])) < 10000:
-    print("FAIL: backend errors not accounted for in events"); ok = False
-if not rtt or rtt["count"] < 0.9 * float(sys.argv[2]) * 1000:
-    print("FAIL: bus_rtt missing or too few samples"); ok = False
-sys.exit(0 if ok else 1)
+        fails.append(f"{kinds[kind]} {kind} error(s)")
+need = ("bus_exchanges", "bus_frames_lost", "bus_frames_late", "bus_frames_ridden_through",
+        "bus_frames_reported")
+missing = [k for k in need if k not in c]
+if missing:
+    fails.append(f"the report lacks the bus counters {missing}")
+elif not rtt or rtt["count"] == 0:
+    fails.append("no bus_rtt samples: no frame came back")
+else:
+    # Every exchange is in the records (or counted as dropped from the ring), and every
+    # recorded exchange either measured a round trip or lost its frame.
+    drops = g("ring_drops_cycle")
+    if c["bus_exchanges"] != c["cycles"] + drops:
+        fails.append(f"{c['bus_exchanges']} exchanges, {c['cycles']} cycle records + "
+                     f"{drops} dropped")
+    measured = rtt["count"] + c["bus_frames_lost"]
+    if not (c["cycles"] <= measured <= c["cycles"] + drops):
+        fails.append(f"{rtt['count']} round trips + {c['bus_frames_lost']} lost frames do "
+                     f"not account for {c['cycles']} cycles ({drops} records dropped)")
+    bad = c["bus_frames_lost"] + c["bus_frames_late"]
+    if c["bus_frames_ridden_through"] + c["bus_frames_reported"] != bad:
+        fails.append(f"{bad} lost or late frames, {c['bus_frames_ridden_through']} ridden "
+                     f"through + {c['bus_frames_reported']} reported")
+    reported = kinds.get("frame_lost", 0) + kinds.get("frame_late", 0)
+    if c["backend_errors"] == len(r.get("events", [])) and reported != c["bus_frames_reported"]:
+        fails.append(f"{reported} frame errors in the events, {c['bus_frames_reported']} "
+                     f"reported by the bus")
+    if c["bus_frames_ridden_through"] < min_ridden:
+        fails.append(f"{c['bus_frames_ridden_through']} frames ridden through, expected at "
+                     f"least {min_ridden} (injected losses)")
+for f in fails:
+    print(f"FAIL: {f}")
+sys.exit(1 if fails else 0)
 PY
-echo "ok: nominal ${secs} s run at 1 ms: report in $out/report.json"
+}
+
+# run_checked NAME SECONDS SIM_CONFIG MIN_RIDDEN: a run against freshly started drives.
+run_checked() {
+    local name="$1" secs="$2" sim_cfg="$3" min_ridden="$4" out="$root/runs/ethercat-veth${5:-}"
+    stop_sim
+    start_sim 7 "$sim_cfg"
+    rm -rf "$out"
+    local status=0
+    "$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration "${secs}s" --quiet \
+        --out "$out" >"$work/$name.log" 2>&1 || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "FAIL: $name run exited $status:"; tail -30 "$work/$name.log"; exit 1
+    fi
+    if ! check_run "$out/report.json" "$secs" "$min_ridden"; then
+        echo "FAIL: $name run (report in $out/report.json)"; exit 1
+    fi
+    echo "ok: $name ${secs} s run at 1 ms: report in $out/report.json"
+}
+
+# 3b. Drives without CoE (fixed SII mapping with the mode entry) against the default
+#     [ethercat.pdo] lists: refused with the drive's lists and the fix; nothing was written.
+stop_sim
+start_sim 7 rt-config/ecsim-no-coe.toml
+expect_refusal no-coe "$work/veth.toml" "no CoE mailbox" "\"mode_of_operation\"" \
+    "ethercat.pdo.write = false"
+if grep -q "did not take the mapping written" "$work/no-coe.log"; then
+    echo "FAIL: no-coe: the message says a mapping was written"; exit 1
+fi
+
+# 4. Nominal run. The simulator is restarted so its drives start from rest.
+run_checked nominal "$secs" rt-config/ecsim-nominal.toml 0
+
+# 4b. Isolated frame faults: 1 % dropped, 1 % answered after the frame timeout. About 200
+#     lost frames in 10 s; every one is ridden through unless a run of them passes the loss
+#     policy (reconciled above), so at least half of them must have been.
+lossy_secs="${ETHERCAT_VETH_LOSSY_SECONDS:-10}"
+run_checked lossy "$lossy_secs" rt-config/ecsim-lossy.toml $((lossy_secs * 1000 * 2 / 100 / 2)) -lossy
 
 # 5. SIGTERM: the run stops the arm, quick-stops and disables the drives, leaves OP, and
 #    exits 0 with its report (a shutdown that could not disable every drive is recorded
@@ -206,3 +276,23 @@ sys.exit(1 if 'shutdown_error' in r or r['counters']['cycles'] < 1000 else 0)"; 
     exit 1
 fi
 echo "ok: SIGTERM: drives stopped and disabled, bus back to INIT, exit 0"
+
+# 6. The drives die mid-run (the simulator is killed): the shutdown cannot disable them or
+#    take the bus to INIT. That is said on stderr and gives exit status 4, not 0.
+stop_sim
+start_sim 7
+"$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration inf --quiet \
+    --out "$work/out-dead" >"$work/dead.log" 2>&1 &
+run_pid=$!
+sleep 3
+kill -KILL "$sim_pid"; wait "$sim_pid" 2>/dev/null || true; sim_pid=""
+sleep 0.5
+kill -TERM "$run_pid"
+status=0
+wait "$run_pid" || status=$?
+if [ "$status" -ne 4 ] || ! grep -q "shutdown failed" "$work/dead.log" \
+    || ! grep -q '"shutdown_error"' "$work/out-dead/report.json"; then
+    echo "FAIL: dead drives: exit $status (expected 4 and 'shutdown failed' on stderr):"
+    tail -20 "$work/dead.log"; exit 1
+fi
+echo "ok: drives gone at shutdown: exit 4: $(grep -m1 "shutdown failed" "$work/dead.log" | cut -c1-200)"

@@ -175,6 +175,9 @@ impl<B: Backend> Backend for Logged<B> {
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.inner.shutdown(now)
     }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.inner.counters(out)
+    }
 }
 
 /// How the policy misbehaves on one call.

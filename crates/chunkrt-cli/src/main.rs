@@ -2,7 +2,8 @@
 //!
 //! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
 //! configuration or bring-up error (nothing was moved); 3 the policy failed
-//! (panicked) during the run and the arm was brought to rest.
+//! (panicked) during the run and the arm was brought to rest; 4 the shutdown failed
+//! (drives not disabled or the bus not back in INIT: the arm may still be powered).
 
 mod args;
 mod bench;
@@ -21,6 +22,9 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_FAIL: u8 = 1;
 /// Exit status when the policy failed during the run (the arm was brought to rest).
 pub const EXIT_POLICY_FAILED: u8 = 3;
+/// Exit status when the shutdown failed (drives not disabled, bus not in INIT); wins over
+/// [`EXIT_POLICY_FAILED`]: the arm may still be powered.
+pub const EXIT_SHUTDOWN_FAILED: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {

@@ -156,8 +156,20 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     };
     println!("{}", outcome.report.table());
     println!("report: {}", args.out.join("report.json").display());
+    if let Some(e) = &outcome.shutdown_error {
+        // Before anything else: the drives may still be powered.
+        eprintln!(
+            "chunkrt: error: shutdown failed: {e}; drives may still be enabled or the bus \
+             not in INIT: check the drives before going near the arm"
+        );
+    }
     if let Some(msg) = &outcome.inference_panicked {
         eprintln!("chunkrt: the policy failed during the run ({msg}); the arm was brought to rest");
+    }
+    if outcome.shutdown_error.is_some() {
+        return Ok(crate::EXIT_SHUTDOWN_FAILED);
+    }
+    if outcome.inference_panicked.is_some() {
         return Ok(crate::EXIT_POLICY_FAILED);
     }
     Ok(0)

@@ -22,6 +22,22 @@ pub struct EthercatConfig {
     /// half the frame timeout).
     #[serde(default)]
     pub frame_late_ms: Option<f64>,
+    /// Lost or late frames in a row that are ridden through (the drives hold the last
+    /// command, the control loop gets the last feedback marked as held); the next one is
+    /// reported and takes the policy's authority away. Default: the frames in 10 ms (at
+    /// least 1), a tenth of a drive's typical 100 ms SM watchdog, so a ride-through ends
+    /// long before a drive would give up on its own, and the command's jump when frames
+    /// resume is at most 10 ms of motion.
+    #[serde(default)]
+    pub max_consecutive_lost: Option<u32>,
+    /// Lowest share of on-time frames over the last `success_window` frames; below it
+    /// every lost or late frame is reported (default 0.9: one frame in ten).
+    #[serde(default = "default_min_success_rate")]
+    pub min_success_rate: f64,
+    /// Frames the success rate is measured over (default 100: 100 ms at a 1 ms bus, the
+    /// drives' typical watchdog; at most 1024).
+    #[serde(default = "default_success_window")]
+    pub success_window: u32,
     /// Longest wait for one AL state transition (INIT, PRE-OP, SAFE-OP, OP).
     #[serde(default = "default_state_timeout")]
     pub state_timeout_ms: f64,
@@ -212,6 +228,30 @@ impl EthercatConfig {
             timeout,
         )
         .map_err(|(p, m)| (p, format!("{m} (at most the frame timeout)")))?;
+        if self.max_consecutive_lost.is_some_and(|n| n > 1000) {
+            return fail(
+                "ethercat.max_consecutive_lost".into(),
+                format!(
+                    "expected 0 to 1000 frames, got {}",
+                    self.max_consecutive_lost.unwrap_or_default()
+                ),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.min_success_rate) {
+            return fail(
+                "ethercat.min_success_rate".into(),
+                format!(
+                    "expected a share of on-time frames in 0..=1 (0.9: 90 %), got {}",
+                    self.min_success_rate
+                ),
+            );
+        }
+        if !(1..=1024).contains(&self.success_window) {
+            return fail(
+                "ethercat.success_window".into(),
+                format!("expected 1 to 1024 frames, got {}", self.success_window),
+            );
+        }
         positive_ms(
             "ethercat.state_timeout_ms",
             self.state_timeout_ms,
@@ -313,6 +353,13 @@ impl EthercatConfig {
             .unwrap_or_else(|| (0.5 * period_ms).min(2.0))
     }
 
+    /// Lost or late frames in a row ridden through (the default applied: the frames in
+    /// 10 ms, at least 1).
+    pub fn max_consecutive_lost(&self, period_ms: f64) -> u32 {
+        self.max_consecutive_lost
+            .unwrap_or_else(|| ((10.0 / period_ms).floor() as u32).max(1))
+    }
+
     /// The late-frame threshold in ms (the default applied).
     pub fn frame_late_ms(&self, period_ms: f64) -> f64 {
         self.frame_late_ms
@@ -386,6 +433,12 @@ pub fn entry_name(e: PdoEntry) -> &'static str {
     }
 }
 
+fn default_min_success_rate() -> f64 {
+    0.9
+}
+fn default_success_window() -> u32 {
+    100
+}
 fn default_state_timeout() -> f64 {
     5000.0
 }

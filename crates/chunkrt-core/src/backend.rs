@@ -119,4 +119,11 @@ pub trait Backend: Send {
 
     /// Brings the drives to rest and disables them (called once, after the loop ends).
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    /// The backend's own counters for the run report (frames lost, ridden through, ...),
+    /// each handed to `out` as a stable name and a value. Called after the loop ends;
+    /// a backend without any keeps the default.
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let _ = out;
+    }
 }

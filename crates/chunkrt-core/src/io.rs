@@ -120,8 +120,14 @@ pub struct Feedback {
     pub state: [DriveState; MAX_DOF],
     /// Per-joint error code (CiA 402 0x603F; 0 = none).
     pub error_code: [u16; MAX_DOF],
-    /// Bus round trip of this exchange in ns (0 where there is no bus).
+    /// Bus round trip of this exchange in ns (0 where there is no bus, or no frame came
+    /// back).
     pub bus_rtt_ns: u64,
+    /// No frame came back this cycle and the backend rode through it: every other field
+    /// is the last measurement, held (the drives hold the last command they got). A
+    /// ridden-through exchange returns `Ok`; only the backend's loss policy turns a lost
+    /// frame into an error.
+    pub held: bool,
 }
 
 impl Default for Feedback {
@@ -135,6 +141,7 @@ impl Default for Feedback {
             state: [DriveState::Disabled; MAX_DOF],
             error_code: [0; MAX_DOF],
             bus_rtt_ns: 0,
+            held: false,
         }
     }
 }

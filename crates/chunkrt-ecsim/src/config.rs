@@ -80,6 +80,15 @@ pub struct DriveParams {
     /// Process-data (sync manager) watchdog in ms; 0 disables it. In OP, no outputs for this long
     /// drops the device to SAFE-OP with AL status code 0x001B, as real ESCs do.
     pub sm_watchdog_ms: u32,
+    /// Offer a CoE mailbox (SDO, PDO assignment and configuration). Without it the drive has
+    /// no mailbox at all: its process data is the fixed mapping `rx_pdo` / `tx_pdo` declared in
+    /// its SII, and 0x6060 can only be set through process data.
+    pub coe: bool,
+    /// RxPDO 0x1600 at power-up (and the fixed mapping without CoE), CiA 301 entries
+    /// `index << 16 | sub << 8 | bits`, e.g. `0x60400010` (controlword). At most 8.
+    pub rx_pdo: Vec<u32>,
+    /// TxPDO 0x1A00 at power-up (and the fixed mapping without CoE). At most 8.
+    pub tx_pdo: Vec<u32>,
 }
 
 impl Default for DriveParams {
@@ -99,6 +108,9 @@ impl Default for DriveParams {
             quick_stop_option: 2,
             initial_position_counts: 10_000,
             sm_watchdog_ms: 100,
+            coe: true,
+            rx_pdo: crate::pdo::DEFAULT_RX.iter().collect(),
+            tx_pdo: crate::pdo::DEFAULT_TX.iter().collect(),
         }
     }
 }
@@ -284,6 +296,20 @@ impl SimConfig {
                 d.bandwidth_hz
             ));
         }
+        for (name, list, rx) in [
+            ("drive.rx_pdo", &d.rx_pdo, true),
+            ("drive.tx_pdo", &d.tx_pdo, false),
+        ] {
+            if list.len() > crate::pdo::MAX_ENTRIES {
+                return bad(format!("{name} has {} entries, at most 8", list.len()));
+            }
+            if let Some(e) = list.iter().find(|e| !crate::od::mappable(**e, rx)) {
+                return bad(format!(
+                    "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits)",
+                    if rx { "host-to-drive (RxPDO)" } else { "drive-to-host (TxPDO)" }
+                ));
+            }
+        }
         if ![1, 2, 5, 6].contains(&d.quick_stop_option) {
             return bad(format!(
                 "drive.quick_stop_option = {} (supported: 1, 2, 5, 6)",
@@ -407,5 +433,21 @@ mod example_files {
         assert_eq!(nominal, SimConfig::default());
         let faults = SimConfig::load(&dir.join("ecsim-faults.toml")).unwrap();
         assert_eq!(faults.link_cut[0].restore_s, Some(25.0));
+        let lossy = SimConfig::load(&dir.join("ecsim-lossy.toml")).unwrap();
+        assert_eq!((lossy.frames.drop, lossy.frames.delay_us), (0.01, 3000));
+        let fixed = SimConfig::load(&dir.join("ecsim-no-coe.toml")).unwrap();
+        assert!(!fixed.drive.coe);
+        assert_eq!(fixed.drive.rx_pdo, [0x6040_0010, 0x607A_0020, 0x6060_0008]);
+    }
+
+    #[test]
+    fn a_fixed_mapping_entry_in_the_wrong_direction_is_named() {
+        let mut cfg = SimConfig::default();
+        cfg.drive.rx_pdo.push(0x6041_0010);
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("drive.rx_pdo") && e.contains("0x60410010"),
+            "{e}"
+        );
     }
 }

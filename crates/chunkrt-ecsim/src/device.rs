@@ -57,6 +57,8 @@ pub struct Device {
     last_cycle_ns: Option<u64>,
     last_outputs_ns: u64,
     watchdog_ns: u64,
+    /// Whether the drive has a CoE mailbox (else no mailbox at all).
+    coe: bool,
 }
 
 impl Device {
@@ -79,7 +81,13 @@ impl Device {
         };
         Device {
             esc: Esc::new(image, offset),
-            objs: Objects::new(drive, identity),
+            objs: Objects::with_maps(
+                drive,
+                identity,
+                crate::pdo::PdoMap::from_entries(&p.rx_pdo),
+                crate::pdo::PdoMap::from_entries(&p.tx_pdo),
+            ),
+            coe: p.coe,
             mbx: MailboxServer::default(),
             pending_reply: None,
             al_state: al::INIT,
@@ -141,6 +149,17 @@ impl Device {
         if (ev.outputs_written || ev.inputs_read) && self.al_state >= al::SAFEOP {
             self.process_data_cycle(now_ns, ev.outputs_written);
         }
+        // A drive that got no outputs in this frame may have run out of time too.
+        self.check_watchdog(now_ns);
+    }
+
+    /// The SM watchdog: in OP, no outputs for longer than the watchdog time puts the outputs
+    /// in a safe state (the drive reacts as to a lost link), drops the device to SAFE-OP and
+    /// sets AL status code 0x001B. A real ESC's watchdog is a timer that expires by itself;
+    /// the simulator only sees time when a frame arrives, so the network calls this for every
+    /// device *before* the frame's PDUs are processed: the first frame after a gap must find
+    /// the watchdog expired, not refresh it.
+    pub fn check_watchdog(&mut self, now_ns: u64) {
         if self.al_state == al::OP
             && self.watchdog_ns > 0
             && now_ns.saturating_sub(self.last_outputs_ns) > self.watchdog_ns
@@ -192,7 +211,7 @@ impl Device {
                 return self.fail(code);
             }
             let check = match req {
-                al::PREOP => self.check_mailbox_sms(),
+                al::PREOP if self.coe => self.check_mailbox_sms(),
                 al::SAFEOP => self.check_process_data_sms(),
                 _ => Ok(()),
             };

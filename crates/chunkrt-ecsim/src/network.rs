@@ -132,6 +132,14 @@ impl SimNetwork {
         }
     }
 
+    /// The master is silent for `ns`: simulated time passes with no frame on the wire (the
+    /// virtual clock only moves with frames; with the wall clock, time passes anyway).
+    pub fn silence(&mut self, ns: u64) {
+        if self.cfg.clock == ClockMode::Virtual {
+            self.now_ns += ns;
+        }
+    }
+
     /// Cut the cable in front of drive `before` (it and all behind it disappear);
     /// `before >= len()` restores the full chain.
     pub fn cut_link(&mut self, before: usize) {
@@ -242,6 +250,11 @@ impl SimNetwork {
                     d.esc.count_crc_error(1);
                 }
             }
+        }
+        // Watchdogs that expired during the gap before this frame fire before it is
+        // processed (see `Device::check_watchdog`).
+        for d in &mut self.devices {
+            d.check_watchdog(self.now_ns);
         }
         if dlpdu && self.reachable > 0 {
             self.run_chain(reply, end, processed);

@@ -174,14 +174,27 @@ fn object_exists(index: u16) -> bool {
     )
 }
 
+/// Whether `entry` (`index << 16 | sub << 8 | bits`) may be mapped into the RxPDO (`rx`) or
+/// the TxPDO with its true size.
+pub(crate) fn mappable(entry: u32, rx: bool) -> bool {
+    let (oi, os, bits) = pdo::split(entry);
+    let want = if rx { Map::Rx } else { Map::Tx };
+    matches!(describe(oi, os), Ok((len, _, m)) if m == want && usize::from(bits) == len * 8)
+}
+
 impl Objects {
     /// Objects with the default mapping and assignment.
     pub fn new(drive: Drive, identity: Identity) -> Self {
+        Objects::with_maps(drive, identity, DEFAULT_RX, DEFAULT_TX)
+    }
+
+    /// Objects with the given power-up mapping (checked by the config).
+    pub fn with_maps(drive: Drive, identity: Identity, rx_map: PdoMap, tx_map: PdoMap) -> Self {
         Objects {
             drive,
             identity,
-            rx_map: DEFAULT_RX,
-            tx_map: DEFAULT_TX,
+            rx_map,
+            tx_map,
             rx_assigned: 1,
             tx_assigned: 1,
             error_register: 0,

@@ -2,7 +2,7 @@
 //! registers 0x0500..0x050F that the master drives to read it 8 bytes at a time.
 
 use crate::config::DriveParams;
-use crate::pdo::{DEFAULT_RX, DEFAULT_TX};
+use crate::pdo::PdoMap;
 
 /// Physical address and size of the mailbox the master writes (SM0).
 pub const MBX_OUT_ADDR: u16 = 0x1000;
@@ -62,11 +62,14 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     put32(&mut b, 0x18, p.revision);
     put32(&mut b, 0x1C, p.serial_base.wrapping_add(position as u32));
     // Standard mailbox (words 0x18..0x1C): receive = master->slave (SM0), send = SM1, CoE.
-    put16(&mut b, 0x30, MBX_OUT_ADDR);
-    put16(&mut b, 0x32, MBX_LEN);
-    put16(&mut b, 0x34, MBX_IN_ADDR);
-    put16(&mut b, 0x36, MBX_LEN);
-    put16(&mut b, 0x38, 0x0004);
+    // A drive without CoE has no mailbox: the words stay 0.
+    if p.coe {
+        put16(&mut b, 0x30, MBX_OUT_ADDR);
+        put16(&mut b, 0x32, MBX_LEN);
+        put16(&mut b, 0x34, MBX_IN_ADDR);
+        put16(&mut b, 0x36, MBX_LEN);
+        put16(&mut b, 0x38, 0x0004);
+    }
     // Word 0x3E: size in kbit - 1; word 0x3F: version.
     put16(&mut b, 0x7C, (EEPROM_WORDS * 16 / 1024 - 1) as u16);
     put16(&mut b, 0x7E, 1);
@@ -94,7 +97,7 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     g[1] = 0; // image
     g[2] = 3; // order code string (ethercrab uses it as the name)
     g[3] = 4; // device name string
-    g[5] = 0x01 | 0x04 | 0x08; // CoE: SDO, PDO assign, PDO config
+    g[5] = if p.coe { 0x01 | 0x04 | 0x08 } else { 0 }; // CoE: SDO, PDO assign, PDO config
     g[9] = 1; // one DS402 channel
     g[14] = 0x11; // port 0 and port 1: MII
     cat(&mut b, 30, g);
@@ -104,12 +107,11 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
 
     // Sync managers (41).
     let mut sm = Vec::new();
-    let sizes = [
-        MBX_LEN,
-        MBX_LEN,
-        DEFAULT_RX.bytes() as u16,
-        DEFAULT_TX.bytes() as u16,
-    ];
+    let (rx, tx) = (
+        PdoMap::from_entries(&p.rx_pdo),
+        PdoMap::from_entries(&p.tx_pdo),
+    );
+    let sizes = [MBX_LEN, MBX_LEN, rx.bytes() as u16, tx.bytes() as u16];
     let addrs = [MBX_OUT_ADDR, MBX_IN_ADDR, OUTPUTS_ADDR, INPUTS_ADDR];
     for i in 0..4 {
         sm.extend_from_slice(&addrs[i].to_le_bytes());
@@ -118,11 +120,8 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     }
     cat(&mut b, 41, sm);
 
-    // TxPDO (50) and RxPDO (51): the default mappings.
-    for (kind, map, pdo_index, sm_index) in [
-        (50u16, &DEFAULT_TX, 0x1A00u16, 3u8),
-        (51, &DEFAULT_RX, 0x1600, 2),
-    ] {
+    // TxPDO (50) and RxPDO (51): the power-up mappings (fixed without CoE).
+    for (kind, map, pdo_index, sm_index) in [(50u16, &tx, 0x1A00u16, 3u8), (51, &rx, 0x1600, 2)] {
         let mut d = Vec::new();
         d.extend_from_slice(&pdo_index.to_le_bytes());
         d.extend_from_slice(&[map.len() as u8, sm_index, 0, 0, 0, 0]);

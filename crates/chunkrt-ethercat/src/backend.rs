@@ -3,6 +3,7 @@
 use crate::bus::{Io, Stall, Storage};
 use crate::cia402::{self, PowerState};
 use crate::group::OpGroup;
+use crate::loss::{LossPolicy, Verdict};
 use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
 use crate::wire::raw::RawSocket;
 use crate::wire::sim::{SimControl, SimWire};
@@ -24,6 +25,8 @@ pub(crate) struct DriveIo {
     pub vel: i32,
     pub torque: i16,
     pub error_code: u16,
+    /// 0x6061 modes of operation display, when mapped (else 0).
+    pub mode_display: i8,
     /// Target held while the drive is not following commands (enabling, fault reset, a
     /// refused resume): the actual position when it was last not enabled.
     pub hold: i32,
@@ -41,6 +44,7 @@ impl Default for DriveIo {
             vel: 0,
             torque: 0,
             error_code: 0,
+            mode_display: 0,
             hold: 0,
             tracking: false,
         }
@@ -56,6 +60,12 @@ pub struct BusStats {
     pub frames_lost: u64,
     /// Frames back after the late threshold.
     pub frames_late: u64,
+    /// Lost or late frames ridden through (not reported: the last feedback held).
+    pub frames_ridden_through: u64,
+    /// Lost or late frames reported to the runtime (the loss policy's limits passed).
+    pub frames_reported: u64,
+    /// Longest run of lost or late frames in a row.
+    pub longest_loss_run: u32,
     /// Working-counter mismatches.
     pub wkc_errors: u64,
     /// Cycles with a drive gone or out of OP.
@@ -81,6 +91,12 @@ pub struct EthercatBackend {
     pub(crate) not_op: u32,
     /// A fault reset is taking the group through quick stop, reset and re-enable.
     pub(crate) recovering: bool,
+    /// Drives (bit = bus position) without a CoE mailbox: their SII mapping stands.
+    pub(crate) no_coe: u32,
+    /// Which lost or late frames are ridden through.
+    pub(crate) loss: LossPolicy,
+    /// The `log` level before the cyclic exchange began (restored at shutdown).
+    pub(crate) log_level: Option<log::LevelFilter>,
 }
 
 /// Below this a drive counts as at rest (leaving quick stop, shutdown).
@@ -142,13 +158,39 @@ impl EthercatBackend {
             stats: BusStats::default(),
             not_op: 0,
             recovering: false,
+            no_coe: 0,
+            loss: LossPolicy::new(
+                params.max_consecutive_lost,
+                params.min_success_rate,
+                params.success_window,
+            ),
+            log_level: None,
             p: params,
         }
     }
 
     /// Bus counters so far.
     pub fn stats(&self) -> BusStats {
-        self.stats
+        let loss = self.loss.counts();
+        BusStats {
+            frames_ridden_through: loss.ridden_through,
+            frames_reported: loss.reported,
+            longest_loss_run: loss.longest_run,
+            ..self.stats
+        }
+    }
+
+    /// ethercrab logs an ERROR line per lost frame, from the thread that polls it: the
+    /// control thread. While the loop runs, `log`'s level is off (one atomic load per
+    /// call site, nothing formatted or written); lost frames are counted instead and
+    /// reach the report. Bring-up and shutdown keep ethercrab's messages.
+    pub(crate) fn quiet_logs(&mut self, quiet: bool) {
+        if quiet {
+            self.log_level.get_or_insert_with(log::max_level);
+            log::set_max_level(log::LevelFilter::Off);
+        } else if let Some(level) = self.log_level.take() {
+            log::set_max_level(level);
+        }
     }
 
     /// The last statusword of each drive (bus order), for tests and diagnostics.
@@ -252,7 +294,6 @@ impl EthercatBackend {
         let res = match result {
             Ok(Ok(r)) => r,
             Ok(Err(_)) | Err(Stall::Deadline) => {
-                self.stats.frames_lost += 1;
                 return Err(BackendError::FrameLost);
             }
             Err(Stall::Wire(e)) => return Err(BackendError::Io { errno: e.errno }),
@@ -284,6 +325,7 @@ impl EthercatBackend {
         fb.t_capture = t_capture;
         fb.dof = self.p.dof() as u16;
         fb.bus_rtt_ns = rtt_ns;
+        fb.held = false;
         for j in self.p.dof()..MAX_DOF {
             fb.pos_rad[j] = 0.0;
             fb.vel_rad_s[j] = 0.0;
@@ -315,6 +357,23 @@ impl EthercatBackend {
                 code: d.error_code,
             })
         })
+    }
+
+    /// The exchange's result once the frame is accounted for: a command refused before
+    /// or during encoding.
+    fn refusal(
+        &mut self,
+        refused: Option<u16>,
+        checked: Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        if let Some(joint) = refused {
+            self.stats.refused_commands += 1;
+            return Err(BackendError::InvalidCommand { joint });
+        }
+        if checked.is_err() {
+            self.stats.refused_commands += 1;
+        }
+        checked
     }
 
     fn check(&self, cmd: &Command) -> Result<(), BackendError> {
@@ -361,6 +420,7 @@ fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) {
     d.vel = l.velocity_actual.map_or(0, i32_at);
     d.torque = l.torque_actual.map_or(0, |o| u16_at(o) as i16);
     d.error_code = l.error_code.map_or(0, u16_at);
+    d.mode_display = l.mode_display.map_or(0, |o| inp[o] as i8);
 }
 
 impl Backend for EthercatBackend {
@@ -383,6 +443,7 @@ impl Backend for EthercatBackend {
         match self.bring_up() {
             Ok(()) => {
                 self.fill_feedback(now, 0, fb);
+                self.quiet_logs(true);
                 Ok(())
             }
             Err(e) => {
@@ -405,9 +466,12 @@ impl Backend for EthercatBackend {
     ///   target = actual and held there until the runtime tracks again. `QuickStop` and
     ///   `Disable` send the CiA 402 commands; a drive still ramping down in quick stop is
     ///   not disabled by a `Track` or `FaultReset` until it is at rest.
-    /// - Lost frame: `fb` keeps the last measurement (bus_rtt_ns 0), `FrameLost`. Every
-    ///   cycle rewrites every drive's outputs, so the next frame never carries a stale
-    ///   command. Late frame: `fb` is filled, `FrameLate`. A drive not in OP:
+    /// - Lost frame: `fb` keeps the last measurement (bus_rtt_ns 0, `held` set). Late
+    ///   frame: `fb` is filled. Either is ridden through (`Ok`, counted) unless the loss
+    ///   policy ([`crate::loss`]: `max_consecutive_lost`, `min_success_rate` over
+    ///   `success_window`) says to report it: then `FrameLost` / `FrameLate`. Every cycle
+    ///   rewrites every drive's outputs, so the next frame never carries a stale
+    ///   command; meanwhile the drives hold the last one they got. A drive not in OP:
     ///   `DriveMissing`; working counter off: `WorkingCounter`; a drive in fault:
     ///   `DriveFault` with 0x603F.
     fn exchange(
@@ -431,13 +495,30 @@ impl Backend for EthercatBackend {
             ),
         };
         let cycled = self.cycle();
-        if let Err(e @ (BackendError::FrameLost | BackendError::Io { .. })) = cycled {
-            // Nothing was measured: the last feedback stands, with no round trip.
-            fb.bus_rtt_ns = 0;
-            return Err(e);
+        match cycled {
+            Err(e @ BackendError::Io { .. }) => {
+                fb.bus_rtt_ns = 0;
+                return Err(e);
+            }
+            Err(BackendError::FrameLost) => {
+                // Nothing was measured: the last feedback stands, held, with no round trip.
+                self.stats.frames_lost += 1;
+                fb.bus_rtt_ns = 0;
+                fb.held = true;
+                if self.loss.record(false) == Verdict::Report {
+                    return Err(BackendError::FrameLost);
+                }
+                return self.refusal(refused, checked);
+            }
+            _ => {}
         }
         let rtt = self.io.last_rtt().unwrap_or_default();
         let rtt_ns = rtt.as_nanos() as u64;
+        let late = rtt > self.p.frame_late;
+        if late {
+            self.stats.frames_late += 1;
+        }
+        let verdict = self.loss.record(!late);
         self.stats.max_rtt_ns = self.stats.max_rtt_ns.max(rtt_ns);
         // The drives latched their inputs about half a round trip after the send.
         let sent_after = self
@@ -452,24 +533,37 @@ impl Backend for EthercatBackend {
             self.stats.drive_faults += 1;
             return Err(e);
         }
-        if rtt > self.p.frame_late {
-            self.stats.frames_late += 1;
+        if verdict == Verdict::Report {
             return Err(BackendError::FrameLate {
                 rtt_us: (rtt_ns / 1000).min(u64::from(u32::MAX)) as u32,
             });
         }
-        if let Some(joint) = refused {
-            self.stats.refused_commands += 1;
-            return Err(BackendError::InvalidCommand { joint });
-        }
-        if checked.is_err() {
-            self.stats.refused_commands += 1;
-        }
-        checked
+        self.refusal(refused, checked)
     }
 
     /// Quick stop until the drives are at rest, disable voltage, then OP -> INIT.
     fn shutdown(&mut self, _now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.quiet_logs(false);
         self.stop_and_disable().map_err(|e| e.into())
+    }
+
+    /// `bus_*`: exchanges, frames lost / late / ridden through / reported, the longest
+    /// run of lost or late frames, working-counter errors, the largest round trip (ns).
+    fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        let s = self.stats();
+        out("bus_exchanges", s.cycles);
+        out("bus_frames_lost", s.frames_lost);
+        out("bus_frames_late", s.frames_late);
+        out("bus_frames_ridden_through", s.frames_ridden_through);
+        out("bus_frames_reported", s.frames_reported);
+        out("bus_longest_loss_run", u64::from(s.longest_loss_run));
+        out("bus_wkc_errors", s.wkc_errors);
+        out("bus_max_rtt_ns", s.max_rtt_ns);
+    }
+}
+
+impl Drop for EthercatBackend {
+    fn drop(&mut self) {
+        self.quiet_logs(false);
     }
 }

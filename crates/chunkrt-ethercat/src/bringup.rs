@@ -212,7 +212,11 @@ impl EthercatBackend {
                     found_out: out,
                     need_in: l.in_len,
                     need_out: l.out_len,
-                    hint: if self.p.write_pdo {
+                    hint: if self.no_coe & (1 << i) != 0 {
+                        "the drive has no CoE mailbox, so nothing was written to it: its SII \
+                         mapping is what it runs; make ethercat.pdo.rx/tx match it, with \
+                         ethercat.pdo.write = false"
+                    } else if self.p.write_pdo {
                         "the drive did not take the mapping written to 0x1600/0x1A00"
                     } else {
                         "set ethercat.pdo.write = true, or make ethercat.pdo.rx/tx match the \
@@ -232,6 +236,8 @@ impl EthercatBackend {
                 timeout: self.p.state_timeout,
                 report: format!("process data never ran clean (last: {last})"),
             })?;
+
+        self.check_fixed_mode()?;
 
         // CiA 402: shutdown, switch on, enable operation, target = actual throughout.
         let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
@@ -273,6 +279,51 @@ impl EthercatBackend {
         }
         tracing::info!("ethercat: {n} drive(s) operation enabled, holding position");
         Ok(())
+    }
+
+    /// Drives without CoE: mode 8 travels in the process data (0x6060), so 0x6061 must show
+    /// it before any drive is enabled; a drive whose mode cannot be read is refused.
+    fn check_fixed_mode(&mut self) -> Result<(), BringUpError> {
+        let n = self.p.dof();
+        let fixed: Vec<usize> = (0..n).filter(|&i| self.no_coe & (1 << i) != 0).collect();
+        let Some(&first) = fixed.first() else {
+            return Ok(());
+        };
+        if self.p.layout.mode_display.is_none() {
+            return Err(BringUpError::Mode {
+                drive: self.id(first),
+                what: "the drive has no CoE mailbox and ethercat.pdo.tx has no `mode_display` \
+                       (0x6061): whether it runs CSP cannot be read"
+                    .into(),
+                hint: "use a drive whose fixed mapping has 0x6061 in its TxPDO (and 0x6060 in \
+                       its RxPDO), or a drive with CoE",
+            });
+        }
+        let shown = self.run_until(self.p.state_timeout, DriveRequest::Disable, |b| {
+            fixed.iter().all(|&i| b.drv[i].mode_display == MODE_CSP)
+        });
+        if shown.is_ok() {
+            return Ok(());
+        }
+        let i = fixed
+            .iter()
+            .copied()
+            .find(|&i| self.drv[i].mode_display != MODE_CSP)
+            .unwrap_or(first);
+        Err(BringUpError::Mode {
+            drive: self.id(i),
+            what: format!(
+                "modes of operation display (0x6061) shows {}, not 8 (CSP)",
+                self.drv[i].mode_display
+            ),
+            hint: if self.p.layout.mode_of_operation.is_none() {
+                "the drive has no CoE mailbox and its fixed RxPDO has no `mode_of_operation` \
+                 (0x6060), so nothing can set CSP: use a drive that maps it, or one with CoE"
+            } else {
+                "the drive did not take mode 8 written to 0x6060 in the process data: check \
+                 that it supports Cyclic Synchronous Position"
+            },
+        })
     }
 
     /// Writes the PDO mapping and mode 8 to drive `i` (PRE-OP). Drives without a CoE
@@ -344,8 +395,17 @@ impl EthercatBackend {
             Ok(()) => {}
             Err(SdoFail::Bus(e)) => return Err(e),
             Err(SdoFail::Sdo { error, .. }) if no_mailbox(&error) => {
-                tracing::warn!(
-                    "{drive}: no CoE mailbox; its SII mapping and mode stand (checked in SAFE-OP)"
+                // Nothing can be written: the SII mapping is what the drive runs, so it must
+                // be the configured one, entry for entry and in order. The mode is checked
+                // in OP, before enabling (0x6061 in the process data).
+                let mut found = [Vec::new(), Vec::new()];
+                for (k, cat) in [(0, SII_RXPDO), (1, SII_TXPDO)] {
+                    found[k] = sii_pdo_entries(&mut self.io, &self.md, &sd, cat)?;
+                }
+                check_fixed_mapping(drive, &self.p.rx, &self.p.tx, &found[0], &found[1])?;
+                self.no_coe |= 1 << i;
+                tracing::info!(
+                    "{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo"
                 );
                 return Ok(());
             }
@@ -388,6 +448,160 @@ impl EthercatBackend {
             }),
         }
     }
+}
+
+/// SII category of the RxPDOs (host to drive).
+const SII_RXPDO: u16 = 51;
+/// SII category of the TxPDOs (drive to host).
+const SII_TXPDO: u16 = 50;
+
+/// One mapped object as the SII declares it: index, subindex, bits.
+type SiiEntry = (u16, u8, u8);
+
+/// The entries of every PDO in SII category `cat` that is assigned to a sync manager, in
+/// order (ETG.2010: categories from word 0x40, each a type and a size in words; a PDO is 8
+/// bytes of header, then 8 bytes per entry).
+fn sii_pdo_entries(
+    io: &mut Io,
+    md: &MainDevice<'_>,
+    sd: &SubDevice,
+    cat: u16,
+) -> Result<Vec<SiiEntry>, BringUpError> {
+    let t = Duration::from_secs(2);
+    let read = |io: &mut Io, word: u16, buf: &mut [u8]| -> Result<(), BringUpError> {
+        match step(
+            io,
+            "SII PDO categories",
+            t,
+            sd.eeprom_read_raw(md, word, buf),
+        )? {
+            Ok(n) if n >= buf.len() => Ok(()),
+            Ok(n) => Err(BringUpError::Bus {
+                step: "SII PDO categories",
+                wire: io.describe(),
+                reason: format!("{n} bytes read at word {word:#06x}, {} asked", buf.len()),
+            }),
+            Err(e) => Err(BringUpError::Bus {
+                step: "SII PDO categories",
+                wire: io.describe(),
+                reason: e.to_string(),
+            }),
+        }
+    };
+    let mut entries = Vec::new();
+    let mut word: u16 = 0x40;
+    // At most 64 categories: a corrupt EEPROM cannot loop forever.
+    for _ in 0..64 {
+        let mut head = [0u8; 4];
+        read(io, word, &mut head)?;
+        let kind = u16::from_le_bytes([head[0], head[1]]);
+        let words = u16::from_le_bytes([head[2], head[3]]);
+        if kind == 0xFFFF || kind == 0 {
+            break;
+        }
+        if kind == cat && words > 0 {
+            let mut data = vec![0u8; usize::from(words) * 2];
+            read(io, word + 2, &mut data)?;
+            let mut o = 0;
+            while o + 8 <= data.len() {
+                let count = usize::from(data[o + 2]);
+                let sm = data[o + 3];
+                o += 8;
+                for _ in 0..count {
+                    let Some(e) = data.get(o..o + 8) else { break };
+                    if sm != 0xFF {
+                        entries.push((u16::from_le_bytes([e[0], e[1]]), e[2], e[5]));
+                    }
+                    o += 8;
+                }
+            }
+        }
+        word = word.saturating_add(2 + words);
+    }
+    Ok(entries)
+}
+
+/// How an SII entry reads in a message: the config's name where it has one.
+fn sii_name(&(index, sub, bits): &SiiEntry) -> String {
+    match known_entry(index, sub, bits) {
+        Some(e) => format!("\"{}\"", chunkrt_config::entry_name(e)),
+        None if index == 0 => format!("{bits} bits of padding"),
+        None => format!("{index:#06x}:{sub:02x} ({bits} bits)"),
+    }
+}
+
+/// The config entry an SII entry is, if chunkrt decodes it.
+fn known_entry(index: u16, sub: u8, bits: u8) -> Option<PdoEntry> {
+    use PdoEntry::*;
+    [
+        Controlword,
+        TargetPosition,
+        VelocityOffset,
+        ModeOfOperation,
+        Statusword,
+        PositionActual,
+        VelocityActual,
+        TorqueActual,
+        ErrorCode,
+        ModeDisplay,
+    ]
+    .into_iter()
+    .find(|e| e.index() == index && sub == 0 && e.bits() == bits)
+}
+
+/// The fixed (SII) mapping of a drive without CoE against the config's lists.
+fn check_fixed_mapping(
+    drive: DriveId,
+    rx: &[PdoEntry],
+    tx: &[PdoEntry],
+    sii_rx: &[SiiEntry],
+    sii_tx: &[SiiEntry],
+) -> Result<(), BringUpError> {
+    let same = |want: &[PdoEntry], found: &[SiiEntry]| {
+        want.len() == found.len()
+            && want
+                .iter()
+                .zip(found)
+                .all(|(w, &(i, s, b))| known_entry(i, s, b) == Some(*w))
+    };
+    let list = |v: &[SiiEntry]| v.iter().map(sii_name).collect::<Vec<_>>().join(", ");
+    for (dir, want, found) in [("rx", rx, sii_rx), ("tx", tx, sii_tx)] {
+        if same(want, found) {
+            continue;
+        }
+        let unknown: Vec<String> = sii_rx
+            .iter()
+            .chain(sii_tx)
+            .filter(|&&(i, s, b)| known_entry(i, s, b).is_none())
+            .map(sii_name)
+            .collect();
+        let hint = if unknown.is_empty() {
+            format!(
+                "set ethercat.pdo.write = false, rx = [{}] and tx = [{}] (the drive's fixed lists)",
+                list(sii_rx),
+                list(sii_tx)
+            )
+        } else {
+            format!(
+                "the drive's fixed mapping holds objects chunkrt does not decode ({}): use a \
+                 drive with CoE, or one whose fixed mapping holds only the entries \
+                 ethercat.pdo knows",
+                unknown.join(", ")
+            )
+        };
+        return Err(BringUpError::FixedMapping {
+            drive,
+            dir,
+            found: list(found),
+            want: want
+                .iter()
+                .map(|e| format!("\"{}\"", chunkrt_config::entry_name(*e)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            hint,
+        });
+    }
+    Ok(())
 }
 
 /// Runs an AL transition; on failure reads every drive's AL state and status code.

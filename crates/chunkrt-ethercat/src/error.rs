@@ -105,6 +105,34 @@ pub enum BringUpError {
         /// What to change.
         hint: &'static str,
     },
+    /// A drive without CoE has a fixed (SII) mapping that differs from the configured one.
+    #[error(
+        "{drive}: the drive has no CoE mailbox, so its PDO mapping is fixed (SII) and nothing \
+         can be written to it: the drive's {dir} mapping is [{found}], ethercat.pdo.{dir} asks \
+         for [{want}]; {hint}"
+    )]
+    FixedMapping {
+        /// The drive.
+        drive: DriveId,
+        /// `rx` or `tx`.
+        dir: &'static str,
+        /// What the drive's SII declares, in order.
+        found: String,
+        /// What the config asks, in order.
+        want: String,
+        /// The fix.
+        hint: String,
+    },
+    /// The drive does not run CSP, or cannot be shown to.
+    #[error("{drive}: {what}; {hint}")]
+    Mode {
+        /// The drive.
+        drive: DriveId,
+        /// What the drive shows (or why it cannot be read).
+        what: String,
+        /// The fix.
+        hint: &'static str,
+    },
     /// An AL state transition did not complete.
     #[error("{step} did not complete within {timeout:?}: {report}")]
     State {

@@ -16,6 +16,7 @@ pub mod bus;
 pub mod cia402;
 pub mod error;
 pub mod group;
+pub mod loss;
 pub mod params;
 mod teardown;
 pub mod units;

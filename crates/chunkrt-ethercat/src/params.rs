@@ -45,6 +45,8 @@ pub struct PdoLayout {
     pub torque_actual: Option<usize>,
     /// 0x603F, when mapped.
     pub error_code: Option<usize>,
+    /// 0x6061, when mapped.
+    pub mode_display: Option<usize>,
     /// Bytes of inputs.
     pub in_len: usize,
 }
@@ -73,6 +75,7 @@ impl PdoLayout {
                 PdoEntry::VelocityActual => l.velocity_actual = Some(o),
                 PdoEntry::TorqueActual => l.torque_actual = Some(o),
                 PdoEntry::ErrorCode => l.error_code = Some(o),
+                PdoEntry::ModeDisplay => l.mode_display = Some(o),
                 _ => {}
             }
             o += usize::from(e.bits() / 8);
@@ -95,6 +98,13 @@ pub struct EthercatParams {
     pub frame_timeout: Duration,
     /// Reply after this long: frame late.
     pub frame_late: Duration,
+    /// Lost or late frames in a row ridden through before one is reported.
+    pub max_consecutive_lost: u32,
+    /// Lowest share of on-time frames over `success_window` frames before lost or late
+    /// frames are reported.
+    pub min_success_rate: f64,
+    /// Frames the success rate is measured over (1 to 1024).
+    pub success_window: u32,
     /// Each AL state transition.
     pub state_timeout: Duration,
     /// The CiA 402 enable sequence at bring-up (and at shutdown, the stop).
@@ -136,6 +146,9 @@ impl EthercatParams {
             dc_sync0: ec.dc_sync0,
             frame_timeout: ms(ec.frame_timeout_ms(period_ms)),
             frame_late: ms(ec.frame_late_ms(period_ms)),
+            max_consecutive_lost: ec.max_consecutive_lost(period_ms),
+            min_success_rate: ec.min_success_rate,
+            success_window: ec.success_window,
             state_timeout: ms(ec.state_timeout_ms),
             enable_timeout: ms(ec.enable_timeout_ms),
             sdo_timeout: ms(ec.sdo_timeout_ms),

@@ -75,6 +75,9 @@ pub struct RunOutcome {
     pub report: Report,
     /// Whether the inference thread panicked.
     pub inference_panicked: Option<String>,
+    /// Why the backend's shutdown failed (drives not disabled, bus not back in INIT):
+    /// the arm may still be powered; also in the report as `shutdown_error`.
+    pub shutdown_error: Option<String>,
     /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
     pub metrics: MetricSet,
 }
@@ -278,6 +281,14 @@ impl Runtime {
         let (mut control, host, t0, t1) = control_handle
             .join()
             .map_err(|_| RunError::Thread("the control thread panicked".into()))?;
+        // No process data reaches the drives from here on: shut them down before anything
+        // else is joined (a drive's SM watchdog, typically 100 ms, would otherwise take it
+        // out of OP while the inference and telemetry threads finish).
+        let shutdown_error = control
+            .backend
+            .shutdown(os::now())
+            .err()
+            .map(|e| e.to_string());
         stop_inference.store(true, Ordering::Release);
         let inference_exit = inference_handle
             .join()
@@ -288,7 +299,6 @@ impl Runtime {
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();
-        let shutdown_error = control.backend.shutdown(os::now()).err();
 
         let metrics = collector.metrics().clone();
         let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
@@ -298,10 +308,11 @@ impl Runtime {
             crate::inject::describe(&cfg.inject, &control, &inject_counts),
         );
         record_handoff(&mut report, &control, &handoff, unread_at_end);
-        if let Some(e) = shutdown_error {
-            report
-                .extra
-                .insert("shutdown_error".into(), json!(e.to_string()));
+        control.backend.counters(&mut |name, value| {
+            report.counters.insert(name.into(), value);
+        });
+        if let Some(e) = &shutdown_error {
+            report.extra.insert("shutdown_error".into(), json!(e));
         }
         if let Some(e) = log_error {
             report.extra.insert("log_error".into(), json!(e));
@@ -326,6 +337,7 @@ impl Runtime {
         Ok(RunOutcome {
             report,
             inference_panicked,
+            shutdown_error,
             metrics,
         })
     }
