@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/setup.sh >/dev/null
 cargo build --release --quiet -p chunkrt-cli
-exec ./target/release/chunkrt run --config rt-config/sim.toml --duration 10s --out runs/demo "$@"
+exec ./target/release/chunkrt run --config rt-config/sim.toml --duration 10s --out runs/demo --overwrite "$@"

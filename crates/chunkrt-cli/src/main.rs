@@ -2,7 +2,11 @@
 //!
 //! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
 //! configuration or bring-up error (nothing was moved); 3 the policy failed
-//! (panicked) during the run and the arm was brought to rest.
+//! (panicked) during the run and the arm was brought to rest; 4 the run ended
+//! normally (arm brought to rest) but its records are incomplete: a write to
+//! `--out` failed, e.g. the disk filled (stderr and `report.json`'s `log_error`
+//! say which). A closed stdout or stderr is not an error: console output is
+//! dropped, the run and its files are unaffected.
 
 mod args;
 mod bench;
@@ -21,6 +25,9 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_FAIL: u8 = 1;
 /// Exit status when the policy failed during the run (the arm was brought to rest).
 pub const EXIT_POLICY_FAILED: u8 = 3;
+/// Exit status when the run ended normally but its records in `--out` are
+/// incomplete (a write failed, e.g. the disk filled).
+pub const EXIT_RECORDS_INCOMPLETE: u8 = 4;
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
@@ -42,7 +49,7 @@ fn main() -> ExitCode {
     match run::dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("chunkrt: error: {e:#}");
+            run::console::err(&format!("chunkrt: error: {e:#}"));
             ExitCode::from(EXIT_USAGE)
         }
     }

@@ -300,6 +300,10 @@ pub struct TelemetryConfig {
     /// Live status line period (0: off).
     #[serde(default = "default_status")]
     pub status_interval_ms: f64,
+    /// Most bytes `gate.jsonl` may hold (MiB); gate runs beyond it are counted in
+    /// the report (`gate_log_lines_cut`, `gate_log_repeats_cut`), not written.
+    #[serde(default = "default_gate_log_max_mb")]
+    pub gate_log_max_mb: f64,
 }
 
 impl Default for TelemetryConfig {
@@ -308,6 +312,7 @@ impl Default for TelemetryConfig {
             ring_capacity: default_ring(),
             drain_interval_ms: default_drain(),
             status_interval_ms: default_status(),
+            gate_log_max_mb: default_gate_log_max_mb(),
         }
     }
 }
@@ -383,4 +388,7 @@ fn default_drain() -> f64 {
 }
 fn default_status() -> f64 {
     1000.0
+}
+fn default_gate_log_max_mb() -> f64 {
+    64.0
 }

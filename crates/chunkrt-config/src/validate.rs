@@ -111,6 +111,12 @@ impl Config {
             0.0,
             60_000.0,
         )?;
+        range(
+            "telemetry.gate_log_max_mb",
+            self.telemetry.gate_log_max_mb,
+            0.0,
+            1_000_000.0,
+        )?;
         self.inject.validate(self.control.period_ms)?;
         Ok(())
     }

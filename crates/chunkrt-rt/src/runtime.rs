@@ -77,6 +77,9 @@ pub struct RunOutcome {
     pub inference_panicked: Option<String>,
     /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
     pub metrics: MetricSet,
+    /// Why the records in the output directory are incomplete (a log or the report
+    /// could not be written, e.g. the disk filled); the run itself went on.
+    pub records_error: Option<String>,
 }
 
 /// Everything a run needs, built from a config; tests may swap the backend or policy.
@@ -148,13 +151,13 @@ impl Runtime {
         control = crate::inject::attach(control, &cfg.inject, &first);
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
-        let collector =
-            Collector::new(period_ns, t_start, opts.out_dir.as_deref()).map_err(|e| {
-                RunError::Output {
-                    dir: opts.out_dir.clone().unwrap_or_default(),
-                    message: e.to_string(),
-                }
-            })?;
+        let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
+        let collector = Collector::new(period_ns, t_start, opts.out_dir.as_deref())
+            .map_err(|e| RunError::Output {
+                dir: opts.out_dir.clone().unwrap_or_default(),
+                message: e.to_string(),
+            })?
+            .with_gate_log_cap(gate_log_cap);
 
         let stop_inference = Arc::new(AtomicBool::new(false));
         let policy_failed = Arc::new(AtomicBool::new(false));
@@ -202,9 +205,15 @@ impl Runtime {
                     if finished {
                         break;
                     }
+                    collector.flush_logs();
+                    if let Some(e) = collector.new_log_error() {
+                        console_line(&format!(
+                            "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
+                        ));
+                    }
                     let now = os::now();
                     if live && now >= next_status {
-                        eprintln!("{}", collector.status_line(now));
+                        console_line(&collector.status_line(now));
                         next_status = now.add_ns(status_ns);
                     }
                     os::sleep_until(now.add_ns(drain_ns));
@@ -267,8 +276,10 @@ impl Runtime {
                 .extra
                 .insert("shutdown_error".into(), json!(e.to_string()));
         }
+        let mut records_error = None;
         if let Some(e) = log_error {
             report.extra.insert("log_error".into(), json!(e));
+            records_error = Some(e);
         }
         let inference_panicked = match inference_exit {
             InferenceExit::Panicked(msg) => {
@@ -280,19 +291,28 @@ impl Runtime {
             InferenceExit::Stopped => None,
         };
         if let Some(dir) = &opts.out_dir {
-            std::fs::write(dir.join("report.json"), report.to_json()).map_err(|e| {
-                RunError::Output {
-                    dir: dir.clone(),
-                    message: format!("writing report.json: {e}"),
-                }
-            })?;
+            if let Err(e) = chunkrt_telemetry::outdir::write_report(dir, &report.to_json()) {
+                let e = format!("writing {}: {e}", dir.join("report.json").display());
+                records_error = Some(match records_error {
+                    Some(first) => format!("{first}; {e}"),
+                    None => e,
+                });
+            }
         }
         Ok(RunOutcome {
             report,
             inference_panicked,
             metrics,
+            records_error,
         })
     }
+}
+
+/// One line on stderr that may fail: a closed pipe (`| head`) or a closed stderr
+/// must not stop the telemetry thread, so the line is dropped instead.
+fn console_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Real-time set-up of the control thread.

@@ -1,5 +1,6 @@
 //! The telemetry thread's state: drains the rings into histograms, counters and logs.
 
+use crate::logfile::JsonlLog;
 use crate::metrics::{Metric, MetricSet};
 use crate::records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 use crate::report::{summarize, HostInfo, Report, SCHEMA_VERSION};
@@ -8,8 +9,6 @@ use chunkrt_core::gate::CONSTRAINT_COUNT;
 use chunkrt_core::{Constraint, Intervention, Mode, MonoTime, MAX_DOF};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Most events kept in the report (all of them go to `events.jsonl`).
@@ -79,8 +78,10 @@ pub struct Collector {
     last_wake: Option<MonoTime>,
     counters: BTreeMap<&'static str, u64>,
     events: Vec<EventRecord>,
-    gate_log: Option<BufWriter<File>>,
-    event_log: Option<BufWriter<File>>,
+    gate_log: Option<JsonlLog>,
+    event_log: Option<JsonlLog>,
+    /// Gate interventions (`repeats`) in the gate runs that the cap cut.
+    gate_repeats_cut: u64,
     gate_runs: [[Option<GateRun>; CONSTRAINT_COUNT]; MAX_DOF],
     last_event_t: Option<MonoTime>,
     last_mode: u8,
@@ -91,11 +92,11 @@ pub struct Collector {
 
 impl Collector {
     /// A collector for a loop of period `period_ns` started at `t0`; with `out_dir`
-    /// it writes `gate.jsonl` and `events.jsonl` there.
+    /// it writes `gate.jsonl` and `events.jsonl` there (see [`JsonlLog`]).
     pub fn new(period_ns: u64, t0: MonoTime, out_dir: Option<&Path>) -> std::io::Result<Self> {
-        let open = |name: &str| -> std::io::Result<Option<BufWriter<File>>> {
+        let open = |name: &str| -> std::io::Result<Option<JsonlLog>> {
             match out_dir {
-                Some(d) => Ok(Some(BufWriter::new(File::create(d.join(name))?))),
+                Some(d) => Ok(Some(JsonlLog::create(&d.join(name), u64::MAX)?)),
                 None => Ok(None),
             }
         };
@@ -130,6 +131,7 @@ impl Collector {
             events: Vec::with_capacity(MAX_REPORT_EVENTS),
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
+            gate_repeats_cut: 0,
             gate_runs: Default::default(),
             last_event_t: None,
             last_mode: u8::MAX,
@@ -137,6 +139,34 @@ impl Collector {
             max_track_err_rad: 0.0,
             log_error: None,
         })
+    }
+
+    /// Caps `gate.jsonl` at `bytes` (`telemetry.gate_log_max_mb`).
+    pub fn with_gate_log_cap(mut self, bytes: u64) -> Self {
+        if let Some(log) = &mut self.gate_log {
+            log.set_cap(bytes);
+        }
+        self
+    }
+
+    /// Writes the log lines queued so far; the telemetry thread calls it after each
+    /// drain, so a killed run loses at most one drain interval of lines.
+    pub fn flush_logs(&mut self) {
+        for log in [self.gate_log.as_mut(), self.event_log.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            log.flush();
+        }
+    }
+
+    /// A write error that has not been reported yet (say it on stderr: the run goes
+    /// on, the file's later lines are counted as lost).
+    pub fn new_log_error(&mut self) -> Option<String> {
+        [self.gate_log.as_mut(), self.event_log.as_mut()]
+            .into_iter()
+            .flatten()
+            .find_map(|log| log.take_new_error().map(str::to_string))
     }
 
     fn bump(&mut self, k: &'static str, by: u64) {
@@ -360,9 +390,50 @@ impl Collector {
             LogFile::Event => self.event_log.as_mut(),
         };
         if let Some(w) = w {
-            if let Err(e) = writeln!(w, "{v}") {
+            let cut_before = w.counts().lines_cut;
+            w.write_line(v);
+            if w.counts().lines_cut > cut_before {
+                self.gate_repeats_cut += v.get("repeats").and_then(|r| r.as_u64()).unwrap_or(1);
+            }
+        }
+    }
+
+    /// What the logs wrote, cut and lost, in the report's counters and `logs` block.
+    fn log_summary(&mut self, report: &mut Report) {
+        let mut block = serde_json::Map::new();
+        for (name, key, log) in [
+            ("gate.jsonl", "gate_log", self.gate_log.as_ref()),
+            ("events.jsonl", "events_log", self.event_log.as_ref()),
+        ] {
+            let Some(log) = log else { continue };
+            let c = log.counts();
+            report
+                .counters
+                .insert(format!("{key}_lines_lost"), c.lines_lost);
+            if key == "gate_log" {
+                report
+                    .counters
+                    .insert("gate_log_lines_cut".into(), c.lines_cut);
+                report
+                    .counters
+                    .insert("gate_log_repeats_cut".into(), self.gate_repeats_cut);
+            }
+            block.insert(
+                name.into(),
+                json!({
+                    "lines": c.lines_written,
+                    "bytes": c.bytes_written,
+                    "lines_cut": c.lines_cut,
+                    "lines_lost": c.lines_lost,
+                    "error": log.error(),
+                }),
+            );
+            if let Some(e) = log.error() {
                 self.log_error.get_or_insert_with(|| e.to_string());
             }
+        }
+        if !block.is_empty() {
+            report.extra.insert("logs".into(), block.into());
         }
     }
 
@@ -397,14 +468,7 @@ impl Collector {
     /// Closes the logs and builds the report.
     pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
         self.flush_gate_runs_before(None);
-        for w in [self.gate_log.as_mut(), self.event_log.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            if let Err(e) = w.flush() {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
-        }
+        self.flush_logs();
         let events = self.events.iter().map(|e| self.event_json(e)).collect();
         let mut report = Report {
             schema: SCHEMA_VERSION,
@@ -424,6 +488,7 @@ impl Collector {
             "tracking".into(),
             json!({ "max_err_rad": self.max_track_err_rad }),
         );
+        self.log_summary(&mut report);
         (report, self.log_error)
     }
 }
