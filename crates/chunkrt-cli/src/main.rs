@@ -41,6 +41,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Its default answer to a failed write is `eprintln!`, which panics on a
+        // closed stderr (`2>&1 | head`, an SSH drop): in whatever thread logged,
+        // the control thread included. A lost log line is not worth a stop.
+        .log_internal_errors(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CHUNKRT_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -171,6 +171,33 @@ fn a_closed_stderr_mid_run_does_not_stop_telemetry_or_the_records() {
 }
 
 #[test]
+fn a_warning_logged_into_a_closed_stderr_does_not_stop_the_control_thread() {
+    // The control thread warns when it cannot be pinned (no CPU 1000); the log
+    // line must be dropped, not turned into a panic on the control thread.
+    let dir = temp_dir("warn");
+    let out = dir.join("run");
+    let config = gated_config(&dir, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let pinned = "cpu = 1           ";
+    assert!(text.contains(pinned), "sim-scripted.toml changed");
+    std::fs::write(&config, text.replacen(pinned, "cpu = 1000        ", 1)).unwrap();
+    let mut child = run_cmd(&config, &out, "2s")
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let code = wait(&mut child, Duration::from_secs(60));
+    assert_eq!(
+        code,
+        Some(0),
+        "exit status with a warning into a closed stderr"
+    );
+    assert_complete_run(&out);
+}
+
+#[test]
 fn output_through_head_2_runs_to_the_end_and_exits_0() {
     // What a user types: both streams into `head -2`, which exits after two lines.
     let dir = temp_dir("head");
