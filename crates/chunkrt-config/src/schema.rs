@@ -304,6 +304,18 @@ pub struct TelemetryConfig {
     /// the report (`gate_log_lines_cut`, `gate_log_repeats_cut`), not written.
     #[serde(default = "default_gate_log_max_mb")]
     pub gate_log_max_mb: f64,
+    /// Write the full-rate recording (`recording.mcap`) in the output directory.
+    #[serde(default = "yes")]
+    pub record: bool,
+    /// A recording segment is closed and the next started past this size (MiB).
+    #[serde(default = "default_record_segment_mb")]
+    pub record_segment_mb: f64,
+    /// ... or past this long (s).
+    #[serde(default = "default_record_segment_s")]
+    pub record_segment_s: f64,
+    /// Nothing more is recorded past this size in all (MiB); the rest is counted.
+    #[serde(default = "default_record_max_mb")]
+    pub record_max_mb: f64,
 }
 
 impl Default for TelemetryConfig {
@@ -313,6 +325,10 @@ impl Default for TelemetryConfig {
             drain_interval_ms: default_drain(),
             status_interval_ms: default_status(),
             gate_log_max_mb: default_gate_log_max_mb(),
+            record: true,
+            record_segment_mb: default_record_segment_mb(),
+            record_segment_s: default_record_segment_s(),
+            record_max_mb: default_record_max_mb(),
         }
     }
 }
@@ -391,4 +407,13 @@ fn default_status() -> f64 {
 }
 fn default_gate_log_max_mb() -> f64 {
     64.0
+}
+fn default_record_segment_mb() -> f64 {
+    512.0
+}
+fn default_record_segment_s() -> f64 {
+    3600.0
+}
+fn default_record_max_mb() -> f64 {
+    8192.0
 }

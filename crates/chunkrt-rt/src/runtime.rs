@@ -158,6 +158,10 @@ impl Runtime {
                 message: e.to_string(),
             })?
             .with_gate_log_cap(gate_log_cap);
+        let collector = match (&opts.out_dir, cfg.telemetry.record) {
+            (Some(dir), true) => collector.with_recorder(recorder(&cfg, dir, t_start)?),
+            _ => collector,
+        };
 
         let stop_inference = Arc::new(AtomicBool::new(false));
         let policy_failed = Arc::new(AtomicBool::new(false));
@@ -306,6 +310,36 @@ impl Runtime {
             records_error,
         })
     }
+}
+
+/// The full-rate recording in `dir` (`recording.mcap`), limits from `[telemetry]`.
+fn recorder(
+    cfg: &Config,
+    dir: &std::path::Path,
+    t_start: MonoTime,
+) -> Result<chunkrt_telemetry::recording::Recorder, RunError> {
+    use chunkrt_telemetry::recording::{ClockInfo, Recorder, RecordingLimits};
+    let mib = |v: f64| (v * (1u64 << 20) as f64) as u64;
+    let t = &cfg.telemetry;
+    let limits = RecordingLimits {
+        segment_bytes: mib(t.record_segment_mb),
+        segment_ns: (t.record_segment_s * 1e9) as u64,
+        total_bytes: mib(t.record_max_mb),
+    };
+    let wall_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    let clock = ClockInfo {
+        t0: t_start,
+        wall_minus_mono_ns: wall_ns - os::now().0 as i64,
+    };
+    Recorder::create(&dir.join("recording.mcap"), limits, clock).map_err(|message| {
+        RunError::Output {
+            dir: dir.to_path_buf(),
+            message,
+        }
+    })
 }
 
 /// One line on stderr that may fail: a closed pipe (`| head`) or a closed stderr

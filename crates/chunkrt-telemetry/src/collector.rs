@@ -2,6 +2,7 @@
 
 use crate::logfile::JsonlLog;
 use crate::metrics::{Metric, MetricSet};
+use crate::recording::Recorder;
 use crate::records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 use crate::report::{summarize, HostInfo, Report, SCHEMA_VERSION};
 use crate::rings::RingConsumers;
@@ -82,6 +83,7 @@ pub struct Collector {
     event_log: Option<JsonlLog>,
     /// Gate interventions (`repeats`) in the gate runs that the cap cut.
     gate_repeats_cut: u64,
+    recorder: Option<Recorder>,
     gate_runs: [[Option<GateRun>; CONSTRAINT_COUNT]; MAX_DOF],
     last_event_t: Option<MonoTime>,
     last_mode: u8,
@@ -132,6 +134,7 @@ impl Collector {
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
             gate_repeats_cut: 0,
+            recorder: None,
             gate_runs: Default::default(),
             last_event_t: None,
             last_mode: u8::MAX,
@@ -146,6 +149,12 @@ impl Collector {
         if let Some(log) = &mut self.gate_log {
             log.set_cap(bytes);
         }
+        self
+    }
+
+    /// Records every cycle, inference call and event in `recorder` (MCAP).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
         self
     }
 
@@ -249,9 +258,15 @@ impl Collector {
             self.max_track_err_rad = r.track_err_rad;
         }
         self.last_mode = r.mode;
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.cycle(r);
+        }
     }
 
     fn on_infer(&mut self, r: &InferRecord) {
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.inference(r);
+        }
         match r.status {
             InferStatus::Published => self.bump("chunks_published", 1),
             InferStatus::Failed => self.bump("inference_errors", 1),
@@ -275,6 +290,12 @@ impl Collector {
     }
 
     fn on_event(&mut self, e: &EventRecord) {
+        if self.recorder.is_some() {
+            let v = self.event_json(e);
+            if let Some(rec) = self.recorder.as_mut() {
+                rec.event(&v);
+            }
+        }
         match e {
             EventRecord::Gate { t, intervention } => {
                 self.last_event_t = Some(*t);
@@ -398,6 +419,44 @@ impl Collector {
         }
     }
 
+    /// What the recording wrote and dropped, in the counters and a `recording` block.
+    fn recording_summary(&mut self, report: &mut Report) {
+        let Some(rec) = self.recorder.take() else {
+            return;
+        };
+        let s = rec.finish();
+        let written: u64 = s.messages.values().sum();
+        for (k, v) in [
+            ("recording_messages", written),
+            ("recording_dropped", s.dropped),
+            ("recording_segments", s.files.len() as u64),
+        ] {
+            report.counters.insert(k.into(), v);
+        }
+        let files: Vec<String> = s
+            .files
+            .iter()
+            .map(|f| {
+                f.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        report.extra.insert(
+            "recording".into(),
+            json!({
+                "files": files,
+                "messages": s.messages,
+                "dropped": s.dropped,
+                "bytes": s.bytes,
+                "error": s.error,
+            }),
+        );
+        if let Some(e) = s.error {
+            self.log_error.get_or_insert(e);
+        }
+    }
+
     /// What the logs wrote, cut and lost, in the report's counters and `logs` block.
     fn log_summary(&mut self, report: &mut Report) {
         let mut block = serde_json::Map::new();
@@ -489,6 +548,7 @@ impl Collector {
             json!({ "max_err_rad": self.max_track_err_rad }),
         );
         self.log_summary(&mut report);
+        self.recording_summary(&mut report);
         (report, self.log_error)
     }
 }

@@ -15,6 +15,7 @@ pub mod logfile;
 pub mod metrics;
 pub mod outdir;
 pub mod plot;
+pub mod recording;
 pub mod records;
 pub mod report;
 pub mod rings;

@@ -11,8 +11,14 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Files a run writes; a directory holding any of them holds a run.
-pub const RUN_FILES: &[&str] = &["report.json", "events.jsonl", "gate.jsonl"];
+/// Files a run writes; a directory holding any of them holds a run (later
+/// recording segments, `recording.N.mcap`, go with `recording.mcap`).
+pub const RUN_FILES: &[&str] = &[
+    "report.json",
+    "events.jsonl",
+    "gate.jsonl",
+    "recording.mcap",
+];
 
 /// Name of the reserve file kept in the directory during a run.
 pub const RESERVE_NAME: &str = ".chunkrt-reserve";
@@ -32,7 +38,17 @@ pub fn run_files_in(dir: &Path) -> Vec<&'static str> {
 
 /// Removes a previous run's files (and a reserve a killed run left behind).
 pub fn clear_run(dir: &Path) -> std::io::Result<()> {
-    for f in RUN_FILES.iter().chain([&RESERVE_NAME]) {
+    let segments: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("recording.") && n.ends_with(".mcap"))
+        .collect();
+    let names = RUN_FILES
+        .iter()
+        .map(|s| s.to_string())
+        .chain([RESERVE_NAME.to_string()])
+        .chain(segments);
+    for f in names {
         match std::fs::remove_file(dir.join(f)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}

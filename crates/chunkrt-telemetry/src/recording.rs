@@ -1,0 +1,436 @@
+//! The full-rate recording: every cycle, inference call and event of a run in MCAP
+//! (`recording.mcap` in the output directory), written by the telemetry thread from
+//! what it drains; the control thread never waits on it.
+//!
+//! Messages are JSON with a JSON-schema per channel (`/chunkrt/cycle`,
+//! `/chunkrt/inference`, `/chunkrt/events`), which Foxglove and PlotJuggler open
+//! without plug-ins. Log and publish times are `CLOCK_MONOTONIC` nanoseconds; the
+//! `chunkrt.clock` metadata record gives the wall-clock offset. The recording is
+//! split into segments (`recording.mcap`, `recording.1.mcap`, ...) by size and by
+//! duration, and stops at a total size; what it could not write is counted.
+
+use crate::collector::mode_name;
+use crate::records::{CycleRecord, InferRecord, InferStatus};
+use chunkrt_core::MonoTime;
+use mcap::records::{MessageHeader, Metadata};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+/// Topic of the per-cycle messages.
+pub const TOPIC_CYCLE: &str = "/chunkrt/cycle";
+/// Topic of the per-inference-call messages.
+pub const TOPIC_INFERENCE: &str = "/chunkrt/inference";
+/// Topic of the events (the lines of `events.jsonl`).
+pub const TOPIC_EVENTS: &str = "/chunkrt/events";
+
+/// Bytes an MCAP message record adds to its payload (opcode, length, header).
+const MESSAGE_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
+
+/// How big and how long a recording may grow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecordingLimits {
+    /// A segment is closed and the next one started past this many bytes.
+    pub segment_bytes: u64,
+    /// ... or past this much monotonic time since the segment's first message.
+    pub segment_ns: u64,
+    /// Nothing more is written past this many bytes in all (counted as dropped).
+    pub total_bytes: u64,
+}
+
+/// Where the recording's clock stands against the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockInfo {
+    /// The run's start on `CLOCK_MONOTONIC`.
+    pub t0: MonoTime,
+    /// Wall clock (Unix time, ns) minus `CLOCK_MONOTONIC` (ns), taken at start.
+    pub wall_minus_mono_ns: i64,
+}
+
+/// What a recording wrote and dropped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordingSummary {
+    /// Segment files, in order.
+    pub files: Vec<PathBuf>,
+    /// Messages written per topic.
+    pub messages: BTreeMap<&'static str, u64>,
+    /// Messages not written (total size reached, or a write failed).
+    pub dropped: u64,
+    /// Bytes written (estimated from the payloads), all segments.
+    pub bytes: u64,
+    /// The first error, if any.
+    pub error: Option<String>,
+}
+
+struct Segment {
+    writer: mcap::Writer<BufWriter<File>>,
+    channels: [u16; 3],
+    bytes: u64,
+    t_first: Option<MonoTime>,
+}
+
+/// Writes the recording; owned by the telemetry thread.
+pub struct Recorder {
+    base: PathBuf,
+    limits: RecordingLimits,
+    clock: ClockInfo,
+    segment: Option<Segment>,
+    summary: RecordingSummary,
+    sequence: u32,
+    full: bool,
+}
+
+const CYCLE_SCHEMA: &str = r#"{
+  "title": "chunkrt.Cycle", "type": "object",
+  "properties": {
+    "t_s": {"type": "number", "description": "wake time, s since the run's start"},
+    "cycle": {"type": "integer"},
+    "mode": {"type": "string"},
+    "mode_id": {"type": "integer"},
+    "gate_mask": {"type": "integer", "description": "bit i: constraint i acted"},
+    "chunk_seq": {"type": "integer"},
+    "chunk_age_ms": {"type": "number"},
+    "wake_latency_us": {"type": "number"},
+    "cycle_time_us": {"type": "number"},
+    "missed": {"type": "integer"},
+    "bus_rtt_us": {"type": "number"},
+    "backend_error": {"type": "boolean"},
+    "track_err_rad": {"type": "number"}
+  }
+}"#;
+
+const INFERENCE_SCHEMA: &str = r#"{
+  "title": "chunkrt.Inference", "type": "object",
+  "properties": {
+    "t_s": {"type": "number", "description": "end of the call, s since the run's start"},
+    "seq": {"type": "integer"},
+    "status": {"type": "string"},
+    "t_obs_s": {"type": "number"},
+    "t_begin_s": {"type": "number"},
+    "latency_ms": {"type": "number", "description": "observation to chunk"},
+    "steps": {"type": "integer"},
+    "steps_nominal": {"type": "integer"},
+    "out_of_domain": {"type": "boolean"}
+  }
+}"#;
+
+const EVENT_SCHEMA: &str = r#"{
+  "title": "chunkrt.Event", "type": "object",
+  "properties": {
+    "t_s": {"type": "number"},
+    "event": {"type": "string", "description": "mode, chunk_rejected, backend_error, gate, ..."}
+  }
+}"#;
+
+impl Recorder {
+    /// A recording whose first segment is `path` (`recording.mcap`); later segments
+    /// insert their number before the extension.
+    pub fn create(path: &Path, limits: RecordingLimits, clock: ClockInfo) -> Result<Self, String> {
+        let mut r = Recorder {
+            base: path.to_path_buf(),
+            limits,
+            clock,
+            segment: None,
+            summary: RecordingSummary::default(),
+            sequence: 0,
+            full: false,
+        };
+        r.open_segment()?;
+        Ok(r)
+    }
+
+    fn segment_path(&self, n: usize) -> PathBuf {
+        if n == 0 {
+            return self.base.clone();
+        }
+        let stem = self
+            .base
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.base.with_file_name(format!("{stem}.{n}.mcap"))
+    }
+
+    fn open_segment(&mut self) -> Result<(), String> {
+        let path = self.segment_path(self.summary.files.len());
+        let err = |e: &dyn std::fmt::Display| format!("recording {}: {e}", path.display());
+        let file = File::create(&path).map_err(|e| err(&e))?;
+        let mut writer = mcap::WriteOptions::new()
+            .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
+            .create(BufWriter::new(file))
+            .map_err(|e| err(&e))?;
+        let mut channels = [0u16; 3];
+        for (i, (topic, name, schema)) in [
+            (TOPIC_CYCLE, "chunkrt.Cycle", CYCLE_SCHEMA),
+            (TOPIC_INFERENCE, "chunkrt.Inference", INFERENCE_SCHEMA),
+            (TOPIC_EVENTS, "chunkrt.Event", EVENT_SCHEMA),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let schema_id = writer
+                .add_schema(name, "jsonschema", schema.as_bytes())
+                .map_err(|e| err(&e))?;
+            channels[i] = writer
+                .add_channel(schema_id, topic, "json", &BTreeMap::new())
+                .map_err(|e| err(&e))?;
+        }
+        let clock = BTreeMap::from([
+            ("clock".to_string(), "CLOCK_MONOTONIC".to_string()),
+            ("t0_mono_ns".to_string(), self.clock.t0.0.to_string()),
+            (
+                "wall_minus_mono_ns".to_string(),
+                self.clock.wall_minus_mono_ns.to_string(),
+            ),
+            ("segment".to_string(), self.summary.files.len().to_string()),
+        ]);
+        writer
+            .write_metadata(&Metadata {
+                name: "chunkrt.clock".into(),
+                metadata: clock,
+            })
+            .map_err(|e| err(&e))?;
+        self.summary.files.push(path);
+        self.segment = Some(Segment {
+            writer,
+            channels,
+            bytes: 0,
+            t_first: None,
+        });
+        Ok(())
+    }
+
+    fn close_segment(&mut self) {
+        if let Some(mut seg) = self.segment.take() {
+            if let Err(e) = seg.writer.finish() {
+                self.fail(format!("recording: closing a segment: {e}"));
+            }
+        }
+    }
+
+    fn fail(&mut self, e: String) {
+        self.summary.error.get_or_insert(e);
+        self.full = true;
+    }
+
+    fn t_rel(&self, t: MonoTime) -> f64 {
+        t.diff_ns(self.clock.t0) as f64 * 1e-9
+    }
+
+    /// Writes one message on channel `which` (0 cycle, 1 inference, 2 events).
+    fn write(&mut self, which: usize, t: MonoTime, v: &serde_json::Value) {
+        if self.full {
+            self.summary.dropped += 1;
+            return;
+        }
+        let data = v.to_string().into_bytes();
+        let size = data.len() as u64 + MESSAGE_OVERHEAD;
+        if self.summary.bytes + size > self.limits.total_bytes {
+            self.full = true;
+            self.summary.dropped += 1;
+            return;
+        }
+        let rotate = self.segment.as_ref().is_some_and(|s| {
+            s.bytes > 0
+                && (s.bytes + size > self.limits.segment_bytes
+                    || s.t_first
+                        .is_some_and(|t0| t.saturating_since(t0) >= self.limits.segment_ns))
+        });
+        if rotate {
+            self.close_segment();
+            if let Err(e) = self.open_segment() {
+                self.fail(e);
+            }
+        }
+        let Some(seg) = self.segment.as_mut() else {
+            self.summary.dropped += 1;
+            return;
+        };
+        self.sequence = self.sequence.wrapping_add(1);
+        let header = MessageHeader {
+            channel_id: seg.channels[which],
+            sequence: self.sequence,
+            log_time: t.0,
+            publish_time: t.0,
+        };
+        match seg.writer.write_to_known_channel(&header, &data) {
+            Ok(()) => {
+                seg.bytes += size;
+                seg.t_first.get_or_insert(t);
+                self.summary.bytes += size;
+                let topic = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS][which];
+                *self.summary.messages.entry(topic).or_insert(0) += 1;
+            }
+            Err(e) => {
+                self.summary.dropped += 1;
+                self.fail(format!("recording {}: {e}", self.base.display()));
+            }
+        }
+    }
+
+    /// One control cycle.
+    pub fn cycle(&mut self, r: &CycleRecord) {
+        let mode = crate::collector::mode_from_u8(r.mode);
+        let v = json!({
+            "t_s": self.t_rel(r.t_wake),
+            "cycle": r.cycle,
+            "mode": mode_name(mode),
+            "mode_id": r.mode,
+            "gate_mask": r.gate_mask,
+            "chunk_seq": r.chunk_seq,
+            "chunk_age_ms": r.chunk_age_ns as f64 * 1e-6,
+            "wake_latency_us": r.t_wake.saturating_since(r.t_deadline) as f64 * 1e-3,
+            "cycle_time_us": r.t_cmd.saturating_since(r.t_wake) as f64 * 1e-3,
+            "missed": r.missed,
+            "bus_rtt_us": r.bus_rtt_ns as f64 * 1e-3,
+            "backend_error": r.backend_error,
+            "track_err_rad": if r.track_err_rad.is_finite() { r.track_err_rad } else { -1.0 },
+        });
+        self.write(0, r.t_wake, &v);
+    }
+
+    /// One inference call.
+    pub fn inference(&mut self, r: &InferRecord) {
+        let status = match r.status {
+            InferStatus::Published => "published",
+            InferStatus::Failed => "failed",
+            InferStatus::Dropped => "dropped",
+        };
+        let v = json!({
+            "t_s": self.t_rel(r.t_end),
+            "seq": r.seq,
+            "status": status,
+            "t_obs_s": self.t_rel(r.t_obs),
+            "t_begin_s": self.t_rel(r.t_begin),
+            "latency_ms": r.t_end.saturating_since(r.t_obs) as f64 * 1e-6,
+            "steps": r.steps,
+            "steps_nominal": r.steps_nominal,
+            "out_of_domain": r.out_of_domain,
+        });
+        self.write(1, r.t_end, &v);
+    }
+
+    /// One event, as its `events.jsonl` line (its `t_s` gives the log time).
+    pub fn event(&mut self, v: &serde_json::Value) {
+        let t_s = v.get("t_s").and_then(|t| t.as_f64()).unwrap_or(0.0);
+        let t = self.clock.t0.add_ns((t_s.max(0.0) * 1e9).round() as u64);
+        self.write(2, t, v);
+    }
+
+    /// Flushes the open segment's buffered data to its file (a killed run keeps
+    /// what was flushed, readable by a streaming reader).
+    pub fn flush(&mut self) {
+        if let Some(seg) = self.segment.as_mut() {
+            if let Err(e) = seg.writer.flush() {
+                let e = format!("recording {}: {e}", self.base.display());
+                self.fail(e);
+            }
+        }
+    }
+
+    /// The first error not yet reported, once.
+    pub fn error(&self) -> Option<&str> {
+        self.summary.error.as_deref()
+    }
+
+    /// Closes the last segment (writes its summary and index) and says what was
+    /// written.
+    pub fn finish(mut self) -> RecordingSummary {
+        self.close_segment();
+        self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("chunkrt-rec-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn read_all(path: &Path) -> Vec<(String, u64, serde_json::Value)> {
+        let bytes = std::fs::read(path).unwrap();
+        mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| {
+                let m = m.unwrap();
+                (
+                    m.channel.topic.clone(),
+                    m.log_time,
+                    serde_json::from_slice(&m.data).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    const CLOCK: ClockInfo = ClockInfo {
+        t0: MonoTime(1_000_000_000),
+        wall_minus_mono_ns: 42,
+    };
+
+    #[test]
+    fn cycles_and_events_round_trip_with_monotonic_log_times() {
+        let d = dir("roundtrip");
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        for k in 0..100u64 {
+            let t = CLOCK.t0.add_ns(k * 20_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_deadline: t,
+                t_wake: t,
+                t_cmd: t,
+                t_done: t,
+                ..CycleRecord::default()
+            });
+        }
+        r.event(&json!({"t_s": 0.5, "event": "mode", "to": "Playing"}));
+        let s = r.finish();
+        assert_eq!(s.messages[TOPIC_CYCLE], 100);
+        assert_eq!(s.dropped, 0);
+        let msgs = read_all(&d.join("recording.mcap"));
+        assert_eq!(msgs.len(), 101);
+        let cycles: Vec<_> = msgs.iter().filter(|m| m.0 == TOPIC_CYCLE).collect();
+        assert_eq!(cycles[7].1, CLOCK.t0.0 + 7 * 20_000_000);
+        assert_eq!(cycles[7].2["cycle"], 7);
+        let ev = msgs.iter().find(|m| m.0 == TOPIC_EVENTS).unwrap();
+        assert_eq!(ev.1, CLOCK.t0.0 + 500_000_000);
+    }
+
+    #[test]
+    fn segments_rotate_by_size_and_the_total_cap_counts_drops() {
+        let d = dir("rotate");
+        let limits = RecordingLimits {
+            segment_bytes: 10_000,
+            segment_ns: u64::MAX,
+            total_bytes: 50_000,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        for k in 0..2000u64 {
+            let t = CLOCK.t0.add_ns(k * 1_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_wake: t,
+                ..CycleRecord::default()
+            });
+        }
+        let s = r.finish();
+        assert!(s.files.len() >= 5, "{:?}", s.files);
+        assert!(s.bytes <= 50_000);
+        let written: usize = s.files.iter().map(|f| read_all(f).len()).sum();
+        assert_eq!(written as u64, s.messages[TOPIC_CYCLE]);
+        assert_eq!(s.messages[TOPIC_CYCLE] + s.dropped, 2000);
+        assert!(s.dropped > 0);
+        assert_eq!(s.files[1], d.join("recording.1.mcap"));
+    }
+}
