@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// holds a run is refused unless `--overwrite` is given).
     #[arg(long, default_value = "runs/latest")]
     pub out: PathBuf,
+    /// Write the full-rate recording (MCAP) to FILE instead of `recording.mcap` in
+    /// `--out` (refused when FILE exists, unless `--overwrite`).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
     /// Replace the run already in `--out` (its report.json, events.jsonl and
     /// gate.jsonl are removed before the new run starts).
     #[arg(long)]

@@ -77,6 +77,17 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("chunkrt: error: command line: {e}");
         return Ok(EXIT_USAGE);
     }
+    if let Some(file) = &args.record {
+        if let Err(e) = record_file(file, args.overwrite) {
+            console::err(&format!(
+                "chunkrt: error: --record {}: {e}; nothing was moved",
+                file.display()
+            ));
+            return Ok(EXIT_USAGE);
+        }
+        cfg.telemetry.record = true;
+        cfg.telemetry.record_file = Some(file.clone());
+    }
     // Checked before anything is brought up: a run whose records could not be
     // written must not move the arm (a usage error, exit 2). The reserve is held
     // until the report is written (see chunkrt_telemetry::outdir).
@@ -131,6 +142,21 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         return Ok(crate::EXIT_RECORDS_INCOMPLETE);
     }
     Ok(0)
+}
+
+/// A `--record` file: refused when it exists (unless `overwrite`); its directory is
+/// created.
+fn record_file(file: &std::path::Path, overwrite: bool) -> Result<(), String> {
+    if file.exists() && !overwrite {
+        return Err("already exists; pass --overwrite to replace it".into());
+    }
+    if file.is_dir() {
+        return Err("is a directory".into());
+    }
+    match file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a directory that holds a run unless `overwrite` (then removes that run's

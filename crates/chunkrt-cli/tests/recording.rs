@@ -138,3 +138,56 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         .parse::<i64>()
         .is_ok());
 }
+
+#[test]
+fn record_file_takes_the_recording_and_an_existing_one_is_refused() {
+    let dir = std::env::temp_dir().join(format!("chunkrt-record-flag-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = dir.join("recordings/arm.mcap");
+    let run = |out: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+            .args(["run", "--duration", "1s", "--quiet", "--config"])
+            .arg(repo().join("rt-config/sim-scripted.toml"))
+            .arg("--out")
+            .arg(dir.join(out))
+            .arg("--record")
+            .arg(&file)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = run("a", &[]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(bytes.starts_with(b"\x89MCAP0\r\n"), "an MCAP file");
+    assert!(
+        bytes.ends_with(b"\x89MCAP0\r\n"),
+        "closed: footer and magic"
+    );
+    assert!(!dir.join("a/recording.mcap").exists());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("a/report.json")).unwrap()).unwrap();
+    assert_eq!(report["recording"]["files"][0], file.display().to_string());
+    assert!(report["counters"]["recording_messages"].as_u64().unwrap() > 40);
+
+    let second = run("b", &[]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("already exists") && err.contains("--overwrite"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was moved"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "untouched");
+
+    let third = run("c", &["--overwrite"]);
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+}

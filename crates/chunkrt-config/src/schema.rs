@@ -316,6 +316,10 @@ pub struct TelemetryConfig {
     /// Nothing more is recorded past this size in all (MiB); the rest is counted.
     #[serde(default = "default_record_max_mb")]
     pub record_max_mb: f64,
+    /// Where the recording goes instead of `recording.mcap` in the output directory
+    /// (`chunkrt run --record FILE`; not a key of the file).
+    #[serde(skip)]
+    pub record_file: Option<PathBuf>,
 }
 
 impl Default for TelemetryConfig {
@@ -329,6 +333,7 @@ impl Default for TelemetryConfig {
             record_segment_mb: default_record_segment_mb(),
             record_segment_s: default_record_segment_s(),
             record_max_mb: default_record_max_mb(),
+            record_file: None,
         }
     }
 }

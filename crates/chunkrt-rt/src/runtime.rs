@@ -334,11 +334,13 @@ fn recorder(
         t0: t_start,
         wall_minus_mono_ns: wall_ns - os::now().0 as i64,
     };
-    Recorder::create(&dir.join("recording.mcap"), limits, clock).map_err(|message| {
-        RunError::Output {
-            dir: dir.to_path_buf(),
-            message,
-        }
+    let file = t
+        .record_file
+        .clone()
+        .unwrap_or_else(|| dir.join("recording.mcap"));
+    Recorder::create(&file, limits, clock).map_err(|message| RunError::Output {
+        dir: dir.to_path_buf(),
+        message,
     })
 }
 

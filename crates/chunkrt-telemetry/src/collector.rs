@@ -433,15 +433,7 @@ impl Collector {
         ] {
             report.counters.insert(k.into(), v);
         }
-        let files: Vec<String> = s
-            .files
-            .iter()
-            .map(|f| {
-                f.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
+        let files: Vec<String> = s.files.iter().map(|f| f.display().to_string()).collect();
         report.extra.insert(
             "recording".into(),
             json!({

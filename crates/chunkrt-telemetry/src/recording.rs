@@ -29,6 +29,10 @@ pub const TOPIC_EVENTS: &str = "/chunkrt/events";
 /// Bytes an MCAP message record adds to its payload (opcode, length, header).
 const MESSAGE_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
 
+/// The open chunk is written out at least this often (log time): a killed run keeps
+/// all but the last second, readable by a streaming reader.
+const FLUSH_EVERY_NS: u64 = 1_000_000_000;
+
 /// How big and how long a recording may grow.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RecordingLimits {
@@ -69,6 +73,7 @@ struct Segment {
     channels: [u16; 3],
     bytes: u64,
     t_first: Option<MonoTime>,
+    t_flushed: Option<MonoTime>,
 }
 
 /// Writes the recording; owned by the telemetry thread.
@@ -198,6 +203,7 @@ impl Recorder {
             channels,
             bytes: 0,
             t_first: None,
+            t_flushed: None,
         });
         Ok(())
     }
@@ -259,6 +265,13 @@ impl Recorder {
             Ok(()) => {
                 seg.bytes += size;
                 seg.t_first.get_or_insert(t);
+                let since = t.saturating_since(*seg.t_flushed.get_or_insert(t));
+                if since >= FLUSH_EVERY_NS {
+                    seg.t_flushed = Some(t);
+                    if let Err(e) = seg.writer.flush() {
+                        self.fail(format!("recording {}: {e}", self.base.display()));
+                    }
+                }
                 self.summary.bytes += size;
                 let topic = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS][which];
                 *self.summary.messages.entry(topic).or_insert(0) += 1;
@@ -319,18 +332,7 @@ impl Recorder {
         self.write(2, t, v);
     }
 
-    /// Flushes the open segment's buffered data to its file (a killed run keeps
-    /// what was flushed, readable by a streaming reader).
-    pub fn flush(&mut self) {
-        if let Some(seg) = self.segment.as_mut() {
-            if let Err(e) = seg.writer.flush() {
-                let e = format!("recording {}: {e}", self.base.display());
-                self.fail(e);
-            }
-        }
-    }
-
-    /// The first error not yet reported, once.
+    /// The first error.
     pub fn error(&self) -> Option<&str> {
         self.summary.error.as_deref()
     }
@@ -405,6 +407,34 @@ mod tests {
         assert_eq!(cycles[7].2["cycle"], 7);
         let ev = msgs.iter().find(|m| m.0 == TOPIC_EVENTS).unwrap();
         assert_eq!(ev.1, CLOCK.t0.0 + 500_000_000);
+    }
+
+    #[test]
+    fn a_recording_never_finished_still_holds_all_but_its_last_second() {
+        // What a SIGKILL leaves: no summary, no footer.
+        let d = dir("killed");
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        // 5 s of cycles at 20 ms.
+        for k in 0..250u64 {
+            let t = CLOCK.t0.add_ns(k * 20_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_wake: t,
+                ..CycleRecord::default()
+            });
+        }
+        std::mem::forget(r);
+        let bytes = std::fs::read(d.join("recording.mcap")).unwrap();
+        let read = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .take_while(|m| m.is_ok())
+            .count();
+        assert!(read >= 250 - 50, "{read} of 250 messages readable");
     }
 
     #[test]
