@@ -20,6 +20,8 @@ def main(paths):
     gate = collections.Counter()
     gate_cycles = 0
     cycles = []
+    chunk_seqs = []
+    chunk_shapes_ok = True
     clock = []
     log_times_monotonic = True
     for path in paths:
@@ -42,6 +44,11 @@ def main(paths):
                         gate_cycles += 1
                 elif channel.topic == "/chunkrt/events" and data["event"] == "gate":
                     gate[data["constraint"]] += 1
+                elif channel.topic == "/chunkrt/chunk":
+                    chunk_seqs.append(data["seq"])
+                    rows = data["pos_rad"]
+                    if len(rows) != data["len"] or any(len(r) != data["dof"] for r in rows):
+                        chunk_shapes_ok = False
     print(json.dumps({
         "messages": topics,
         "statistics": stats,
@@ -50,6 +57,9 @@ def main(paths):
         "cycles_first_last": [min(cycles), max(cycles)] if cycles else None,
         "cycles_distinct": len(set(cycles)),
         "log_times_monotonic_per_topic": log_times_monotonic,
+        "chunk_seqs_increasing": all(a < b for a, b in zip(chunk_seqs, chunk_seqs[1:])),
+        "chunk_seq_last": chunk_seqs[-1] if chunk_seqs else None,
+        "chunk_shapes_ok": chunk_shapes_ok,
         "clock": clock,
     }))
 

@@ -2,7 +2,8 @@
 //! Python `mcap` package (scripts/read_recording.py, installed in .venv by
 //! scripts/setup.sh). Its cycles reproduce the report's cycle count, its gate
 //! events the gate's per-constraint counts and its cycles' gate masks the number
-//! of cycles the gate acted on, across rotated segments. Without a Python that has
+//! of cycles the gate acted on, across rotated segments; its chunks are every
+//! chunk the inference thread published. Without a Python that has
 //! `mcap` the test prints a visible SKIP, and fails under `CI=true`.
 
 use std::path::{Path, PathBuf};
@@ -128,6 +129,15 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         logged + gate_events,
         "{seen}"
     );
+    // Every published chunk, whole: as many as the inference thread counted, in
+    // order, each with len setpoints of dof positions.
+    assert_eq!(c["ring_drops_chunk"], 0, "{c}");
+    let published = c["chunks_published"].as_u64().unwrap();
+    assert!(published > 20, "{c}");
+    assert_eq!(seen["messages"]["/chunkrt/chunk"], published, "{seen}");
+    assert_eq!(seen["chunk_seq_last"], published, "{seen}");
+    assert_eq!(seen["chunk_seqs_increasing"], true, "{seen}");
+    assert_eq!(seen["chunk_shapes_ok"], true, "{seen}");
     // The wall-clock offset is in every segment.
     let clock = seen["clock"].as_array().unwrap();
     assert_eq!(clock.len(), files.len(), "{seen}");

@@ -133,6 +133,10 @@ impl Runtime {
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
         let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
+        // Published chunks for the recording: 64 chunks (about 3 s at 50 ms) between
+        // two drains before one is dropped.
+        let (chunk_p, mut chunk_c) = chunkrt_telemetry::chunk_ring(64);
+        let recording = opts.out_dir.is_some() && cfg.telemetry.record;
         let domain = cfg.domain_box();
         let mut control = ControlLoop::new(ControlParts {
             backend,
@@ -181,6 +185,7 @@ impl Runtime {
             failed: policy_failed.clone(),
             inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
             handoff: handoff.clone(),
+            chunk_records: recording.then_some(chunk_p),
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -206,6 +211,7 @@ impl Runtime {
                 loop {
                     let finished = done.load(Ordering::Acquire);
                     collector.drain(&mut consumers);
+                    collector.drain_chunks(&mut chunk_c);
                     if finished {
                         break;
                     }
@@ -222,7 +228,7 @@ impl Runtime {
                     }
                     os::sleep_until(now.add_ns(drain_ns));
                 }
-                collector
+                (collector, chunk_c)
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
@@ -259,9 +265,12 @@ impl Runtime {
         let inference_exit = inference_handle
             .join()
             .map_err(|_| RunError::Thread("the inference thread died".into()))?;
-        let collector = telemetry_handle
+        let (mut collector, mut chunk_c) = telemetry_handle
             .join()
             .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
+        // The inference thread has ended: the chunks it published after the
+        // telemetry thread's last drain.
+        collector.drain_chunks(&mut chunk_c);
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();

@@ -158,6 +158,19 @@ impl Collector {
         self
     }
 
+    /// Drains the published chunks into the recording; returns how many it took.
+    pub fn drain_chunks(&mut self, cons: &mut crate::rings::ChunkConsumer) -> usize {
+        let mut n = 0;
+        while let Some(c) = cons.pop() {
+            if let Some(rec) = self.recorder.as_mut() {
+                rec.chunk(&c);
+            }
+            n += 1;
+        }
+        self.counters.insert("ring_drops_chunk", cons.drops());
+        n
+    }
+
     /// Writes the log lines queued so far; the telemetry thread calls it after each
     /// drain, so a killed run loses at most one drain interval of lines.
     pub fn flush_logs(&mut self) {

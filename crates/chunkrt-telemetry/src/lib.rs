@@ -24,4 +24,7 @@ pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};
 pub use records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 pub use report::{HostInfo, MetricSummary, Report};
-pub use rings::{rings, CycleProducer, EventProducer, InferProducer, RingConsumers};
+pub use rings::{
+    chunk_ring, rings, ChunkConsumer, ChunkProducer, CycleProducer, EventProducer, InferProducer,
+    RingConsumers,
+};

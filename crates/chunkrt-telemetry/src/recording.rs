@@ -25,6 +25,9 @@ pub const TOPIC_CYCLE: &str = "/chunkrt/cycle";
 pub const TOPIC_INFERENCE: &str = "/chunkrt/inference";
 /// Topic of the events (the lines of `events.jsonl`).
 pub const TOPIC_EVENTS: &str = "/chunkrt/events";
+/// Topic of the published chunks.
+pub const TOPIC_CHUNK: &str = "/chunkrt/chunk";
+const TOPICS: [&str; 4] = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS, TOPIC_CHUNK];
 
 /// Bytes an MCAP message record adds to its payload (opcode, length, header).
 const MESSAGE_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
@@ -70,7 +73,7 @@ pub struct RecordingSummary {
 
 struct Segment {
     writer: mcap::Writer<BufWriter<File>>,
-    channels: [u16; 3],
+    channels: [u16; 4],
     bytes: u64,
     t_first: Option<MonoTime>,
     t_flushed: Option<MonoTime>,
@@ -129,6 +132,23 @@ const EVENT_SCHEMA: &str = r#"{
   }
 }"#;
 
+const CHUNK_SCHEMA: &str = r#"{
+  "title": "chunkrt.Chunk", "type": "object",
+  "properties": {
+    "t_s": {"type": "number", "description": "publish time, s since the run's start"},
+    "seq": {"type": "integer"},
+    "t_obs_s": {"type": "number"},
+    "t_start_s": {"type": "number", "description": "time of setpoint 0"},
+    "dt_ms": {"type": "number", "description": "setpoint period"},
+    "len": {"type": "integer"},
+    "dof": {"type": "integer"},
+    "sampler_steps": {"type": "integer"},
+    "out_of_domain": {"type": "boolean"},
+    "pos_rad": {"type": "array", "description": "len setpoints of dof joint positions",
+                "items": {"type": "array", "items": {"type": "number"}}}
+  }
+}"#;
+
 impl Recorder {
     /// A recording whose first segment is `path` (`recording.mcap`); later segments
     /// insert their number before the extension.
@@ -166,11 +186,12 @@ impl Recorder {
             .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
             .create(BufWriter::new(file))
             .map_err(|e| err(&e))?;
-        let mut channels = [0u16; 3];
+        let mut channels = [0u16; 4];
         for (i, (topic, name, schema)) in [
             (TOPIC_CYCLE, "chunkrt.Cycle", CYCLE_SCHEMA),
             (TOPIC_INFERENCE, "chunkrt.Inference", INFERENCE_SCHEMA),
             (TOPIC_EVENTS, "chunkrt.Event", EVENT_SCHEMA),
+            (TOPIC_CHUNK, "chunkrt.Chunk", CHUNK_SCHEMA),
         ]
         .into_iter()
         .enumerate()
@@ -273,7 +294,7 @@ impl Recorder {
                     }
                 }
                 self.summary.bytes += size;
-                let topic = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS][which];
+                let topic = TOPICS[which];
                 *self.summary.messages.entry(topic).or_insert(0) += 1;
             }
             Err(e) => {
@@ -323,6 +344,29 @@ impl Recorder {
             "out_of_domain": r.out_of_domain,
         });
         self.write(1, r.t_end, &v);
+    }
+
+    /// One published chunk, whole.
+    pub fn chunk(&mut self, c: &chunkrt_core::Chunk) {
+        let len = (c.len as usize).min(c.pos_rad.len());
+        let dof = c.dof as usize;
+        let pos: Vec<&[f64]> = c.pos_rad[..len]
+            .iter()
+            .map(|row| &row[..dof.min(row.len())])
+            .collect();
+        let v = json!({
+            "t_s": self.t_rel(c.t_publish),
+            "seq": c.seq,
+            "t_obs_s": self.t_rel(c.t_obs),
+            "t_start_s": self.t_rel(c.t_start),
+            "dt_ms": c.dt_ns as f64 * 1e-6,
+            "len": c.len,
+            "dof": c.dof,
+            "sampler_steps": c.sampler_steps,
+            "out_of_domain": c.out_of_domain,
+            "pos_rad": pos,
+        });
+        self.write(3, c.t_publish, &v);
     }
 
     /// One event, as its `events.jsonl` line (its `t_s` gives the log time).
