@@ -7,4 +7,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/cargo-bin.sh
 ./scripts/setup.sh >/dev/null
 bin="$(cargo_bin chunkrt-cli chunkrt)"
-exec "$bin" run --config rt-config/sim.toml --duration 10s --out runs/demo "$@"
+exec "$bin" run --config rt-config/sim.toml --duration 10s --out runs/demo --overwrite "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for chunkrt's demo and tests. Idempotent.
 #   - the ONNX Runtime library (scripts/bootstrap-ort.sh, from the PyPI wheel)
-#   - a Python venv (.venv) with numpy + onnxruntime for the reference sampler test
+#   - a Python venv (.venv) with numpy + onnxruntime for the reference sampler test,
+#     and mcap for the independent reader of the recording
 #   - rt-tests (cyclictest), iproute2 and ethtool, when apt is available and we are root
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,7 +13,7 @@ if [[ -f scripts/requirements-test.txt ]]; then
     if [[ ! -x .venv/bin/python ]]; then
         python3 -m venv .venv
     fi
-    if ! .venv/bin/python -c 'import numpy, onnxruntime' 2>/dev/null; then
+    if ! .venv/bin/python -c 'import numpy, onnxruntime, mcap' 2>/dev/null; then
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
     fi
 fi

@@ -100,6 +100,13 @@ if [[ -f "$gate_log" ]]; then
     echo "soak: gate.jsonl ${gate_bytes} bytes (kept: the first 10000 lines)"
     head -n 10000 "$gate_log" >"${gate_log}.head" && mv "${gate_log}.head" "$gate_log"
 fi
+# The recording is larger still (every cycle, event and chunk, about 1 MB/s here):
+# say its size and drop it, as the soak judges the report and the memory.
+for rec in "${out}"/run/recording*.mcap; do
+    [[ -f "$rec" ]] || continue
+    echo "soak: $(basename "$rec") $(stat -c %s "$rec") bytes (removed)"
+    rm -f "$rec"
+done
 
 python3 - "$out" "$status" "$warmup_s" "$max_growth_kib" <<'EOF'
 import json, sys

@@ -22,7 +22,8 @@ pub struct RecordedCycle {
     pub feedback_rad: Vec<f64>,
 }
 
-/// Every cycle and every event (as JSON) in `path`, in file order.
+/// Every cycle and every event (as JSON) in `path` (the first segment, which holds a
+/// run of the tests' length), in file order.
 pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
@@ -48,7 +49,7 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
                     feedback_rad: arr("feedback_rad"),
                 });
             }
-            "/chunkrt/event" => events.push(v),
+            "/chunkrt/events" => events.push(v),
             _ => {}
         }
     }

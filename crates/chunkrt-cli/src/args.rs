@@ -48,9 +48,18 @@ pub struct RunArgs {
     /// How long to run: `10s`, `500ms`, `2m`, `1h` (0 or `inf`: until Ctrl-C).
     #[arg(long, default_value = "10s", value_parser = parse_run_for)]
     pub duration: RunFor,
-    /// Output directory for report.json, gate.jsonl, events.jsonl.
+    /// Output directory for report.json, gate.jsonl, events.jsonl (one that already
+    /// holds a run is refused unless `--overwrite` is given).
     #[arg(long, default_value = "runs/latest")]
     pub out: PathBuf,
+    /// Write the full-rate recording (MCAP) to FILE instead of `recording.mcap` in
+    /// `--out` (refused when FILE exists, unless `--overwrite`).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Replace the run already in `--out` (its report.json, events.jsonl and
+    /// gate.jsonl are removed before the new run starts).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Override `control.period_ms` (the bus period, 1 to 20 ms).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,

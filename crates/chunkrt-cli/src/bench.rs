@@ -151,7 +151,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     if let Some(svg) = plot::percentile_plot(&panels, &title) {
         write(&args.out.join("latency.svg"), &svg)?;
     }
-    write(&args.out.join("report.json"), &report.to_json())?;
+    chunkrt_telemetry::outdir::write_atomic(&args.out, "report.json", report.to_json().as_bytes())
+        .with_context(|| format!("writing {}", args.out.join("report.json").display()))?;
 
     println!("{}", report.table());
     if let Some(t) = baseline_text {

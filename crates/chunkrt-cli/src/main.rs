@@ -3,7 +3,11 @@
 //! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
 //! configuration or bring-up error (nothing was moved); 3 the policy failed
 //! (panicked) during the run and the arm was brought to rest; 4 the shutdown failed
-//! (drives not disabled or the bus not back in INIT: the arm may still be powered).
+//! (drives not disabled or the bus not back in INIT: the arm may still be powered);
+//! 5 the run ended normally (arm brought to rest) but its records are incomplete: a
+//! write to `--out` failed, e.g. the disk filled (stderr and `report.json`'s
+//! `log_error` say which). A closed stdout or stderr is not an error: console output
+//! is dropped, the run and its files are unaffected.
 
 mod args;
 mod bench;
@@ -25,6 +29,9 @@ pub const EXIT_POLICY_FAILED: u8 = 3;
 /// Exit status when the shutdown failed (drives not disabled, bus not in INIT); wins over
 /// [`EXIT_POLICY_FAILED`]: the arm may still be powered.
 pub const EXIT_SHUTDOWN_FAILED: u8 = 4;
+/// Exit status when the run ended normally but its records in `--out` are
+/// incomplete (a write failed, e.g. the disk filled).
+pub const EXIT_RECORDS_INCOMPLETE: u8 = 5;
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
@@ -38,6 +45,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Its default answer to a failed write is `eprintln!`, which panics on a
+        // closed stderr (`2>&1 | head`, an SSH drop): in whatever thread logged,
+        // the control thread included. A lost log line is not worth a stop.
+        .log_internal_errors(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CHUNKRT_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -46,7 +57,7 @@ fn main() -> ExitCode {
     match run::dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("chunkrt: error: {e:#}");
+            run::console::err(&format!("chunkrt: error: {e:#}"));
             ExitCode::from(EXIT_USAGE)
         }
     }

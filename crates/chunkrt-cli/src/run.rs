@@ -5,6 +5,7 @@ use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::{Config, FileKind};
 use chunkrt_rt::{RunOptions, Runtime};
+use chunkrt_telemetry::outdir;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -124,15 +125,30 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("chunkrt: error: command line: {e}");
         return Ok(EXIT_USAGE);
     }
-    // Checked before anything is brought up: a run whose records could not be
-    // written must not move the arm (a usage error, exit 2).
-    if let Err(e) = writable_dir(&args.out) {
-        eprintln!(
-            "chunkrt: error: output directory {}: {e}; nothing was moved",
-            args.out.display()
-        );
-        return Ok(EXIT_USAGE);
+    if let Some(file) = &args.record {
+        if let Err(e) = record_file(file, args.overwrite) {
+            console::err(&format!(
+                "chunkrt: error: --record {}: {e}; nothing was moved",
+                file.display()
+            ));
+            return Ok(EXIT_USAGE);
+        }
+        cfg.telemetry.record = true;
+        cfg.telemetry.record_file = Some(file.clone());
     }
+    // Checked before anything is brought up: a run whose records could not be
+    // written must not move the arm (a usage error, exit 2). The reserve is held
+    // until the report is written (see chunkrt_telemetry::outdir).
+    let _reserve = match prepare_out_dir(&args.out, args.overwrite) {
+        Ok(r) => r,
+        Err(e) => {
+            console::err(&format!(
+                "chunkrt: error: output directory {}: {e}; nothing was moved",
+                args.out.display()
+            ));
+            return Ok(EXIT_USAGE);
+        }
+    };
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let opts = RunOptions {
         duration: args.duration.0,
@@ -141,30 +157,35 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         stop: Arc::new(AtomicBool::new(false)),
         config_name: name.clone(),
     };
-    eprintln!(
+    console::err(&format!(
         "chunkrt: {} on the {:?} backend, {} ms bus period, {:?} policy; Ctrl-C stops safely",
         name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
-    );
+    ));
     let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
     let outcome = match runtime.run(&opts) {
         Ok(o) => o,
         Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
         Err(e) => {
-            eprintln!("chunkrt: error: {e}");
+            console::err(&format!("chunkrt: error: {e}"));
             return Ok(EXIT_FAIL);
         }
     };
-    println!("{}", outcome.report.table());
-    println!("report: {}", args.out.join("report.json").display());
+    console::out(&outcome.report.table());
+    console::out(&format!(
+        "report: {}",
+        args.out.join("report.json").display()
+    ));
     if let Some(e) = &outcome.shutdown_error {
         // Before anything else: the drives may still be powered.
-        eprintln!(
+        console::err(&format!(
             "chunkrt: error: shutdown failed: {e}; drives may still be enabled or the bus \
              not in INIT: check the drives before going near the arm"
-        );
+        ));
     }
     if let Some(msg) = &outcome.inference_panicked {
-        eprintln!("chunkrt: the policy failed during the run ({msg}); the arm was brought to rest");
+        console::err(&format!(
+            "chunkrt: the policy failed during the run ({msg}); the arm was brought to rest"
+        ));
     }
     if outcome.shutdown_error.is_some() {
         return Ok(crate::EXIT_SHUTDOWN_FAILED);
@@ -172,14 +193,68 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     if outcome.inference_panicked.is_some() {
         return Ok(crate::EXIT_POLICY_FAILED);
     }
+    if let Some(e) = &outcome.records_error {
+        console::err(&format!(
+            "chunkrt: error: the records in {} are incomplete: {e} (the run ended normally \
+             and the arm was brought to rest)",
+            args.out.display()
+        ));
+        return Ok(crate::EXIT_RECORDS_INCOMPLETE);
+    }
     Ok(0)
 }
 
-/// Creates `dir` if needed and proves that a file can be written in it (a read-only
-/// file system or a path under a regular file fail here, not after the run).
-fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let probe = dir.join(".chunkrt-write-probe");
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
+/// A `--record` file: refused when it exists (unless `overwrite`); its directory is
+/// created.
+fn record_file(file: &std::path::Path, overwrite: bool) -> Result<(), String> {
+    if file.exists() && !overwrite {
+        return Err("already exists; pass --overwrite to replace it".into());
+    }
+    if file.is_dir() {
+        return Err("is a directory".into());
+    }
+    match file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a directory that holds a run unless `overwrite` (then removes that run's
+/// files), creates it if needed, and claims the reserve with real bytes: a read-only
+/// file system, a path under a regular file or a full disk fail here, not after the
+/// run.
+fn prepare_out_dir(dir: &std::path::Path, overwrite: bool) -> Result<outdir::Reserve, String> {
+    let held = outdir::run_files_in(dir);
+    if !held.is_empty() {
+        if !overwrite {
+            return Err(format!(
+                "already holds a run ({}); pass --overwrite to replace it, or choose \
+                 another --out",
+                held.join(", ")
+            ));
+        }
+        outdir::clear_run(dir).map_err(|e| format!("removing the previous run: {e}"))?;
+    }
+    outdir::Reserve::claim(dir, outdir::RESERVE_BYTES).map_err(|e| {
+        format!(
+            "cannot write {} MiB of records ({e})",
+            outdir::RESERVE_BYTES >> 20
+        )
+    })
+}
+
+/// Console output that may fail: a closed pipe (`| head -2`) or a closed stdout or
+/// stderr drops the text instead of stopping the command (the records are files).
+pub mod console {
+    use std::io::Write;
+
+    /// A line on stdout.
+    pub fn out(line: &str) {
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+
+    /// A line on stderr.
+    pub fn err(line: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
 }

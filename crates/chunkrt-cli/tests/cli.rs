@@ -13,6 +13,8 @@ fn repo() -> PathBuf {
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("chunkrt-cli-{name}-{}", std::process::id()));
+    // A directory left by an earlier process with the same id holds a run.
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -1,4 +1,4 @@
-//! The `chunkrt` process under faults a user causes: SIGINT and SIGTERM mid-run (the
+//! The `chunkrt` process under faults a user causes: SIGINT, SIGTERM and SIGHUP mid-run (the
 //! arm is brought to rest, the report is written, exit 0) and an output directory
 //! that cannot be written (a clear message, exit 2, nothing moved).
 
@@ -154,6 +154,13 @@ fn sigint_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
 #[test]
 fn sigterm_mid_run_brings_the_arm_to_rest_writes_the_report_and_exits_0() {
     stop_mid_run_with(&[], libc::SIGTERM, "sigterm");
+}
+
+#[test]
+fn sighup_mid_run_is_a_stop_like_sigterm() {
+    // What a dropped SSH session sends: the default action would kill the process
+    // mid-motion, with no stop sequence and no report.
+    stop_mid_run_with(&[], libc::SIGHUP, "sighup");
 }
 
 #[test]

@@ -327,14 +327,26 @@ pub struct TelemetryConfig {
     /// Live status line period (0: off).
     #[serde(default = "default_status")]
     pub status_interval_ms: f64,
-    /// Bound on the messages of `recording.mcap` in a run's output directory, MiB
-    /// (0: no recording). Past it, messages are counted as `recording_dropped`.
+    /// Most bytes `gate.jsonl` may hold (MiB); gate runs beyond it are counted in
+    /// the report (`gate_log_lines_cut`, `gate_log_repeats_cut`), not written.
+    #[serde(default = "default_gate_log_max_mb")]
+    pub gate_log_max_mb: f64,
+    /// Write the full-rate recording (`recording.mcap`) in the output directory.
+    #[serde(default = "yes")]
+    pub record: bool,
+    /// A recording segment is closed and the next started past this size (MiB).
+    #[serde(default = "default_record_segment_mb")]
+    pub record_segment_mb: f64,
+    /// ... or past this long (s).
+    #[serde(default = "default_record_segment_s")]
+    pub record_segment_s: f64,
+    /// Nothing more is recorded past this size in all (MiB); the rest is counted.
     #[serde(default = "default_record_max_mb")]
     pub record_max_mb: f64,
-}
-
-fn default_record_max_mb() -> f64 {
-    1024.0
+    /// Where the recording goes instead of `recording.mcap` in the output directory
+    /// (`chunkrt run --record FILE`; not a key of the file).
+    #[serde(skip)]
+    pub record_file: Option<PathBuf>,
 }
 
 impl Default for TelemetryConfig {
@@ -343,7 +355,12 @@ impl Default for TelemetryConfig {
             ring_capacity: default_ring(),
             drain_interval_ms: default_drain(),
             status_interval_ms: default_status(),
+            gate_log_max_mb: default_gate_log_max_mb(),
+            record: true,
+            record_segment_mb: default_record_segment_mb(),
+            record_segment_s: default_record_segment_s(),
             record_max_mb: default_record_max_mb(),
+            record_file: None,
         }
     }
 }
@@ -425,4 +442,16 @@ fn default_drain() -> f64 {
 }
 fn default_status() -> f64 {
     1000.0
+}
+fn default_gate_log_max_mb() -> f64 {
+    64.0
+}
+fn default_record_segment_mb() -> f64 {
+    512.0
+}
+fn default_record_segment_s() -> f64 {
+    3600.0
+}
+fn default_record_max_mb() -> f64 {
+    8192.0
 }

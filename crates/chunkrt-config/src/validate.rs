@@ -122,17 +122,31 @@ impl Config {
             1000.0,
         )?;
         range(
-            "telemetry.record_max_mb",
-            self.telemetry.record_max_mb,
-            0.0,
-            1_048_576.0,
-        )?;
-        range(
             "telemetry.status_interval_ms",
             self.telemetry.status_interval_ms,
             0.0,
             60_000.0,
         )?;
+        for (key, v, lo) in [
+            (
+                "telemetry.gate_log_max_mb",
+                self.telemetry.gate_log_max_mb,
+                0.0,
+            ),
+            (
+                "telemetry.record_segment_mb",
+                self.telemetry.record_segment_mb,
+                0.01,
+            ),
+            (
+                "telemetry.record_segment_s",
+                self.telemetry.record_segment_s,
+                1.0,
+            ),
+            ("telemetry.record_max_mb", self.telemetry.record_max_mb, 0.0),
+        ] {
+            range(key, v, lo, 1_000_000.0)?;
+        }
         self.inject.validate(self.control.period_ms)?;
         self.validate_playable()
     }

@@ -43,6 +43,8 @@ pub struct InferenceParts {
     pub failed: Arc<AtomicBool>,
     /// Injected inference delay and dropped chunks (`[inject]`, issue 8).
     pub inject: crate::inject::InferenceInjection,
+    /// A copy of every published chunk, for the recording (none: not recorded).
+    pub chunk_records: Option<chunkrt_telemetry::ChunkProducer>,
     /// This thread's own count of the chunks it handed over (for the report's
     /// reconciliation; inference records can be lost to a full ring, these cannot).
     pub handoff: Arc<HandoffCounts>,
@@ -275,6 +277,9 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         }
         select.published(&chunk);
         p.handoff.published.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = p.chunk_records.as_mut() {
+            r.push(&chunk);
+        }
         p.records.push(InferRecord {
             seq,
             t_obs: obs.t_capture,

@@ -80,6 +80,9 @@ pub struct RunOutcome {
     pub shutdown_error: Option<String>,
     /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
     pub metrics: MetricSet,
+    /// Why the records in the output directory are incomplete (a log or the report
+    /// could not be written, e.g. the disk filled); the run itself went on.
+    pub records_error: Option<String>,
 }
 
 /// Everything a run needs, built from a config; tests may swap the backend or policy.
@@ -133,6 +136,10 @@ impl Runtime {
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
         let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
+        // Published chunks for the recording: 64 chunks (about 3 s at 50 ms) between
+        // two drains before one is dropped.
+        let (chunk_p, mut chunk_c) = chunkrt_telemetry::chunk_ring(64);
+        let recording = opts.out_dir.is_some() && cfg.telemetry.record;
         let domain = cfg.domain_box();
         let mut control = ControlLoop::new(ControlParts {
             backend,
@@ -153,29 +160,23 @@ impl Runtime {
         control = crate::inject::attach(control, &cfg.inject, &first);
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
-        let mut collector =
-            Collector::new(period_ns, t_start, opts.out_dir.as_deref()).map_err(|e| {
-                RunError::Output {
-                    dir: opts.out_dir.clone().unwrap_or_default(),
-                    message: e.to_string(),
-                }
-            })?;
+        let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
+        let collector = Collector::new(period_ns, t_start, opts.out_dir.as_deref())
+            .map_err(|e| RunError::Output {
+                dir: opts.out_dir.clone().unwrap_or_default(),
+                message: e.to_string(),
+            })?
+            .with_gate_log_cap(gate_log_cap);
+        let collector = match (&opts.out_dir, cfg.telemetry.record) {
+            (Some(dir), true) => collector.with_recorder(recorder(&cfg, dir, t_start)?),
+            _ => collector,
+        };
+        let mut collector = collector;
         collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
             &cfg.joint_limits(),
             cfg.executor_config().blend_ns,
             period_ns,
         ));
-        if let Some(dir) = opts.out_dir.as_deref() {
-            if cfg.telemetry.record_max_mb > 0.0 {
-                let max_bytes = (cfg.telemetry.record_max_mb * 1024.0 * 1024.0) as u64;
-                collector
-                    .start_recording(&dir.join("recording.mcap"), max_bytes)
-                    .map_err(|message| RunError::Output {
-                        dir: dir.to_path_buf(),
-                        message,
-                    })?;
-            }
-        }
 
         let stop_inference = Arc::new(AtomicBool::new(false));
         let policy_failed = Arc::new(AtomicBool::new(false));
@@ -210,6 +211,7 @@ impl Runtime {
                 lookahead_ns: cfg.executor_config().lookahead_ns,
                 budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
             },
+            chunk_records: recording.then_some(chunk_p),
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -235,17 +237,24 @@ impl Runtime {
                 loop {
                     let finished = done.load(Ordering::Acquire);
                     collector.drain(&mut consumers);
+                    collector.drain_chunks(&mut chunk_c);
                     if finished {
                         break;
                     }
+                    collector.flush_logs();
+                    if let Some(e) = collector.new_log_error() {
+                        console_line(&format!(
+                            "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
+                        ));
+                    }
                     let now = os::now();
                     if live && now >= next_status {
-                        eprintln!("{}", collector.status_line(now));
+                        console_line(&collector.status_line(now));
                         next_status = now.add_ns(status_ns);
                     }
                     os::sleep_until(now.add_ns(drain_ns));
                 }
-                collector
+                (collector, chunk_c)
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
@@ -293,9 +302,12 @@ impl Runtime {
         let inference_exit = inference_handle
             .join()
             .map_err(|_| RunError::Thread("the inference thread died".into()))?;
-        let collector = telemetry_handle
+        let (mut collector, mut chunk_c) = telemetry_handle
             .join()
             .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
+        // The inference thread has ended: the chunks it published after the
+        // telemetry thread's last drain.
+        collector.drain_chunks(&mut chunk_c);
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();
@@ -314,8 +326,10 @@ impl Runtime {
         if let Some(e) = &shutdown_error {
             report.extra.insert("shutdown_error".into(), json!(e));
         }
+        let mut records_error = None;
         if let Some(e) = log_error {
             report.extra.insert("log_error".into(), json!(e));
+            records_error = Some(e);
         }
         let inference_panicked = match inference_exit {
             InferenceExit::Panicked(msg) => {
@@ -327,20 +341,61 @@ impl Runtime {
             InferenceExit::Stopped => None,
         };
         if let Some(dir) = &opts.out_dir {
-            std::fs::write(dir.join("report.json"), report.to_json()).map_err(|e| {
-                RunError::Output {
-                    dir: dir.clone(),
-                    message: format!("writing report.json: {e}"),
-                }
-            })?;
+            if let Err(e) = chunkrt_telemetry::outdir::write_report(dir, &report.to_json()) {
+                let e = format!("writing {}: {e}", dir.join("report.json").display());
+                records_error = Some(match records_error {
+                    Some(first) => format!("{first}; {e}"),
+                    None => e,
+                });
+            }
         }
         Ok(RunOutcome {
             report,
             inference_panicked,
             shutdown_error,
             metrics,
+            records_error,
         })
     }
+}
+
+/// The full-rate recording in `dir` (`recording.mcap`), limits from `[telemetry]`.
+fn recorder(
+    cfg: &Config,
+    dir: &std::path::Path,
+    t_start: MonoTime,
+) -> Result<chunkrt_telemetry::recording::Recorder, RunError> {
+    use chunkrt_telemetry::recording::{ClockInfo, Recorder, RecordingLimits};
+    let mib = |v: f64| (v * (1u64 << 20) as f64) as u64;
+    let t = &cfg.telemetry;
+    let limits = RecordingLimits {
+        segment_bytes: mib(t.record_segment_mb),
+        segment_ns: (t.record_segment_s * 1e9) as u64,
+        total_bytes: mib(t.record_max_mb),
+    };
+    let wall_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    let clock = ClockInfo {
+        t0: t_start,
+        wall_minus_mono_ns: wall_ns - os::now().0 as i64,
+    };
+    let file = t
+        .record_file
+        .clone()
+        .unwrap_or_else(|| dir.join("recording.mcap"));
+    Recorder::create(&file, limits, clock).map_err(|message| RunError::Output {
+        dir: dir.to_path_buf(),
+        message,
+    })
+}
+
+/// One line on stderr that may fail: a closed pipe (`| head`) or a closed stderr
+/// must not stop the telemetry thread, so the line is dropped instead.
+fn console_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Real-time set-up of the control thread.

@@ -1,4 +1,4 @@
-//! SIGINT / SIGTERM -> a stop flag, SIGUSR1 -> a re-arm request; the loops poll them
+//! SIGINT / SIGTERM / SIGHUP -> a stop flag, SIGUSR1 -> a re-arm request; the loops poll them
 //! (lock-free, no allocation).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,12 +16,13 @@ extern "C" fn on_rearm(_sig: libc::c_int) {
     REARM.store(true, Ordering::SeqCst);
 }
 
-/// Installs handlers for SIGINT and SIGTERM that set the stop flag (a second signal
-/// restores the default action, so a user can still kill a wedged process) and for
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP (what a dropped SSH session
+/// sends) that set the stop flag (a second signal restores the default action, so a
+/// user can still kill a wedged process) and for
 /// SIGUSR1 that requests an operator re-arm (`ControlLoop::rearm`).
 pub fn install() -> Result<(), String> {
     install_handler(libc::SIGUSR1, on_rearm, libc::SA_RESTART)?;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         install_handler(sig, on_signal, libc::SA_RESETHAND)?;
     }
     Ok(())
@@ -63,7 +64,7 @@ pub fn take_rearm() -> bool {
     REARM.load(Ordering::Relaxed) && REARM.swap(false, Ordering::AcqRel)
 }
 
-/// Whether SIGINT or SIGTERM arrived.
+/// Whether SIGINT, SIGTERM or SIGHUP arrived.
 pub fn requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }

@@ -1,6 +1,8 @@
 //! The telemetry thread's state: drains the rings into histograms, counters and logs.
 
+use crate::logfile::JsonlLog;
 use crate::metrics::{Metric, MetricSet};
+use crate::recording::Recorder;
 use crate::records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 use crate::report::{summarize, HostInfo, Report, SCHEMA_VERSION};
 use crate::rings::RingConsumers;
@@ -8,8 +10,6 @@ use chunkrt_core::gate::CONSTRAINT_COUNT;
 use chunkrt_core::{Constraint, Intervention, Mode, MonoTime, MAX_DOF};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Most events kept in the report (all of them go to `events.jsonl`).
@@ -80,25 +80,27 @@ pub struct Collector {
     last_wake: Option<MonoTime>,
     counters: BTreeMap<&'static str, u64>,
     events: Vec<EventRecord>,
-    gate_log: Option<BufWriter<File>>,
-    event_log: Option<BufWriter<File>>,
+    gate_log: Option<JsonlLog>,
+    event_log: Option<JsonlLog>,
+    /// Gate interventions (`repeats`) in the gate runs that the cap cut.
+    gate_repeats_cut: u64,
+    recorder: Option<Recorder>,
     gate_runs: [[Option<GateRun>; CONSTRAINT_COUNT]; MAX_DOF],
     last_event_t: Option<MonoTime>,
     last_mode: u8,
     last_chunk_seq: u64,
     max_track_err_rad: f64,
     log_error: Option<String>,
-    recording: Option<crate::recording::Recording>,
     oracle: Option<crate::oracle::CommandOracle>,
 }
 
 impl Collector {
     /// A collector for a loop of period `period_ns` started at `t0`; with `out_dir`
-    /// it writes `gate.jsonl` and `events.jsonl` there.
+    /// it writes `gate.jsonl` and `events.jsonl` there (see [`JsonlLog`]).
     pub fn new(period_ns: u64, t0: MonoTime, out_dir: Option<&Path>) -> std::io::Result<Self> {
-        let open = |name: &str| -> std::io::Result<Option<BufWriter<File>>> {
+        let open = |name: &str| -> std::io::Result<Option<JsonlLog>> {
             match out_dir {
-                Some(d) => Ok(Some(BufWriter::new(File::create(d.join(name))?))),
+                Some(d) => Ok(Some(JsonlLog::create(&d.join(name), u64::MAX)?)),
                 None => Ok(None),
             }
         };
@@ -134,13 +136,14 @@ impl Collector {
             events: Vec::with_capacity(MAX_REPORT_EVENTS),
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
+            gate_repeats_cut: 0,
+            recorder: None,
             gate_runs: Default::default(),
             last_event_t: None,
             last_mode: u8::MAX,
             last_chunk_seq: 0,
             max_track_err_rad: 0.0,
             log_error: None,
-            recording: None,
             oracle: None,
         })
     }
@@ -150,12 +153,53 @@ impl Collector {
     pub fn set_command_oracle(&mut self, oracle: crate::oracle::CommandOracle) {
         self.oracle = Some(oracle);
     }
+    }
 
-    /// Records every cycle and event into the MCAP file `path` from now on (see
-    /// [`crate::recording`]), at most `max_bytes` of messages.
-    pub fn start_recording(&mut self, path: &Path, max_bytes: u64) -> Result<(), String> {
-        self.recording = Some(crate::recording::Recording::create(path, max_bytes)?);
-        Ok(())
+    /// Caps `gate.jsonl` at `bytes` (`telemetry.gate_log_max_mb`).
+    pub fn with_gate_log_cap(mut self, bytes: u64) -> Self {
+        if let Some(log) = &mut self.gate_log {
+            log.set_cap(bytes);
+        }
+        self
+    }
+
+    /// Records every cycle, inference call and event in `recorder` (MCAP).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Drains the published chunks into the recording; returns how many it took.
+    pub fn drain_chunks(&mut self, cons: &mut crate::rings::ChunkConsumer) -> usize {
+        let mut n = 0;
+        while let Some(c) = cons.pop() {
+            if let Some(rec) = self.recorder.as_mut() {
+                rec.chunk(&c);
+            }
+            n += 1;
+        }
+        self.counters.insert("ring_drops_chunk", cons.drops());
+        n
+    }
+
+    /// Writes the log lines queued so far; the telemetry thread calls it after each
+    /// drain, so a killed run loses at most one drain interval of lines.
+    pub fn flush_logs(&mut self) {
+        for log in [self.gate_log.as_mut(), self.event_log.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            log.flush();
+        }
+    }
+
+    /// A write error that has not been reported yet (say it on stderr: the run goes
+    /// on, the file's later lines are counted as lost).
+    pub fn new_log_error(&mut self) -> Option<String> {
+        [self.gate_log.as_mut(), self.event_log.as_mut()]
+            .into_iter()
+            .flatten()
+            .find_map(|log| log.take_new_error().map(str::to_string))
     }
 
     fn bump(&mut self, k: &'static str, by: u64) {
@@ -194,9 +238,6 @@ impl Collector {
 
     fn on_cycle(&mut self, r: &CycleRecord) {
         self.bump("cycles", 1);
-        if let Some(rec) = &mut self.recording {
-            rec.cycle(r, mode_name(mode_from_u8(r.mode)));
-        }
         if let Some(o) = &mut self.oracle {
             o.cycle(r);
         }
@@ -244,6 +285,9 @@ impl Collector {
             self.max_track_err_rad = r.track_err_rad;
         }
         self.last_mode = r.mode;
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.cycle(r);
+        }
     }
 
     fn on_infer(&mut self, r: &InferRecord) {
@@ -251,6 +295,9 @@ impl Collector {
             if let Some(o) = &mut self.oracle {
                 o.chunk(r.candidates, r.seam_cost, r.seam_cost_first);
             }
+        }
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.inference(r);
         }
         match r.status {
             InferStatus::Published => self.bump("chunks_published", 1),
@@ -275,6 +322,12 @@ impl Collector {
     }
 
     fn on_event(&mut self, e: &EventRecord) {
+        if self.recorder.is_some() {
+            let v = self.event_json(e);
+            if let Some(rec) = self.recorder.as_mut() {
+                rec.event(&v);
+            }
+        }
         match e {
             EventRecord::Gate { t, intervention } => {
                 self.last_event_t = Some(*t);
@@ -288,9 +341,6 @@ impl Collector {
         }
         let value = self.event_json(e);
         self.write_line(LogFile::Event, &value);
-        if let Some(rec) = &mut self.recording {
-            rec.event(event_time(e).as_ns(), &value);
-        }
         // The record, not its JSON, is kept for the report: the list is preallocated,
         // so a long run with many faults does not grow the process's memory.
         if self.events.len() < MAX_REPORT_EVENTS {
@@ -424,9 +474,80 @@ impl Collector {
             LogFile::Event => self.event_log.as_mut(),
         };
         if let Some(w) = w {
-            if let Err(e) = writeln!(w, "{v}") {
+            let cut_before = w.counts().lines_cut;
+            w.write_line(v);
+            if w.counts().lines_cut > cut_before {
+                self.gate_repeats_cut += v.get("repeats").and_then(|r| r.as_u64()).unwrap_or(1);
+            }
+        }
+    }
+
+    /// What the recording wrote and dropped, in the counters and a `recording` block.
+    fn recording_summary(&mut self, report: &mut Report) {
+        let Some(rec) = self.recorder.take() else {
+            return;
+        };
+        let s = rec.finish();
+        let written: u64 = s.messages.values().sum();
+        for (k, v) in [
+            ("recording_messages", written),
+            ("recording_dropped", s.dropped),
+            ("recording_segments", s.files.len() as u64),
+        ] {
+            report.counters.insert(k.into(), v);
+        }
+        let files: Vec<String> = s.files.iter().map(|f| f.display().to_string()).collect();
+        report.extra.insert(
+            "recording".into(),
+            json!({
+                "files": files,
+                "messages": s.messages,
+                "dropped": s.dropped,
+                "bytes": s.bytes,
+                "error": s.error,
+            }),
+        );
+        if let Some(e) = s.error {
+            self.log_error.get_or_insert(e);
+        }
+    }
+
+    /// What the logs wrote, cut and lost, in the report's counters and `logs` block.
+    fn log_summary(&mut self, report: &mut Report) {
+        let mut block = serde_json::Map::new();
+        for (name, key, log) in [
+            ("gate.jsonl", "gate_log", self.gate_log.as_ref()),
+            ("events.jsonl", "events_log", self.event_log.as_ref()),
+        ] {
+            let Some(log) = log else { continue };
+            let c = log.counts();
+            report
+                .counters
+                .insert(format!("{key}_lines_lost"), c.lines_lost);
+            if key == "gate_log" {
+                report
+                    .counters
+                    .insert("gate_log_lines_cut".into(), c.lines_cut);
+                report
+                    .counters
+                    .insert("gate_log_repeats_cut".into(), self.gate_repeats_cut);
+            }
+            block.insert(
+                name.into(),
+                json!({
+                    "lines": c.lines_written,
+                    "bytes": c.bytes_written,
+                    "lines_cut": c.lines_cut,
+                    "lines_lost": c.lines_lost,
+                    "error": log.error(),
+                }),
+            );
+            if let Some(e) = log.error() {
                 self.log_error.get_or_insert_with(|| e.to_string());
             }
+        }
+        if !block.is_empty() {
+            report.extra.insert("logs".into(), block.into());
         }
     }
 
@@ -461,20 +582,7 @@ impl Collector {
     /// Closes the logs and builds the report.
     pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
         self.flush_gate_runs_before(None);
-        if let Some(rec) = self.recording.take() {
-            self.counters.insert("recording_dropped", rec.dropped());
-            if let Some(e) = rec.finish() {
-                self.log_error.get_or_insert(format!("recording.mcap: {e}"));
-            }
-        }
-        for w in [self.gate_log.as_mut(), self.event_log.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            if let Err(e) = w.flush() {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
-        }
+        self.flush_logs();
         let events = self.events.iter().map(|e| self.event_json(e)).collect();
         let mut report = Report {
             schema: SCHEMA_VERSION,
@@ -497,18 +605,9 @@ impl Collector {
         if let Some(o) = &self.oracle {
             report.extra.insert("command_stream".into(), o.summary());
         }
+        self.log_summary(&mut report);
+        self.recording_summary(&mut report);
         (report, self.log_error)
-    }
-}
-
-/// When an event happened.
-fn event_time(e: &EventRecord) -> MonoTime {
-    match e {
-        EventRecord::Mode(m) => m.t,
-        EventRecord::Reject { t, .. }
-        | EventRecord::Gate { t, .. }
-        | EventRecord::GateSaturated { t, .. }
-        | EventRecord::Backend { t, .. } => *t,
     }
 }
 

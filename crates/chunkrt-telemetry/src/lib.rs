@@ -11,8 +11,10 @@ pub mod baseline;
 pub mod budget;
 pub mod collector;
 pub mod hgrm;
+pub mod logfile;
 pub mod metrics;
 pub mod oracle;
+pub mod outdir;
 pub mod plot;
 pub mod recording;
 pub mod records;
@@ -23,4 +25,7 @@ pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};
 pub use records::{CycleRecord, EventRecord, InferRecord, InferStatus};
 pub use report::{HostInfo, MetricSummary, Report};
-pub use rings::{rings, CycleProducer, EventProducer, InferProducer, RingConsumers};
+pub use rings::{
+    chunk_ring, rings, ChunkConsumer, ChunkProducer, CycleProducer, EventProducer, InferProducer,
+    RingConsumers,
+};

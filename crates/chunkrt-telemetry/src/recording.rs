@@ -1,195 +1,523 @@
-//! The full-rate recording: every control cycle and every event in an MCAP file.
+//! The full-rate recording: every cycle, inference call and event of a run in MCAP
+//! (`recording.mcap` in the output directory), written by the telemetry thread from
+//! what it drains; the control thread never waits on it.
 //!
-//! Written by the telemetry thread from the same records the collector drains, so
-//! the control thread never waits on it. Messages are JSON with a JSON schema per
-//! channel, which Foxglove and PlotJuggler open without plug-ins; log and publish
-//! times are the monotonic clock in nanoseconds (the deadline of a cycle, the time
-//! of an event), and the metadata record `clock` holds the wall-clock offset
-//! (`realtime_minus_monotonic_ns`) to place them in calendar time.
-//!
-//! Channels:
-//! * `/chunkrt/cycle`: per cycle the mode, gate mask, chunk, and per joint the
-//!   executor's proposal (`setpoint_rad`), the command after the gate as the backend
-//!   received it (`command_rad`) and the measured positions (`feedback_rad`);
-//! * `/chunkrt/event`: mode changes, rejected chunks, backend errors, gate
-//!   saturation (the lines of `events.jsonl`).
-//!
-//! Bounded: past `max_bytes` nothing more is written and the messages not written
-//! are counted (`recording_dropped` in the report).
+//! Messages are JSON with a JSON-schema per channel (`/chunkrt/cycle`,
+//! `/chunkrt/inference`, `/chunkrt/events`), which Foxglove and PlotJuggler open
+//! without plug-ins. Log and publish times are `CLOCK_MONOTONIC` nanoseconds; the
+//! `chunkrt.clock` metadata record gives the wall-clock offset. The recording is
+//! split into segments (`recording.mcap`, `recording.1.mcap`, ...) by size and by
+//! duration, and stops at a total size; what it could not write is counted.
 
-use crate::records::CycleRecord;
+use crate::collector::mode_name;
+use crate::records::{CycleRecord, InferRecord, InferStatus};
+use chunkrt_core::MonoTime;
 use mcap::records::{MessageHeader, Metadata};
-use mcap::Writer;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// JSON schema of a cycle message.
+/// Topic of the per-cycle messages.
+pub const TOPIC_CYCLE: &str = "/chunkrt/cycle";
+/// Topic of the per-inference-call messages.
+pub const TOPIC_INFERENCE: &str = "/chunkrt/inference";
+/// Topic of the events (the lines of `events.jsonl`).
+pub const TOPIC_EVENTS: &str = "/chunkrt/events";
+/// Topic of the published chunks.
+pub const TOPIC_CHUNK: &str = "/chunkrt/chunk";
+const TOPICS: [&str; 4] = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS, TOPIC_CHUNK];
+
+/// Bytes an MCAP message record adds to its payload (opcode, length, header).
+const MESSAGE_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
+
+/// The open chunk is written out at least this often (log time): a killed run keeps
+/// all but the last second, readable by a streaming reader.
+const FLUSH_EVERY_NS: u64 = 1_000_000_000;
+
+/// How big and how long a recording may grow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecordingLimits {
+    /// A segment is closed and the next one started past this many bytes.
+    pub segment_bytes: u64,
+    /// ... or past this much monotonic time since the segment's first message.
+    pub segment_ns: u64,
+    /// Nothing more is written past this many bytes in all (counted as dropped).
+    pub total_bytes: u64,
+}
+
+/// Where the recording's clock stands against the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockInfo {
+    /// The run's start on `CLOCK_MONOTONIC`.
+    pub t0: MonoTime,
+    /// Wall clock (Unix time, ns) minus `CLOCK_MONOTONIC` (ns), taken at start.
+    pub wall_minus_mono_ns: i64,
+}
+
+/// What a recording wrote and dropped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordingSummary {
+    /// Segment files, in order.
+    pub files: Vec<PathBuf>,
+    /// Messages written per topic.
+    pub messages: BTreeMap<&'static str, u64>,
+    /// Messages not written (total size reached, or a write failed).
+    pub dropped: u64,
+    /// Bytes written (estimated from the payloads), all segments.
+    pub bytes: u64,
+    /// The first error, if any.
+    pub error: Option<String>,
+}
+
+struct Segment {
+    writer: mcap::Writer<BufWriter<File>>,
+    channels: [u16; 4],
+    bytes: u64,
+    t_first: Option<MonoTime>,
+    t_flushed: Option<MonoTime>,
+}
+
+/// Writes the recording; owned by the telemetry thread.
+pub struct Recorder {
+    base: PathBuf,
+    limits: RecordingLimits,
+    clock: ClockInfo,
+    segment: Option<Segment>,
+    summary: RecordingSummary,
+    sequence: u32,
+    full: bool,
+}
+
 const CYCLE_SCHEMA: &str = r#"{
-  "type": "object",
-  "title": "chunkrt.Cycle",
+  "title": "chunkrt.Cycle", "type": "object",
   "properties": {
+    "t_s": {"type": "number", "description": "wake time, s since the run's start"},
     "cycle": {"type": "integer"},
-    "t_deadline_ns": {"type": "integer"},
-    "t_wake_ns": {"type": "integer"},
-    "missed": {"type": "integer"},
     "mode": {"type": "string"},
-    "gate_mask": {"type": "integer"},
+    "mode_id": {"type": "integer"},
+    "gate_mask": {"type": "integer", "description": "bit i: constraint i acted"},
     "chunk_seq": {"type": "integer"},
+    "chunk_age_ms": {"type": "number"},
+    "wake_latency_us": {"type": "number"},
+    "cycle_time_us": {"type": "number"},
+    "missed": {"type": "integer"},
+    "bus_rtt_us": {"type": "number"},
     "backend_error": {"type": "boolean"},
-    "setpoint_rad": {"type": "array", "items": {"type": "number"}},
-    "command_rad": {"type": "array", "items": {"type": "number"}},
-    "feedback_rad": {"type": "array", "items": {"type": "number"}}
+    "track_err_rad": {"type": "number"},
+    "t_deadline_ns": {"type": "integer", "description": "the cycle's deadline, CLOCK_MONOTONIC ns"},
+    "setpoint_rad": {"type": "array", "items": {"type": "number"}, "description": "the executor's proposal per joint"},
+    "command_rad": {"type": "array", "items": {"type": "number"}, "description": "the command after the gate, as the backend received it"},
+    "feedback_rad": {"type": "array", "items": {"type": "number"}, "description": "the measured positions"}
   }
 }"#;
 
-/// JSON schema of an event message.
+const INFERENCE_SCHEMA: &str = r#"{
+  "title": "chunkrt.Inference", "type": "object",
+  "properties": {
+    "t_s": {"type": "number", "description": "end of the call, s since the run's start"},
+    "seq": {"type": "integer"},
+    "status": {"type": "string"},
+    "t_obs_s": {"type": "number"},
+    "t_begin_s": {"type": "number"},
+    "latency_ms": {"type": "number", "description": "observation to chunk"},
+    "steps": {"type": "integer"},
+    "steps_nominal": {"type": "integer"},
+    "out_of_domain": {"type": "boolean"}
+  }
+}"#;
+
 const EVENT_SCHEMA: &str = r#"{
-  "type": "object",
-  "title": "chunkrt.Event",
+  "title": "chunkrt.Event", "type": "object",
   "properties": {
     "t_s": {"type": "number"},
-    "event": {"type": "string"}
+    "event": {"type": "string", "description": "mode, chunk_rejected, backend_error, gate, ..."}
   }
 }"#;
 
-/// Topic of the per-cycle channel.
-pub const CYCLE_TOPIC: &str = "/chunkrt/cycle";
-/// Topic of the event channel.
-pub const EVENT_TOPIC: &str = "/chunkrt/event";
+const CHUNK_SCHEMA: &str = r#"{
+  "title": "chunkrt.Chunk", "type": "object",
+  "properties": {
+    "t_s": {"type": "number", "description": "publish time, s since the run's start"},
+    "seq": {"type": "integer"},
+    "t_obs_s": {"type": "number"},
+    "t_start_s": {"type": "number", "description": "time of setpoint 0"},
+    "dt_ms": {"type": "number", "description": "setpoint period"},
+    "len": {"type": "integer"},
+    "dof": {"type": "integer"},
+    "sampler_steps": {"type": "integer"},
+    "out_of_domain": {"type": "boolean"},
+    "pos_rad": {"type": "array", "description": "len setpoints of dof joint positions",
+                "items": {"type": "array", "items": {"type": "number"}}}
+  }
+}"#;
 
-/// An open MCAP recording.
-pub struct Recording {
-    writer: Writer<BufWriter<File>>,
-    cycle_channel: u16,
-    event_channel: u16,
-    seq: u32,
-    max_bytes: u64,
-    written_bytes: u64,
-    dropped: u64,
-    error: Option<String>,
-}
-
-/// Monotonic and real-time clocks read back to back: their difference places
-/// monotonic timestamps in calendar time.
-fn realtime_minus_monotonic_ns() -> i128 {
-    let read = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
+impl Recorder {
+    /// A recording whose first segment is `path` (`recording.mcap`); later segments
+    /// insert their number before the extension.
+    pub fn create(path: &Path, limits: RecordingLimits, clock: ClockInfo) -> Result<Self, String> {
+        let mut r = Recorder {
+            base: path.to_path_buf(),
+            limits,
+            clock,
+            segment: None,
+            summary: RecordingSummary::default(),
+            sequence: 0,
+            full: false,
         };
-        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
-    };
-    let mono = read(libc::CLOCK_MONOTONIC);
-    read(libc::CLOCK_REALTIME) - mono
-}
-
-impl Recording {
-    /// Creates `path` with both channels; `max_bytes` bounds the messages written.
-    pub fn create(path: &Path, max_bytes: u64) -> Result<Self, String> {
-        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mcap_err = |e: mcap::McapError| format!("{}: {e}", path.display());
-        let mut writer = Writer::new(BufWriter::new(file)).map_err(mcap_err)?;
-        let cycle_schema = writer
-            .add_schema("chunkrt.Cycle", "jsonschema", CYCLE_SCHEMA.as_bytes())
-            .map_err(mcap_err)?;
-        let event_schema = writer
-            .add_schema("chunkrt.Event", "jsonschema", EVENT_SCHEMA.as_bytes())
-            .map_err(mcap_err)?;
-        let none = BTreeMap::new();
-        let cycle_channel = writer
-            .add_channel(cycle_schema, CYCLE_TOPIC, "json", &none)
-            .map_err(mcap_err)?;
-        let event_channel = writer
-            .add_channel(event_schema, EVENT_TOPIC, "json", &none)
-            .map_err(mcap_err)?;
-        let mut clock = BTreeMap::new();
-        clock.insert("log_time".into(), "CLOCK_MONOTONIC, ns".into());
-        clock.insert(
-            "realtime_minus_monotonic_ns".into(),
-            realtime_minus_monotonic_ns().to_string(),
-        );
-        writer
-            .write_metadata(&Metadata {
-                name: "clock".into(),
-                metadata: clock,
-            })
-            .map_err(mcap_err)?;
-        Ok(Recording {
-            writer,
-            cycle_channel,
-            event_channel,
-            seq: 0,
-            max_bytes,
-            written_bytes: 0,
-            dropped: 0,
-            error: None,
-        })
+        r.open_segment()?;
+        Ok(r)
     }
 
-    fn write(&mut self, channel_id: u16, t_ns: u64, data: &[u8]) {
-        if self.error.is_some() || self.written_bytes + data.len() as u64 > self.max_bytes {
-            self.dropped += 1;
-            return;
+    fn segment_path(&self, n: usize) -> PathBuf {
+        if n == 0 {
+            return self.base.clone();
         }
-        self.seq = self.seq.wrapping_add(1);
-        let header = MessageHeader {
-            channel_id,
-            sequence: self.seq,
-            log_time: t_ns,
-            publish_time: t_ns,
-        };
-        match self.writer.write_to_known_channel(&header, data) {
-            Ok(()) => self.written_bytes += data.len() as u64,
-            Err(e) => {
-                self.dropped += 1;
-                self.error = Some(e.to_string());
+        let stem = self
+            .base
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.base.with_file_name(format!("{stem}.{n}.mcap"))
+    }
+
+    fn open_segment(&mut self) -> Result<(), String> {
+        let path = self.segment_path(self.summary.files.len());
+        let err = |e: &dyn std::fmt::Display| format!("recording {}: {e}", path.display());
+        let file = File::create(&path).map_err(|e| err(&e))?;
+        let mut writer = mcap::WriteOptions::new()
+            .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
+            .create(BufWriter::new(file))
+            .map_err(|e| err(&e))?;
+        let mut channels = [0u16; 4];
+        for (i, (topic, name, schema)) in [
+            (TOPIC_CYCLE, "chunkrt.Cycle", CYCLE_SCHEMA),
+            (TOPIC_INFERENCE, "chunkrt.Inference", INFERENCE_SCHEMA),
+            (TOPIC_EVENTS, "chunkrt.Event", EVENT_SCHEMA),
+            (TOPIC_CHUNK, "chunkrt.Chunk", CHUNK_SCHEMA),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let schema_id = writer
+                .add_schema(name, "jsonschema", schema.as_bytes())
+                .map_err(|e| err(&e))?;
+            channels[i] = writer
+                .add_channel(schema_id, topic, "json", &BTreeMap::new())
+                .map_err(|e| err(&e))?;
+        }
+        let clock = BTreeMap::from([
+            ("clock".to_string(), "CLOCK_MONOTONIC".to_string()),
+            ("t0_mono_ns".to_string(), self.clock.t0.0.to_string()),
+            (
+                "wall_minus_mono_ns".to_string(),
+                self.clock.wall_minus_mono_ns.to_string(),
+            ),
+            ("segment".to_string(), self.summary.files.len().to_string()),
+        ]);
+        writer
+            .write_metadata(&Metadata {
+                name: "chunkrt.clock".into(),
+                metadata: clock,
+            })
+            .map_err(|e| err(&e))?;
+        self.summary.files.push(path);
+        self.segment = Some(Segment {
+            writer,
+            channels,
+            bytes: 0,
+            t_first: None,
+            t_flushed: None,
+        });
+        Ok(())
+    }
+
+    fn close_segment(&mut self) {
+        if let Some(mut seg) = self.segment.take() {
+            if let Err(e) = seg.writer.finish() {
+                self.fail(format!("recording: closing a segment: {e}"));
             }
         }
     }
 
-    /// Records one cycle.
-    pub fn cycle(&mut self, r: &CycleRecord, mode: &str) {
-        let n = (r.dof as usize).min(r.cmd_pos_rad.len());
+    fn fail(&mut self, e: String) {
+        self.summary.error.get_or_insert(e);
+        self.full = true;
+    }
+
+    fn t_rel(&self, t: MonoTime) -> f64 {
+        t.diff_ns(self.clock.t0) as f64 * 1e-9
+    }
+
+    /// Writes one message on channel `which` (0 cycle, 1 inference, 2 events).
+    fn write(&mut self, which: usize, t: MonoTime, v: &serde_json::Value) {
+        if self.full {
+            self.summary.dropped += 1;
+            return;
+        }
+        let data = v.to_string().into_bytes();
+        let size = data.len() as u64 + MESSAGE_OVERHEAD;
+        if self.summary.bytes + size > self.limits.total_bytes {
+            self.full = true;
+            self.summary.dropped += 1;
+            return;
+        }
+        let rotate = self.segment.as_ref().is_some_and(|s| {
+            s.bytes > 0
+                && (s.bytes + size > self.limits.segment_bytes
+                    || s.t_first
+                        .is_some_and(|t0| t.saturating_since(t0) >= self.limits.segment_ns))
+        });
+        if rotate {
+            self.close_segment();
+            if let Err(e) = self.open_segment() {
+                self.fail(e);
+            }
+        }
+        let Some(seg) = self.segment.as_mut() else {
+            self.summary.dropped += 1;
+            return;
+        };
+        self.sequence = self.sequence.wrapping_add(1);
+        let header = MessageHeader {
+            channel_id: seg.channels[which],
+            sequence: self.sequence,
+            log_time: t.0,
+            publish_time: t.0,
+        };
+        match seg.writer.write_to_known_channel(&header, &data) {
+            Ok(()) => {
+                seg.bytes += size;
+                seg.t_first.get_or_insert(t);
+                let since = t.saturating_since(*seg.t_flushed.get_or_insert(t));
+                if since >= FLUSH_EVERY_NS {
+                    seg.t_flushed = Some(t);
+                    if let Err(e) = seg.writer.flush() {
+                        self.fail(format!("recording {}: {e}", self.base.display()));
+                    }
+                }
+                self.summary.bytes += size;
+                let topic = TOPICS[which];
+                *self.summary.messages.entry(topic).or_insert(0) += 1;
+            }
+            Err(e) => {
+                self.summary.dropped += 1;
+                self.fail(format!("recording {}: {e}", self.base.display()));
+            }
+        }
+    }
+
+    /// One control cycle.
+    pub fn cycle(&mut self, r: &CycleRecord) {
+        let mode = crate::collector::mode_from_u8(r.mode);
+        let dof = (r.dof as usize).min(r.cmd_pos_rad.len());
+        // JSON has no NaN: a non-finite value (a NaN measurement) is written as null.
+        let finite = |v: &[f64]| -> Vec<Option<f64>> {
+            v.iter().map(|x| x.is_finite().then_some(*x)).collect()
+        };
         let v = json!({
+            "t_s": self.t_rel(r.t_wake),
             "cycle": r.cycle,
-            "t_deadline_ns": r.t_deadline.as_ns(),
-            "t_wake_ns": r.t_wake.as_ns(),
-            "missed": r.missed,
-            "mode": mode,
+            "mode": mode_name(mode),
+            "mode_id": r.mode,
             "gate_mask": r.gate_mask,
             "chunk_seq": r.chunk_seq,
+            "chunk_age_ms": r.chunk_age_ns as f64 * 1e-6,
+            "wake_latency_us": r.t_wake.saturating_since(r.t_deadline) as f64 * 1e-3,
+            "cycle_time_us": r.t_cmd.saturating_since(r.t_wake) as f64 * 1e-3,
+            "missed": r.missed,
+            "bus_rtt_us": r.bus_rtt_ns as f64 * 1e-3,
             "backend_error": r.backend_error,
-            "setpoint_rad": &r.setpoint_pos_rad[..n],
-            "command_rad": &r.cmd_pos_rad[..n],
-            "feedback_rad": &r.fb_pos_rad[..n],
+            "track_err_rad": if r.track_err_rad.is_finite() { r.track_err_rad } else { -1.0 },
+            "t_deadline_ns": r.t_deadline.as_ns(),
+            "setpoint_rad": finite(&r.setpoint_pos_rad[..dof]),
+            "command_rad": finite(&r.cmd_pos_rad[..dof]),
+            "feedback_rad": finite(&r.fb_pos_rad[..dof]),
         });
-        let data = v.to_string();
-        let channel = self.cycle_channel;
-        self.write(channel, r.t_deadline.as_ns(), data.as_bytes());
+        self.write(0, r.t_wake, &v);
     }
 
-    /// Records one event (a line of `events.jsonl`) at monotonic time `t_ns`.
-    pub fn event(&mut self, t_ns: u64, v: &serde_json::Value) {
-        let data = v.to_string();
-        let channel = self.event_channel;
-        self.write(channel, t_ns, data.as_bytes());
+    /// One inference call.
+    pub fn inference(&mut self, r: &InferRecord) {
+        let status = match r.status {
+            InferStatus::Published => "published",
+            InferStatus::Failed => "failed",
+            InferStatus::Dropped => "dropped",
+        };
+        let v = json!({
+            "t_s": self.t_rel(r.t_end),
+            "seq": r.seq,
+            "status": status,
+            "t_obs_s": self.t_rel(r.t_obs),
+            "t_begin_s": self.t_rel(r.t_begin),
+            "latency_ms": r.t_end.saturating_since(r.t_obs) as f64 * 1e-6,
+            "steps": r.steps,
+            "steps_nominal": r.steps_nominal,
+            "out_of_domain": r.out_of_domain,
+        });
+        self.write(1, r.t_end, &v);
     }
 
-    /// Messages not written (size bound reached or a write error).
-    pub fn dropped(&self) -> u64 {
-        self.dropped
+    /// One published chunk, whole.
+    pub fn chunk(&mut self, c: &chunkrt_core::Chunk) {
+        let len = (c.len as usize).min(c.pos_rad.len());
+        let dof = c.dof as usize;
+        let pos: Vec<&[f64]> = c.pos_rad[..len]
+            .iter()
+            .map(|row| &row[..dof.min(row.len())])
+            .collect();
+        let v = json!({
+            "t_s": self.t_rel(c.t_publish),
+            "seq": c.seq,
+            "t_obs_s": self.t_rel(c.t_obs),
+            "t_start_s": self.t_rel(c.t_start),
+            "dt_ms": c.dt_ns as f64 * 1e-6,
+            "len": c.len,
+            "dof": c.dof,
+            "sampler_steps": c.sampler_steps,
+            "out_of_domain": c.out_of_domain,
+            "pos_rad": pos,
+        });
+        self.write(3, c.t_publish, &v);
     }
 
-    /// Writes the summary and closes the file; returns the first error, if any.
-    pub fn finish(mut self) -> Option<String> {
-        if let Err(e) = self.writer.finish() {
-            self.error.get_or_insert_with(|| e.to_string());
+    /// One event, as its `events.jsonl` line (its `t_s` gives the log time).
+    pub fn event(&mut self, v: &serde_json::Value) {
+        let t_s = v.get("t_s").and_then(|t| t.as_f64()).unwrap_or(0.0);
+        let t = self.clock.t0.add_ns((t_s.max(0.0) * 1e9).round() as u64);
+        self.write(2, t, v);
+    }
+
+    /// The first error.
+    pub fn error(&self) -> Option<&str> {
+        self.summary.error.as_deref()
+    }
+
+    /// Closes the last segment (writes its summary and index) and says what was
+    /// written.
+    pub fn finish(mut self) -> RecordingSummary {
+        self.close_segment();
+        self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("chunkrt-rec-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn read_all(path: &Path) -> Vec<(String, u64, serde_json::Value)> {
+        let bytes = std::fs::read(path).unwrap();
+        mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| {
+                let m = m.unwrap();
+                (
+                    m.channel.topic.clone(),
+                    m.log_time,
+                    serde_json::from_slice(&m.data).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    const CLOCK: ClockInfo = ClockInfo {
+        t0: MonoTime(1_000_000_000),
+        wall_minus_mono_ns: 42,
+    };
+
+    #[test]
+    fn cycles_and_events_round_trip_with_monotonic_log_times() {
+        let d = dir("roundtrip");
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        for k in 0..100u64 {
+            let t = CLOCK.t0.add_ns(k * 20_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_deadline: t,
+                t_wake: t,
+                t_cmd: t,
+                t_done: t,
+                ..CycleRecord::default()
+            });
         }
-        self.error
+        r.event(&json!({"t_s": 0.5, "event": "mode", "to": "Playing"}));
+        let s = r.finish();
+        assert_eq!(s.messages[TOPIC_CYCLE], 100);
+        assert_eq!(s.dropped, 0);
+        let msgs = read_all(&d.join("recording.mcap"));
+        assert_eq!(msgs.len(), 101);
+        let cycles: Vec<_> = msgs.iter().filter(|m| m.0 == TOPIC_CYCLE).collect();
+        assert_eq!(cycles[7].1, CLOCK.t0.0 + 7 * 20_000_000);
+        assert_eq!(cycles[7].2["cycle"], 7);
+        let ev = msgs.iter().find(|m| m.0 == TOPIC_EVENTS).unwrap();
+        assert_eq!(ev.1, CLOCK.t0.0 + 500_000_000);
+    }
+
+    #[test]
+    fn a_recording_never_finished_still_holds_all_but_its_last_second() {
+        // What a SIGKILL leaves: no summary, no footer.
+        let d = dir("killed");
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        // 5 s of cycles at 20 ms.
+        for k in 0..250u64 {
+            let t = CLOCK.t0.add_ns(k * 20_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_wake: t,
+                ..CycleRecord::default()
+            });
+        }
+        std::mem::forget(r);
+        let bytes = std::fs::read(d.join("recording.mcap")).unwrap();
+        let read = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .take_while(|m| m.is_ok())
+            .count();
+        assert!(read >= 250 - 50, "{read} of 250 messages readable");
+    }
+
+    #[test]
+    fn segments_rotate_by_size_and_the_total_cap_counts_drops() {
+        let d = dir("rotate");
+        let limits = RecordingLimits {
+            segment_bytes: 10_000,
+            segment_ns: u64::MAX,
+            total_bytes: 50_000,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, CLOCK).unwrap();
+        for k in 0..2000u64 {
+            let t = CLOCK.t0.add_ns(k * 1_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_wake: t,
+                ..CycleRecord::default()
+            });
+        }
+        let s = r.finish();
+        assert!(s.files.len() >= 5, "{:?}", s.files);
+        assert!(s.bytes <= 50_000);
+        let written: usize = s.files.iter().map(|f| read_all(f).len()).sum();
+        assert_eq!(written as u64, s.messages[TOPIC_CYCLE]);
+        assert_eq!(s.messages[TOPIC_CYCLE] + s.dropped, 2000);
+        assert!(s.dropped > 0);
+        assert_eq!(s.files[1], d.join("recording.1.mcap"));
     }
 }

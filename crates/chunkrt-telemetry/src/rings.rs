@@ -126,6 +126,53 @@ pub fn rings(capacity: usize) -> (CycleProducer, EventProducer, InferProducer, R
     )
 }
 
+/// The inference thread's end of the chunk ring: a copy of every published chunk,
+/// for the recording (the control thread never touches it).
+pub struct ChunkProducer {
+    prod: HeapProd<chunkrt_core::Chunk>,
+    drops: Arc<AtomicU64>,
+}
+
+impl ChunkProducer {
+    /// Pushes a copy of `chunk`; when the ring is full it is counted as dropped.
+    /// Never allocates, locks or blocks.
+    pub fn push(&mut self, chunk: &chunkrt_core::Chunk) {
+        if self.prod.try_push(*chunk).is_err() {
+            self.drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The telemetry thread's end of the chunk ring.
+pub struct ChunkConsumer {
+    cons: HeapCons<chunkrt_core::Chunk>,
+    drops: Arc<AtomicU64>,
+}
+
+impl ChunkConsumer {
+    /// Takes the next chunk.
+    pub fn pop(&mut self) -> Option<chunkrt_core::Chunk> {
+        self.cons.try_pop()
+    }
+    /// Chunks dropped so far (ring full).
+    pub fn drops(&self) -> u64 {
+        self.drops.load(Ordering::Relaxed)
+    }
+}
+
+/// Allocates the chunk ring (`capacity` chunks, about 8 KiB each) and splits it.
+pub fn chunk_ring(capacity: usize) -> (ChunkProducer, ChunkConsumer) {
+    let drops = Arc::new(AtomicU64::new(0));
+    let (prod, cons) = HeapRb::<chunkrt_core::Chunk>::new(capacity).split();
+    (
+        ChunkProducer {
+            prod,
+            drops: drops.clone(),
+        },
+        ChunkConsumer { cons, drops },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,163 @@
+//! The run's output directory: refusing one that already holds a run, proving
+//! before anything moves that the disk can take the records, and writing the
+//! report so that it is either whole or absent.
+//!
+//! At start [`Reserve::claim`] writes [`RESERVE_BYTES`] of real bytes to a reserve
+//! file (a full disk fails here, not after the run) and keeps it for the whole
+//! run; [`write_report`] deletes it just before writing `report.json`, so a disk
+//! that the logs filled during the run still has room for the report.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Files a run writes; a directory holding any of them holds a run (later
+/// recording segments, `recording.N.mcap`, go with `recording.mcap`).
+pub const RUN_FILES: &[&str] = &[
+    "report.json",
+    "events.jsonl",
+    "gate.jsonl",
+    "recording.mcap",
+];
+
+/// Name of the reserve file kept in the directory during a run.
+pub const RESERVE_NAME: &str = ".chunkrt-reserve";
+
+/// Bytes claimed at start and released for the report: the largest report (10 000
+/// events at about 200 bytes) with room to spare.
+pub const RESERVE_BYTES: usize = 4 << 20;
+
+/// The run files present in `dir` (empty: it holds no run).
+pub fn run_files_in(dir: &Path) -> Vec<&'static str> {
+    RUN_FILES
+        .iter()
+        .copied()
+        .filter(|f| dir.join(f).exists())
+        .collect()
+}
+
+/// Removes a previous run's files (and a reserve a killed run left behind).
+pub fn clear_run(dir: &Path) -> std::io::Result<()> {
+    let segments: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("recording.") && n.ends_with(".mcap"))
+        .collect();
+    let names = RUN_FILES
+        .iter()
+        .map(|s| s.to_string())
+        .chain([RESERVE_NAME.to_string()])
+        .chain(segments);
+    for f in names {
+        match std::fs::remove_file(dir.join(f)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Space claimed in the output directory for the report; removed on drop (the run
+/// itself releases it earlier, in [`write_report`]).
+#[derive(Debug)]
+pub struct Reserve {
+    path: PathBuf,
+}
+
+impl Reserve {
+    /// Creates `dir` if needed and writes `bytes` real bytes to the reserve file
+    /// (synced, so that a disk that cannot hold them fails now).
+    pub fn claim(dir: &Path, bytes: usize) -> std::io::Result<Reserve> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(RESERVE_NAME);
+        let reserve = Reserve { path };
+        let mut f = File::create(&reserve.path)?;
+        let block = vec![0u8; 64 * 1024];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(block.len());
+            f.write_all(&block[..n])?;
+            left -= n;
+        }
+        f.sync_data()?;
+        Ok(reserve)
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes `bytes` to `dir/name` through a temporary file and a rename: a reader
+/// (or a crash) sees the old file, the new one whole, or none; never half of one.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))?;
+        // The rename itself lasts once the directory is synced; not every file
+        // system lets a directory be synced, and the file is whole either way.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Releases the reserve (if the run claimed one) and writes `report.json`.
+pub fn write_report(dir: &Path, json: &str) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(dir.join(RESERVE_NAME));
+    write_atomic(dir, "report.json", json.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("chunkrt-outdir-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_report_replaces_the_old_one_whole_and_leaves_no_temporary_file() {
+        let d = temp("atomic");
+        std::fs::write(d.join("report.json"), "old").unwrap();
+        let r = Reserve::claim(&d, 1000).unwrap();
+        assert_eq!(std::fs::metadata(d.join(RESERVE_NAME)).unwrap().len(), 1000);
+        write_report(&d, "{\"new\": 1}").unwrap();
+        assert!(!d.join(RESERVE_NAME).exists(), "reserve released");
+        drop(r);
+        assert_eq!(
+            std::fs::read_to_string(d.join("report.json")).unwrap(),
+            "{\"new\": 1}"
+        );
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["report.json"]);
+    }
+
+    #[test]
+    fn a_directory_with_run_files_holds_a_run_until_cleared() {
+        let d = temp("holds");
+        assert!(run_files_in(&d).is_empty());
+        std::fs::write(d.join("events.jsonl"), "").unwrap();
+        std::fs::write(d.join("notes.txt"), "mine").unwrap();
+        assert_eq!(run_files_in(&d), ["events.jsonl"]);
+        clear_run(&d).unwrap();
+        assert!(run_files_in(&d).is_empty());
+        assert!(d.join("notes.txt").exists(), "only run files are removed");
+    }
+}
