@@ -153,7 +153,6 @@ impl Collector {
     pub fn set_command_oracle(&mut self, oracle: crate::oracle::CommandOracle) {
         self.oracle = Some(oracle);
     }
-    }
 
     /// Caps `gate.jsonl` at `bytes` (`telemetry.gate_log_max_mb`).
     pub fn with_gate_log_cap(mut self, bytes: u64) -> Self {
