@@ -197,7 +197,11 @@ impl Runtime {
             inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
             handoff: handoff.clone(),
             selection: crate::select::SelectionConfig {
-                candidates: cfg.policy.candidates,
+                // The scripted policy is deterministic: its candidates would be equal.
+                candidates: match cfg.policy.kind {
+                    chunkrt_config::PolicyKind::Scripted => 1,
+                    _ => cfg.policy.candidates,
+                },
                 dof: cfg.control.joints,
                 acc_max: {
                     let lim = cfg.joint_limits();
