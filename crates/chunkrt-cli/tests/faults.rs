@@ -5,20 +5,16 @@
 //! The tmpfs tests need root (to mount); without it they print a visible SKIP, and
 //! fail under `CI=true`.
 
+mod common;
+
+use common::{repo, wait};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chunkrt-faults-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("faults", name)
 }
 
 /// The scripted simulated arm with joint speed limits below the policy's, so that
@@ -51,22 +47,6 @@ fn run_cmd(config: &Path, out: &Path, duration: &str) -> Command {
         .arg(out)
         .env("CHUNKRT_LOG", "warn");
     c
-}
-
-/// Waits for the exit status, killing the child after `limit` (a wedged process).
-fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
-    let step = Duration::from_millis(50);
-    let mut waited = Duration::ZERO;
-    while waited < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        std::thread::sleep(step);
-        waited += step;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// Reads stderr lines until the live status says the arm plays; returns them.

@@ -2,21 +2,17 @@
 //! arm is brought to rest, the report is written, exit 0) and an output directory
 //! that cannot be written (a clear message, exit 2, nothing moved).
 
+mod common;
+
+use common::{repo, wait};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chunkrt-signals-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("signals", name)
 }
 
 /// Starts a long run on the simulated arm with the scripted policy, live status on.
@@ -45,22 +41,6 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
         }
     });
     rx
-}
-
-/// Waits for the exit status, killing the child after `limit` (a wedged process).
-fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
-    let mut waited = Duration::ZERO;
-    let step = Duration::from_millis(50);
-    while waited < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        std::thread::sleep(step);
-        waited += step;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// Stops a run with `signal` once it plays, after sending it the signals in `first`;

@@ -14,23 +14,19 @@
 //! limit it was not already at, and the report's per-constraint gate counts equal the
 //! sums over `gate.jsonl`.
 
+mod common;
+
 use chunkrt_config::Config;
 use chunkrt_tests::braking::check_stop;
 use chunkrt_tests::recording::{self, RecordedCycle};
+use common::{repo, wait};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("chunkrt-withdrawal-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::temp_dir("withdrawal", name)
 }
 
 /// `rt-config/sim.toml` with the policy manifest `manifest` (a fixture), unpinned
@@ -63,21 +59,6 @@ fn start(config: &Path, out: &Path, duration: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("chunkrt starts")
-}
-
-fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
-    let step = Duration::from_millis(50);
-    let mut waited = Duration::ZERO;
-    while waited < limit {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        std::thread::sleep(step);
-        waited += step;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
 }
 
 /// Checks every joint's commands after the last withdrawal (the last cycle that

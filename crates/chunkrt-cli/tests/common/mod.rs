@@ -1,0 +1,35 @@
+//! Helpers shared by the `chunkrt` binary's integration tests.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fresh, empty temporary directory `chunkrt-{suite}-{name}-{pid}`.
+pub fn temp_dir(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("chunkrt-{suite}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Waits for the exit status, killing the child after `limit` (a wedged process).
+pub fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
+    let step = Duration::from_millis(50);
+    let mut waited = Duration::ZERO;
+    while waited < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(step);
+        waited += step;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
