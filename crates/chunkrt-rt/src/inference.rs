@@ -329,7 +329,10 @@ mod tests {
     fn the_observation_is_the_one_published_at_or_after_the_tick() {
         let (mut publisher, mut subscriber) = chunkrt_buffer::channel(Observation::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let period = 20_000_000;
+        // A generous control period: the writer thread below must publish within it
+        // even on a loaded machine, or the reader gives up (a chance failure, seen at
+        // load average 8 with 20 ms).
+        let period = 500_000_000;
         // The cycle before the tick published, and nobody read it yet; the thread
         // wakes after the tick, before the tick's own cycle publishes (it is late):
         // the unread observation is the previous cycle's and must not be taken.
