@@ -177,6 +177,12 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
         dof: DOF,
         max_chunk_age_ns: 200 * NS_PER_MS,
         blend_ns: c.blend_ms * NS_PER_MS,
+        // Both seam kinds (the seed's low bit).
+        seam: if c.seed & 1 == 0 {
+            chunkrt_core::SeamMode::Crossfade
+        } else {
+            chunkrt_core::SeamMode::Transition
+        },
         lookahead_ns: 0,
         safe_stop_after_ns: 60_000 * NS_PER_MS,
         resume: Resume::Auto,

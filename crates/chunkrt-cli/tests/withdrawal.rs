@@ -2,7 +2,7 @@
 //!
 //! Two policies a new user can bring by mistake, run by `chunkrt run` on the
 //! simulated arm with the real ONNX Runtime:
-//! * the bundled flow model with every `act_std` x100 (model and digest unchanged),
+//! * the bundled flow model with every `act_std` x10 (model and digest unchanged),
 //!   stopped by SIGINT mid-motion;
 //! * a model whose output is constant, which walks the arm out of its declared
 //!   domain: the support monitor takes authority away.

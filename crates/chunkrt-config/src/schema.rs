@@ -150,15 +150,25 @@ pub struct PolicyConfig {
     /// being played most smoothly is published (1: no selection).
     #[serde(default = "one")]
     pub candidates: usize,
-    /// The joint positions the policy takes as the arm's state: `measured` (as in the
-    /// demonstrations) or `commanded` (the last command: chunks then start where the
-    /// command stream is, not where the lagging measurement is).
+    /// The state the policy observes: `manifest` (what its manifest declares it was
+    /// trained on, `encoding.state`), `measured`, `commanded` (the last command and its
+    /// velocity: chunks then start where the command stream is, not where the lagging
+    /// measurement is) or `planned` (the trajectory being played without the seam blends
+    /// toward it: the policy continues its own plan).
     #[serde(default = "default_state_source")]
     pub state_source: String,
+    /// Low-pass each sampled chunk onto polynomials of degree below this over the horizon
+    /// (removes setpoint-to-setpoint jitter a sampler run with few steps leaves; 0: off).
+    #[serde(default = "default_smoothing_modes")]
+    pub smoothing_modes: usize,
+}
+
+fn default_smoothing_modes() -> usize {
+    6
 }
 
 fn default_state_source() -> String {
-    "measured".into()
+    "manifest".into()
 }
 
 /// Whether fresh chunks resume playback on their own.
@@ -171,6 +181,18 @@ pub enum ResumeMode {
     Manual,
 }
 
+/// How a seam crosses to the new chunk (see `chunkrt_core::SeamMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeamKind {
+    /// Crossfade over the blend: averages chunks that disagree.
+    #[default]
+    Crossfade,
+    /// The new chunk at once, the seam's offset faded out over the blend: for policies
+    /// that continue the trajectory being played.
+    Transition,
+}
+
 /// The executor.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +203,9 @@ pub struct ExecutorSection {
     /// Seam blend length (0: newest chunk wins at once).
     #[serde(default = "default_blend")]
     pub blend_ms: f64,
+    /// `crossfade` (default) or `transition`.
+    #[serde(default)]
+    pub seam: SeamKind,
     /// Sample the trajectory this far ahead (drive + bus delay).
     #[serde(default)]
     pub lookahead_ms: f64,
@@ -216,6 +241,7 @@ impl Default for ExecutorSection {
         ExecutorSection {
             max_chunk_age_ms: default_max_age(),
             blend_ms: default_blend(),
+            seam: SeamKind::default(),
             lookahead_ms: 0.0,
             safe_stop_after_ms: default_safe_stop(),
             resume: default_resume(),

@@ -2,7 +2,8 @@
 
 use crate::schema::*;
 use chunkrt_core::{
-    ms_to_ns, DomainBox, ExecutorConfig, JointLimit, JointLimits, Resume, MAX_DOF, MAX_HORIZON,
+    ms_to_ns, DomainBox, ExecutorConfig, JointLimit, JointLimits, Resume, SeamMode, MAX_DOF,
+    MAX_HORIZON,
 };
 
 type Check = Result<(), (String, String)>;
@@ -239,11 +240,14 @@ impl Config {
         range("policy.dt_ms", p.dt_ms, 1.0, 100.0)?;
         range("policy.max_vel_rad_s", p.max_vel_rad_s, 1e-3, 100.0)?;
         range("policy.deadline_ms", p.deadline_ms, 0.0, 10_000.0)?;
-        if !matches!(p.state_source.as_str(), "measured" | "commanded") {
+        if !matches!(
+            p.state_source.as_str(),
+            "manifest" | "measured" | "commanded" | "planned"
+        ) {
             return fail(
                 "policy.state_source",
                 format!(
-                    "expected \"measured\" or \"commanded\", got {:?}",
+                    "expected \"manifest\", \"measured\", \"commanded\" or \"planned\", got {:?}",
                     p.state_source.chars().take(40).collect::<String>()
                 ),
             );
@@ -252,6 +256,16 @@ impl Config {
             return fail(
                 "policy.candidates",
                 format!("expected 1 to 32 candidates, got {}", p.candidates),
+            );
+        }
+        if p.smoothing_modes > chunkrt_core::MAX_HORIZON {
+            return fail(
+                "policy.smoothing_modes",
+                format!(
+                    "expected 0 (off) to {} modes, got {}",
+                    chunkrt_core::MAX_HORIZON,
+                    p.smoothing_modes
+                ),
             );
         }
         if p.threads == 0 || p.threads > 64 {
@@ -442,6 +456,10 @@ impl Config {
             dof: self.control.joints,
             max_chunk_age_ns: ms_to_ns(e.max_chunk_age_ms),
             blend_ns: ms_to_ns(e.blend_ms),
+            seam: match e.seam {
+                SeamKind::Crossfade => SeamMode::Crossfade,
+                SeamKind::Transition => SeamMode::Transition,
+            },
             lookahead_ns: ms_to_ns(e.lookahead_ms),
             safe_stop_after_ns: ms_to_ns(e.safe_stop_after_ms),
             resume: match e.resume {

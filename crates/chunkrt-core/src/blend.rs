@@ -15,6 +15,16 @@
 //! every seam started from such an extrapolation and the drifts compounded.) When a
 //! layer's crossing is over, everything below it no longer contributes and is dropped,
 //! which frees its spline slot.
+//!
+//! A *transition* ([`BlendChain::transition`], `executor.seam = "transition"`) plays the
+//! new chunk at once plus the output's offset from it at the seam, faded out over
+//! `blend_ns` by the quintic Hermite polynomial that matches that offset's position,
+//! velocity and acceleration at the seam and is zero with its first two derivatives at
+//! the end: C2 as well, but what it adds is only what the seam itself differs by. A
+//! crossfade also adds what the two chunks' *intents* differ by over the whole window
+//! (`2 s' dv + s'' dp` of a difference that keeps growing): for chunks that already
+//! continue the trajectory being played (a policy observing the plan), that is most of
+//! the seam's acceleration.
 
 use crate::ladder::smoothstep5;
 use crate::spline::{ChunkSpline, Pva};
@@ -26,6 +36,32 @@ use crate::time::MonoTime;
 /// blend with a chunk every 20 ms); a seam that would need more restarts the chain
 /// (see [`BlendChain::push`]).
 pub(crate) const SLOTS: usize = 16;
+
+/// The quintic Hermite basis on `u` in [0, 1] for a value, slope and curvature at 0 that
+/// go to zero (with their first two derivatives) at 1: values, first and second
+/// derivatives of the three basis polynomials (position, velocity x T, acceleration x T^2).
+pub fn hermite5(u: f64) -> ([f64; 3], [f64; 3], [f64; 3]) {
+    let u = u.clamp(0.0, 1.0);
+    let (u2, u3) = (u * u, u * u * u);
+    let (u4, u5) = (u3 * u, u3 * u2);
+    (
+        [
+            1.0 - 10.0 * u3 + 15.0 * u4 - 6.0 * u5,
+            u - 6.0 * u3 + 8.0 * u4 - 3.0 * u5,
+            0.5 * u2 - 1.5 * u3 + 1.5 * u4 - 0.5 * u5,
+        ],
+        [
+            -30.0 * u2 + 60.0 * u3 - 30.0 * u4,
+            1.0 - 18.0 * u2 + 32.0 * u3 - 15.0 * u4,
+            u - 4.5 * u2 + 6.0 * u3 - 2.5 * u4,
+        ],
+        [
+            -60.0 * u + 180.0 * u2 - 120.0 * u3,
+            -36.0 * u + 96.0 * u2 - 60.0 * u3,
+            1.0 - 9.0 * u + 18.0 * u2 - 10.0 * u3,
+        ],
+    )
+}
 
 /// What the layers are blended onto.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,10 +80,19 @@ struct Layer {
     t0: MonoTime,
 }
 
+/// The offset a transition fades out: the output minus the new chunk at the seam.
+#[derive(Clone, Copy, Debug, Default)]
+struct Offset {
+    t0: MonoTime,
+    d: Pva,
+    active: bool,
+}
+
 /// The base and the layers blending in over it (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct BlendChain {
     blend_ns: u64,
+    offset: Offset,
     base: Base,
     /// Source of `Base::State` and its time.
     state: Pva,
@@ -63,6 +108,7 @@ impl BlendChain {
     pub(crate) fn new(blend_ns: u64) -> Self {
         BlendChain {
             blend_ns,
+            offset: Offset::default(),
             base: Base::Spline(0),
             state: Pva::default(),
             state_t0: MonoTime::ZERO,
@@ -76,12 +122,25 @@ impl BlendChain {
     pub(crate) fn solo(&mut self, slot: usize) {
         self.base = Base::Spline(slot);
         self.n = 0;
+        self.offset.active = false;
+    }
+
+    /// Plays `slot` from `ts` plus `offset` (the output minus the chunk at `ts`) faded
+    /// out over the blend (see the module docs).
+    pub(crate) fn transition(&mut self, slot: usize, ts: MonoTime, offset: &Pva) {
+        self.solo(slot);
+        self.offset = Offset {
+            t0: ts,
+            d: *offset,
+            active: self.blend_ns > 0,
+        };
     }
 
     /// Blends `slot` in from `ts`, starting on `state` (the output there) continued
     /// with constant acceleration: for seams that do not start on a chunk (after a
     /// deceleration or a hold) and for a chain that is full.
     pub(crate) fn restart_from(&mut self, state: &Pva, ts: MonoTime, slot: usize) {
+        self.offset.active = false;
         self.base = Base::State;
         self.state = *state;
         self.state_t0 = ts;
@@ -94,6 +153,7 @@ impl BlendChain {
     /// output at `ts`, continued with constant acceleration) instead and the
     /// collapse is counted. Returns whether it collapsed.
     pub(crate) fn push(&mut self, slot: usize, ts: MonoTime, state: &Pva) -> bool {
+        self.offset.active = false;
         let base_slots = usize::from(matches!(self.base, Base::Spline(_)));
         // After the push: base + layers + the new one, and one slot left for pending.
         if base_slots + self.n + 2 > SLOTS {
@@ -159,6 +219,19 @@ impl BlendChain {
             }
         };
         let tb = self.blend_ns as f64 * 1e-9;
+        if self.offset.active {
+            let tau = ts.diff_ns(self.offset.t0) as f64 * 1e-9;
+            if tau < tb {
+                let (h, d1, d2) = hermite5(tau / tb);
+                let d = &self.offset.d;
+                for j in 0..dof {
+                    let (p, v, a) = (d.pos_rad[j], d.vel_rad_s[j] * tb, d.acc_rad_s2[j] * tb * tb);
+                    out.pos_rad[j] += p * h[0] + v * h[1] + a * h[2];
+                    out.vel_rad_s[j] += (p * d1[0] + v * d1[1] + a * d1[2]) / tb;
+                    out.acc_rad_s2[j] += (p * d2[0] + v * d2[1] + a * d2[2]) / (tb * tb);
+                }
+            }
+        }
         let mut new = Pva::default();
         for layer in &self.layers[first..self.n] {
             splines[layer.slot].eval(ts, &mut new);

@@ -62,6 +62,8 @@ pub struct ExecutorConfig {
     pub max_chunk_age_ns: u64,
     /// Length of the seam blend (0: newest chunk wins at once).
     pub blend_ns: u64,
+    /// How a seam crosses to the new chunk over `blend_ns`.
+    pub seam: SeamMode,
     /// The trajectory is sampled this far ahead of `now` (drive + bus delay).
     pub lookahead_ns: u64,
     /// Without a fresh chunk for this long the ladder goes to `SafeStop`.
@@ -76,6 +78,22 @@ pub struct ExecutorConfig {
     pub min_len: usize,
     /// A chunk whose `t_start` is further than this from `now` is rejected.
     pub max_time_offset_ns: u64,
+}
+
+/// How the executor crosses from the trajectory being played to a new chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SeamMode {
+    /// Crossfade (a chain of quintic blends): the output moves from the old trajectory
+    /// onto the new chunk over the blend, averaging the two meanwhile. For policies whose
+    /// consecutive chunks disagree (fresh noise, positions only): it smooths their
+    /// disagreement out.
+    #[default]
+    Crossfade,
+    /// Transition: the new chunk at once, plus the output's offset from it at the seam
+    /// (position, velocity, acceleration) faded out by a quintic Hermite polynomial.
+    /// For policies that continue the trajectory being played (observing the plan):
+    /// adds only what the seam differs by, not what the chunks' intents differ by later.
+    Transition,
 }
 
 /// Where the ladder stands.
@@ -468,6 +486,17 @@ impl Executor {
         let slot = self.pending;
         if self.cfg.blend_ns == 0 {
             self.chain.solo(slot);
+        } else if self.cfg.seam == SeamMode::Transition {
+            // The new chunk at once, plus the output's offset from it faded out.
+            let state = self.within_limits(&old);
+            let mut offset = Pva::default();
+            self.splines[slot].eval(ts, &mut offset);
+            for j in 0..dof {
+                offset.pos_rad[j] = state.pos_rad[j] - offset.pos_rad[j];
+                offset.vel_rad_s[j] = state.vel_rad_s[j] - offset.vel_rad_s[j];
+                offset.acc_rad_s2[j] = state.acc_rad_s2[j] - offset.acc_rad_s2[j];
+            }
+            self.chain.transition(slot, ts, &offset);
         } else if self.mode == Mode::Playing && self.cur_valid {
             let state = self.within_limits(&old);
             self.chain.push(slot, ts, &state);
@@ -609,6 +638,23 @@ impl Executor {
             0
         };
         out.stop = self.mode == Mode::Decelerating && self.cmd_known;
+    }
+
+    /// The state of the trajectory being played, without the seam blends toward it: the
+    /// newest spliced chunk's spline at `t` while `Playing`; otherwise the last command
+    /// (what [`Executor::note_command`] reported, or the executor's own last output).
+    ///
+    /// What a policy trained to continue its own plan observes
+    /// ([`crate::Observation::plan_pos_rad`]): a blend's transient velocity belongs to no
+    /// chunk, and a policy that continued it would feed the blend's transients back into
+    /// its next chunk (with blends longer than the gap from a splice to the next
+    /// observation, a loop that rings). No allocation.
+    pub fn plan_state(&self, t: MonoTime, out: &mut Pva) {
+        if self.mode == Mode::Playing && self.cur_valid {
+            self.splines[self.cur].eval(t, out);
+        } else {
+            *out = self.last;
+        }
     }
 
     /// Tells the executor what left the gate this cycle: the commanded state at the

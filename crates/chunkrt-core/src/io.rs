@@ -24,6 +24,15 @@ pub struct Observation {
     pub torque_nm: JointVec,
     /// The last command sent to the drives.
     pub cmd_pos_rad: JointVec,
+    /// Its velocity at the command's time (the permission gate's commanded state, from
+    /// the last three commanded positions).
+    pub cmd_vel_rad_s: JointVec,
+    /// The trajectory being played at `t_capture`, without the seam blends toward it
+    /// (the newest chunk's own spline; the last command when not playing): see
+    /// `Executor::plan_state`.
+    pub plan_pos_rad: JointVec,
+    /// Its velocity.
+    pub plan_vel_rad_s: JointVec,
 }
 
 impl Default for Observation {
@@ -37,6 +46,9 @@ impl Default for Observation {
             vel_rad_s: [0.0; MAX_DOF],
             torque_nm: [0.0; MAX_DOF],
             cmd_pos_rad: [0.0; MAX_DOF],
+            cmd_vel_rad_s: [0.0; MAX_DOF],
+            plan_pos_rad: [0.0; MAX_DOF],
+            plan_vel_rad_s: [0.0; MAX_DOF],
         }
     }
 }

@@ -6,7 +6,7 @@
 //! the `Backend` and `Policy` traits that the other crates implement.
 
 pub mod backend;
-mod blend;
+pub mod blend;
 pub mod chunk;
 pub mod delay;
 mod envelope;
@@ -29,7 +29,7 @@ pub use delay::{
 };
 pub use executor::{
     ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,
-    SeamStats, Setpoint,
+    SeamMode, SeamStats, Setpoint,
 };
 pub use gate::{Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT};
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};

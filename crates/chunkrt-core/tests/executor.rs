@@ -498,3 +498,45 @@ fn counters_follow_every_chunk_to_one_outcome() {
         "the ladder took over after chunk 2 expired"
     );
 }
+
+#[test]
+fn the_plan_state_is_the_newest_chunk_without_the_blend_toward_it() {
+    let mut clk = Clock::start();
+    let mut cfg = config(1);
+    cfg.blend_ns = 100 * NS_PER_MS;
+    let mut e = new_exec(cfg, clk.now());
+    let mut sp = Setpoint::default();
+    let mut plan = chunkrt_core::Pva::default();
+    // Before any chunk: the plan is where the executor holds.
+    e.plan_state(clk.now(), &mut plan);
+    assert_eq!((plan.pos_rad[0], plan.vel_rad_s[0]), (0.0, 0.0));
+    // A chunk moving at 1 rad/s from 0.1 rad: blended in from rest over 100 ms.
+    let t0 = clk.now();
+    let c = chunk_from(1, t0, t0, 20, 20, 1, |t, _| 0.1 + (t - t0.as_secs_f64()));
+    e.offer(&c, t0).unwrap();
+    let now = clk.advance_ms(30);
+    e.tick(now, &mut sp);
+    assert_eq!(e.mode(), Mode::Playing);
+    e.plan_state(now, &mut plan);
+    // The plan is the chunk itself at `now`; the output is still blending toward it.
+    assert!(
+        (plan.pos_rad[0] - 0.130).abs() < 1e-9,
+        "{}",
+        plan.pos_rad[0]
+    );
+    assert!(
+        (plan.vel_rad_s[0] - 1.0).abs() < 1e-9,
+        "{}",
+        plan.vel_rad_s[0]
+    );
+    assert!((sp.pos_rad[0] - 0.130).abs() > 1e-3, "{}", sp.pos_rad[0]);
+    assert!((sp.vel_rad_s[0] - 1.0).abs() > 1e-2, "{}", sp.vel_rad_s[0]);
+    // Without a chunk (the fallback), the plan is the last command the executor was told of.
+    let mut cmd = chunkrt_core::Pva::default();
+    cmd.pos_rad[0] = 0.2;
+    cmd.vel_rad_s[0] = 0.5;
+    e.note_command(&cmd);
+    e.force_fallback(now, ModeChangeReason::BackendError);
+    e.plan_state(now, &mut plan);
+    assert_eq!((plan.pos_rad[0], plan.vel_rad_s[0]), (0.2, 0.5));
+}

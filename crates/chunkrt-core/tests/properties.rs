@@ -54,6 +54,8 @@ struct Scenario {
     period_ms: u64,
     jitter: Vec<u64>,
     blend_ms: u64,
+    /// Seams cross by transition (else crossfade).
+    transition: bool,
     lookahead_ms: u64,
     max_age_ms: u64,
     manual: bool,
@@ -114,6 +116,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             prop::sample::select(vec![0u64, 0, 20, 40, 60, 150, 300]),
             0u64..6,
             60u64..300,
+            any::<bool>(),
         ),
         any::<bool>(),
         -1.0f64..1.0,
@@ -131,7 +134,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 (vel, acc, jerk_ratio, brake_frac),
                 (pos_min, pos_max),
                 period_ms,
-                (blend_ms, lookahead_ms, max_age_ms),
+                (blend_ms, lookahead_ms, max_age_ms, transition),
                 manual,
                 init,
                 mut actions,
@@ -150,6 +153,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     period_ms,
                     jitter,
                     blend_ms,
+                    transition,
                     lookahead_ms,
                     max_age_ms,
                     manual,
@@ -220,6 +224,11 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
         dof: DOF,
         max_chunk_age_ns: s.max_age_ms * NS_PER_MS,
         blend_ns: s.blend_ms * NS_PER_MS,
+        seam: if s.transition {
+            chunkrt_core::SeamMode::Transition
+        } else {
+            chunkrt_core::SeamMode::Crossfade
+        },
         lookahead_ns: s.lookahead_ms * NS_PER_MS,
         safe_stop_after_ns: 400 * NS_PER_MS,
         resume: if s.manual {

@@ -82,8 +82,48 @@ pub struct IoNames {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ObservationEncoding {
-    /// `[q_1..q_n, goal_1..goal_n]`: measured joint positions, then the current goal.
+    /// `[q_1..q_n, goal_1..goal_n]`: joint positions, then the current goal.
     JointPosAndGoal,
+    /// `[q_1..q_n, goal_1..goal_n, v_1..v_n]`: joint positions, the current goal, joint
+    /// velocities (rad/s). With the commanded state, a policy sees the trajectory it is
+    /// continuing, not only where it is.
+    JointPosGoalVel,
+}
+
+impl ObservationEncoding {
+    /// Length of the observation vector for `d_a` joints.
+    pub fn d_obs(self, d_a: usize) -> usize {
+        match self {
+            ObservationEncoding::JointPosAndGoal => 2 * d_a,
+            ObservationEncoding::JointPosGoalVel => 3 * d_a,
+        }
+    }
+
+    /// The name written in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObservationEncoding::JointPosAndGoal => "joint_pos_and_goal",
+            ObservationEncoding::JointPosGoalVel => "joint_pos_goal_vel",
+        }
+    }
+}
+
+/// Which state the policy takes as the arm's (network input and the origin of a
+/// delta-encoded chunk).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateSource {
+    /// The measured positions and velocities (`Observation::pos_rad`, `vel_rad_s`).
+    #[default]
+    Measured,
+    /// The last command sent to the drives and its velocity (`Observation::cmd_pos_rad`,
+    /// `cmd_vel_rad_s`): chunks then start where the command stream is, not where the
+    /// lagging measurement is.
+    Commanded,
+    /// The trajectory being played, without the seam blends toward it
+    /// (`Observation::plan_pos_rad`, `plan_vel_rad_s`): a policy trained on it continues
+    /// its own plan, and a blend's transients are not fed back into the next chunk.
+    Planned,
 }
 
 /// How the de-normalised action chunk maps to joint positions.
@@ -102,6 +142,10 @@ pub enum ActionEncoding {
 pub struct Encoding {
     /// Observation encoding.
     pub observation: ObservationEncoding,
+    /// The state the policy was trained to observe (default `measured`); the runtime's
+    /// `policy.state_source` overrides it.
+    #[serde(default)]
+    pub state: StateSource,
     /// Action encoding.
     pub action: ActionEncoding,
     /// A goal counts as reached within this distance on every joint.
@@ -292,15 +336,15 @@ impl Manifest {
         range("horizon", self.horizon, 2, MAX_HORIZON)?;
         range("d_obs", self.d_obs, 1, MAX_OBS)?;
         positive("dt_ms", self.dt_ms)?;
-        match self.encoding.observation {
-            ObservationEncoding::JointPosAndGoal if self.d_obs != 2 * self.d_a => {
-                return Err(format!(
-                    "encoding.observation = \"joint_pos_and_goal\" needs d_obs = 2 * d_a = {}, got {}",
-                    2 * self.d_a,
-                    self.d_obs
-                ));
-            }
-            _ => {}
+        let enc = self.encoding.observation;
+        if self.d_obs != enc.d_obs(self.d_a) {
+            return Err(format!(
+                "encoding.observation = \"{}\" needs d_obs = {} for d_a = {}, got {}",
+                enc.name(),
+                enc.d_obs(self.d_a),
+                self.d_a,
+                self.d_obs
+            ));
         }
         positive(
             "encoding.goal_tolerance_rad",

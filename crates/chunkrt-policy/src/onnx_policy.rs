@@ -13,6 +13,7 @@ use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError,
 use crate::domain::{Domain, DomainVerdict};
 use crate::error::PolicyLoadError;
 use crate::goals::GoalSequence;
+pub use crate::manifest::StateSource;
 use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
 use crate::model::PolicyModel;
 use crate::noise::GaussianNoise;
@@ -35,19 +36,6 @@ pub enum NoiseMode {
     /// samplers are deterministic maps from noise to chunk). Commits harder to one sample,
     /// but a fixed noise can also hold the arm at a state where its chunk barely moves.
     PerGoal,
-}
-
-/// Which joint positions the policy treats as the arm's state (network input and the origin
-/// of the delta-encoded chunk).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StateSource {
-    /// The measured positions (`Observation::pos_rad`), as in the demonstrations.
-    #[default]
-    Measured,
-    /// The last command sent to the drives (`Observation::cmd_pos_rad`): chunks then start
-    /// where the command stream is, not where the lagging measurement is, so consecutive
-    /// chunks join without the seam having to absorb the tracking error.
-    Commanded,
 }
 
 /// Configuration of an [`OnnxPolicy`]; `None` fields take the manifest's defaults.
@@ -74,8 +62,8 @@ pub struct OnnxPolicyConfig {
     pub goal_dwell_ms: u64,
     /// When fresh noise is drawn.
     pub noise: NoiseMode,
-    /// Which positions are the state.
-    pub state: StateSource,
+    /// Which state the policy observes; `None`: the manifest's `encoding.state`.
+    pub state: Option<StateSource>,
     /// A learned policy settles near its goal, not exactly on it (model bias). When the arm
     /// is within this distance of the goal (every joint) and has stopped moving for
     /// `settle_chunks` consecutive chunks, the next goal is pursued. `None`: four
@@ -103,7 +91,7 @@ impl OnnxPolicyConfig {
             goals: None,
             goal_dwell_ms: 0,
             noise: NoiseMode::PerChunk,
-            state: StateSource::Measured,
+            state: None,
             goal_settle_radius_rad: None,
             settle_chunks: 5,
             smoothing_modes: 6,
@@ -201,6 +189,7 @@ impl OnnxPolicy {
         let smoother = ChunkSmoother::new(m.horizon, cfg.smoothing_modes);
         let seed = cfg.seed.unwrap_or(m.sampler.seed);
         let (d_obs, len) = (m.d_obs, m.chunk_len());
+        let state_source = cfg.state.unwrap_or(m.encoding.state);
         let mut policy = OnnxPolicy {
             model,
             goals,
@@ -210,7 +199,7 @@ impl OnnxPolicy {
             deadline_ns,
             noise: GaussianNoise::new(seed),
             noise_mode: cfg.noise,
-            state_source: cfg.state,
+            state_source,
             noise_fresh: false,
             noise_buf: vec![0.0; len],
             obs_vec: vec![0.0; d_obs],
@@ -280,16 +269,24 @@ impl OnnxPolicy {
         self.step_ns_est
     }
 
-    /// Builds the observation vector the manifest declares from joint positions and the
-    /// current goal, into `out` (d_obs values). The gate can use it with [`Self::domain`].
-    pub fn observation_vector(&self, pos_rad: &JointVec, out: &mut [f64]) {
+    /// Builds the observation vector the manifest declares from joint positions,
+    /// velocities and the current goal, into `out` (d_obs values). The gate can use it
+    /// with [`Self::domain`].
+    pub fn observation_vector(&self, pos_rad: &JointVec, vel_rad_s: &JointVec, out: &mut [f64]) {
         let d_a = self.model.manifest().d_a;
+        out[..d_a].copy_from_slice(&pos_rad[..d_a]);
+        out[d_a..2 * d_a].copy_from_slice(&self.goals.current()[..d_a]);
         match self.model.manifest().encoding.observation {
-            ObservationEncoding::JointPosAndGoal => {
-                out[..d_a].copy_from_slice(&pos_rad[..d_a]);
-                out[d_a..2 * d_a].copy_from_slice(&self.goals.current()[..d_a]);
+            ObservationEncoding::JointPosAndGoal => {}
+            ObservationEncoding::JointPosGoalVel => {
+                out[2 * d_a..3 * d_a].copy_from_slice(&vel_rad_s[..d_a]);
             }
         }
+    }
+
+    /// The state this policy observes (configured, or the manifest's).
+    pub fn state_source(&self) -> StateSource {
+        self.state_source
     }
 
     /// Steps for the next chunk: the nominal count, or fewer when the measured step
@@ -327,9 +324,10 @@ impl Policy for OnnxPolicy {
                 obs.dof
             )));
         }
-        let state = match self.state_source {
-            StateSource::Measured => &obs.pos_rad,
-            StateSource::Commanded => &obs.cmd_pos_rad,
+        let (state, vel) = match self.state_source {
+            StateSource::Measured => (&obs.pos_rad, &obs.vel_rad_s),
+            StateSource::Commanded => (&obs.cmd_pos_rad, &obs.cmd_vel_rad_s),
+            StateSource::Planned => (&obs.plan_pos_rad, &obs.plan_vel_rad_s),
         };
         if let Some(j) = (0..d_a).find(|&j| !state[j].is_finite()) {
             return Err(PolicyError(format!(
@@ -337,9 +335,15 @@ impl Policy for OnnxPolicy {
                 state[j]
             )));
         }
+        if let Some(j) = (0..d_a).find(|&j| !vel[j].is_finite()) {
+            return Err(PolicyError(format!(
+                "onnx policy: state velocity of joint {j} is not finite ({})",
+                vel[j]
+            )));
+        }
         let goal_changed = self.goals.update(state, obs.t_capture);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
-        self.observation_vector(state, &mut obs_vec);
+        self.observation_vector(state, vel, &mut obs_vec);
         let verdict = self.model.domain().check(&obs_vec);
         self.last_verdict = Some(verdict);
 

@@ -56,7 +56,7 @@ pub struct SampleOptions {
 }
 
 /// Draws `samples` chunks at observation vector `obs` (d_obs values, encoded as the
-/// manifest declares, e.g. `[q_1..q_7, goal_1..goal_7]`) with the manifest's sampler.
+/// manifest declares, e.g. `[q_1..q_7, goal_1..goal_7, v_1..v_7]`) with the manifest's sampler.
 pub fn sample_chunks(
     manifest: &Path,
     obs: &[f32],
@@ -83,10 +83,10 @@ pub fn sample_chunks_with(
     let m = model.manifest().clone();
     if obs.len() != m.d_obs {
         return Err(PolicyLoadError::Request(format!(
-            "observation has {} values, the model expects d_obs = {} ({:?} encoding)",
+            "observation has {} values, the model expects d_obs = {} ({} encoding)",
             obs.len(),
             m.d_obs,
-            m.encoding.observation
+            m.encoding.observation.name()
         )));
     }
     if let Some(i) = obs.iter().position(|v| !v.is_finite()) {

@@ -13,18 +13,35 @@ fn obs_at(t_ns: u64, q: &[f64]) -> Observation {
         dof: q.len() as u16,
         ..Observation::default()
     };
+    // An arm at rest where it was commanded (and planned) to be: every state agrees.
     o.pos_rad[..q.len()].copy_from_slice(q);
+    o.cmd_pos_rad[..q.len()].copy_from_slice(q);
+    o.plan_pos_rad[..q.len()].copy_from_slice(q);
     o
 }
 
-/// Where the chunk says the arm is `t_ns` after its observation (linear between setpoints).
-fn chunk_at(c: &Chunk, t_ns: u64, dof: usize) -> Vec<f64> {
+/// An arm moving at `v` where it was commanded and planned to be (every state agrees).
+fn moving_obs_at(t_ns: u64, q: &[f64], v: &[f64]) -> Observation {
+    let mut o = obs_at(t_ns, q);
+    o.vel_rad_s[..v.len()].copy_from_slice(v);
+    o.cmd_vel_rad_s[..v.len()].copy_from_slice(v);
+    o.plan_vel_rad_s[..v.len()].copy_from_slice(v);
+    o
+}
+
+/// Where the chunk says the arm is `t_ns` after its observation (linear between setpoints),
+/// and how fast it moves there (the slope of that segment).
+fn chunk_at(c: &Chunk, t_ns: u64, dof: usize) -> (Vec<f64>, Vec<f64>) {
     let f = t_ns as f64 / c.dt_ns as f64;
     let i = (f.floor() as usize).min(c.len as usize - 2);
     let w = f - i as f64;
+    let dt_s = c.dt_ns as f64 * 1e-9;
     (0..dof)
-        .map(|j| c.pos_rad[i][j] * (1.0 - w) + c.pos_rad[i + 1][j] * w)
-        .collect()
+        .map(|j| {
+            let (a, b) = (c.pos_rad[i][j], c.pos_rad[i + 1][j]);
+            (a * (1.0 - w) + b * w, (b - a) / dt_s)
+        })
+        .unzip()
 }
 
 #[test]
@@ -37,6 +54,7 @@ fn drives_an_ideal_arm_through_its_goals() {
         let spec = policy.spec();
         assert_eq!((spec.dof, spec.horizon, spec.dt_ns), (7, 32, 20_000_000));
         let mut q = policy.manifest().encoding.goals[0].clone();
+        let mut v = vec![0.0; 7];
         let period_ns = 50_000_000;
         let mut chunk = Chunk::default();
         let mut goals_reached = 0;
@@ -46,7 +64,7 @@ fn drives_an_ideal_arm_through_its_goals() {
         let chunks = 400; // 20 s
         for k in 0..chunks {
             let info = policy
-                .infer(&obs_at(k * period_ns, &q), &mut chunk)
+                .infer(&moving_obs_at(k * period_ns, &q, &v), &mut chunk)
                 .unwrap();
             assert!(chunk.all_finite());
             assert_eq!(info.steps, info.steps_nominal);
@@ -57,7 +75,7 @@ fn drives_an_ideal_arm_through_its_goals() {
                         max_speed.max((chunk.pos_rad[i][j] - chunk.pos_rad[i - 1][j]).abs() / 0.02);
                 }
             }
-            q = chunk_at(&chunk, period_ns, 7);
+            (q, v) = chunk_at(&chunk, period_ns, 7);
             if policy.goal_index() != last_goal {
                 goals_reached += 1;
                 last_goal = policy.goal_index();
@@ -121,10 +139,10 @@ fn flags_observations_outside_the_declared_domain() {
     ));
     assert_eq!(policy.stats().out_of_domain, 1);
     // The vector the gate would check agrees with the policy's own verdict.
-    let mut v = vec![0.0; 14];
+    let mut v = vec![0.0; policy.manifest().d_obs];
     let mut pos = [0.0; chunkrt_core::MAX_DOF];
     pos[..7].copy_from_slice(&q);
-    policy.observation_vector(&pos, &mut v);
+    policy.observation_vector(&pos, &[0.0; chunkrt_core::MAX_DOF], &mut v);
     assert!(!policy.domain().check(&v).is_inside());
 }
 
@@ -164,7 +182,7 @@ fn refuses_bad_configs_and_observations() {
 #[test]
 fn commanded_state_source_anchors_the_chunk_at_the_command() {
     let mut cfg = OnnxPolicyConfig::new(policies().join("flow.toml"));
-    cfg.state = chunkrt_policy::StateSource::Commanded;
+    cfg.state = Some(chunkrt_policy::StateSource::Commanded);
     cfg.smoothing_modes = 0;
     let mut policy = OnnxPolicy::new(&cfg).unwrap();
     let goal0 = policy.manifest().encoding.goals[0].clone();

@@ -185,7 +185,7 @@ fn refuses_a_graph_whose_input_names_disagree() {
         e,
         format!(
             "policy model {}: graph has no input `noisy_actions` (manifest io.x); its inputs are \
-             `obs` float32 [1, 14], `x` float32 [1, 32, 7], `t` float32 [1]",
+             `obs` float32 [1, 21], `x` float32 [1, 32, 7], `t` float32 [1]",
             dir.join("flow.onnx").display()
         )
     );

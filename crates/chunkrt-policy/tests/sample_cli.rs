@@ -54,7 +54,7 @@ fn reports_format_and_bad_requests_are_named() {
         .to_string();
     assert_eq!(
         e,
-        "policy request: observation has 5 values, the model expects d_obs = 14 (JointPosAndGoal encoding)"
+        "policy request: observation has 5 values, the model expects d_obs = 21 (joint_pos_goal_vel encoding)"
     );
     let e = sample_chunks(&manifest, &obs, 1, Some(500), 0)
         .unwrap_err()

@@ -93,9 +93,12 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
             oc.seed = Some(p.seed);
             oc.state = match p.state_source.as_str() {
-                "commanded" => chunkrt_policy::StateSource::Commanded,
-                _ => chunkrt_policy::StateSource::Measured,
+                "commanded" => Some(chunkrt_policy::StateSource::Commanded),
+                "measured" => Some(chunkrt_policy::StateSource::Measured),
+                "planned" => Some(chunkrt_policy::StateSource::Planned),
+                _ => None,
             };
+            oc.smoothing_modes = p.smoothing_modes;
             if !p.goals_rad.is_empty() {
                 oc.goals = Some(p.goals_rad.clone());
             }

@@ -8,7 +8,7 @@
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
     Backend, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback, Gate, Mode,
-    ModeChangeReason, MonoTime, Observation, RejectReason, Resume, Setpoint, MAX_DOF,
+    ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -28,6 +28,8 @@ pub struct ControlLoop {
     fb: Feedback,
     cmd: Command,
     setpoint: Setpoint,
+    /// The executor's plan state for the observation (reused, no allocation).
+    plan: Pva,
     cycle: u64,
     backend_failing: bool,
     out_of_domain: bool,
@@ -100,6 +102,7 @@ impl ControlLoop {
             fb: p.first_feedback,
             cmd,
             setpoint: Setpoint::default(),
+            plan: Pva::default(),
             cycle: 0,
             backend_failing: false,
             out_of_domain: false,
@@ -306,7 +309,8 @@ impl ControlLoop {
         // left the gate: a fallback plans its stop from there.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
         let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
-        self.executor.note_command(&self.gate.commanded_state());
+        let commanded = self.gate.commanded_state();
+        self.executor.note_command(&commanded);
         if mask.0 != 0 {
             for iv in self.gate.interventions() {
                 self.events_out.push(EventRecord::Gate {
@@ -359,6 +363,8 @@ impl ControlLoop {
         };
 
         // 7. Observation for the inference thread.
+        self.executor.plan_state(self.fb.t_capture, &mut self.plan);
+        let plan = &self.plan;
         let fb = &self.fb;
         let cmd = &self.cmd;
         let seq = self.cycle;
@@ -377,6 +383,9 @@ impl ControlLoop {
                 vel_rad_s: fb.vel_rad_s,
                 torque_nm: fb.torque_nm,
                 cmd_pos_rad: cmd.pos_rad,
+                cmd_vel_rad_s: commanded.vel_rad_s,
+                plan_pos_rad: plan.pos_rad,
+                plan_vel_rad_s: plan.vel_rad_s,
             };
             if let Some(mut old) = inj.observation(deadline, &fresh) {
                 old.t_cycle = deadline;
@@ -392,6 +401,9 @@ impl ControlLoop {
                 o.vel_rad_s = fb.vel_rad_s;
                 o.torque_nm = fb.torque_nm;
                 o.cmd_pos_rad = cmd.pos_rad;
+                o.cmd_vel_rad_s = commanded.vel_rad_s;
+                o.plan_pos_rad = plan.pos_rad;
+                o.plan_vel_rad_s = plan.vel_rad_s;
             });
         }
 

@@ -212,6 +212,7 @@ impl Runtime {
                     a
                 },
                 blend_ns: cfg.executor_config().blend_ns,
+                transition: cfg.executor_config().seam == chunkrt_core::SeamMode::Transition,
                 lookahead_ns: cfg.executor_config().lookahead_ns,
                 budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
             },

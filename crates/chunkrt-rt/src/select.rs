@@ -16,8 +16,12 @@
 //! Candidates are drawn while the time spent stays within the budget, so a slow
 //! model degrades to fewer candidates, never to a late chunk.
 
+use chunkrt_core::blend::hermite5;
 use chunkrt_core::spline::{ChunkSpline, Pva};
 use chunkrt_core::{Chunk, JointVec, MonoTime, MAX_DOF};
+
+/// Points across the blend window at which a candidate's seam is judged (plus one).
+const BLEND_SAMPLES: usize = 8;
 
 /// Settings of the candidate selection.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +34,8 @@ pub struct SelectionConfig {
     pub acc_max: JointVec,
     /// Seam blend length (0: the control period is used).
     pub blend_ns: u64,
+    /// The executor crosses seams by transition (else crossfade).
+    pub transition: bool,
     /// The executor's lookahead.
     pub lookahead_ns: u64,
     /// Stop drawing candidates once this much time has been spent on the chunk.
@@ -92,18 +98,68 @@ impl Selection {
         }
         let ts = t_first.add_ns(self.cfg.lookahead_ns);
         let (mut old, mut new) = (Pva::default(), Pva::default());
+        let blend_ns = self.cfg.blend_ns.max(1_000_000);
+        let t = blend_ns as f64 * 1e-9;
+        let mut worst: f64 = 0.0;
+        // The seam's offset (played minus candidate) where a transition starts.
+        let (mut seam_dp, mut seam_dv, mut seam_da) =
+            ([0.0; MAX_DOF], [0.0; MAX_DOF], [0.0; MAX_DOF]);
         self.prev.eval(ts, &mut old);
         self.scratch.eval(ts, &mut new);
-        let t = (self.cfg.blend_ns.max(1_000_000)) as f64 * 1e-9;
-        let mut worst: f64 = 0.0;
         for j in 0..self.cfg.dof {
-            let dp = (new.pos_rad[j] - old.pos_rad[j]).abs();
-            let dv = (new.vel_rad_s[j] - old.vel_rad_s[j]).abs();
-            let da = (new.acc_rad_s2[j] - old.acc_rad_s2[j]).abs();
-            let cost = (da + 1.875 * dv / t + 5.77 * dp / (t * t)) / self.cfg.acc_max[j].max(1e-9);
-            worst = worst.max(if cost.is_finite() { cost } else { f64::MAX });
+            seam_dp[j] = old.pos_rad[j] - new.pos_rad[j];
+            seam_dv[j] = old.vel_rad_s[j] - new.vel_rad_s[j];
+            seam_da[j] = old.acc_rad_s2[j] - new.acc_rad_s2[j];
         }
-        worst
+        // The acceleration the blend adds to the old trajectory's, at BLEND_SAMPLES + 1
+        // points across its window: (p, v, a) differences weighted by the quintic
+        // smoothstep and its derivatives. Two candidates that leave the same state on
+        // different sides of an obstacle differ little at the splice but much within the
+        // window; this tells them apart.
+        for k in 0..=BLEND_SAMPLES {
+            let u = k as f64 / BLEND_SAMPLES as f64;
+            let at = ts.add_ns(blend_ns * k as u64 / BLEND_SAMPLES as u64);
+            self.prev.eval(at, &mut old);
+            self.scratch.eval(at, &mut new);
+            let w = u * u * u * (10.0 - 15.0 * u + 6.0 * u * u);
+            let w1 = 30.0 * u * u * (1.0 - u) * (1.0 - u) / t;
+            let w2 = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (t * t);
+            let (_, _, h2) = hermite5(u);
+            for j in 0..self.cfg.dof {
+                let dp = new.pos_rad[j] - old.pos_rad[j];
+                let dv = new.vel_rad_s[j] - old.vel_rad_s[j];
+                let da = new.acc_rad_s2[j] - old.acc_rad_s2[j];
+                let added = if self.cfg.transition {
+                    // The offset at the seam, faded out (chunkrt_core's transition).
+                    (seam_dp[j] * h2[0] / (t * t) + seam_dv[j] * h2[1] / t + seam_da[j] * h2[2])
+                        .abs()
+                } else {
+                    (w * da + 2.0 * w1 * dv + w2 * dp).abs()
+                };
+                let cost = added / self.cfg.acc_max[j].max(1e-9);
+                worst = worst.max(if cost.is_finite() { cost } else { f64::MAX });
+            }
+        }
+        // Past the blend, over the rest of the overlap: where the candidate's intent
+        // parts from the one being played (a chunk that passes the obstacle on the other
+        // side starts almost as the played one does, and differs by tenths of a radian
+        // half a second on). Costed as the acceleration a blend over the whole overlap
+        // would need to absorb the difference at its end, and added to the seam's: a
+        // candidate may win only by being smooth at the seam *and* on the same course.
+        let mut course: f64 = 0.0;
+        let end = self.prev.t_end().min(self.scratch.t_end());
+        let blend_end = ts.add_ns(blend_ns);
+        if end > blend_end {
+            let span = end.diff_ns(ts) as f64 * 1e-9;
+            self.prev.eval(end, &mut old);
+            self.scratch.eval(end, &mut new);
+            for j in 0..self.cfg.dof {
+                let dp = (new.pos_rad[j] - old.pos_rad[j]).abs();
+                let cost = 5.77 * dp / (span * span) / self.cfg.acc_max[j].max(1e-9);
+                course = course.max(if cost.is_finite() { cost } else { f64::MAX });
+            }
+        }
+        worst + course
     }
 
     /// Remembers the chunk that was published (the next seams are judged against it).
@@ -143,6 +199,7 @@ mod tests {
             dof: 1,
             acc_max: acc,
             blend_ns: 40 * NS_PER_MS,
+            transition: false,
             lookahead_ns: 0,
             budget_ns: 10 * NS_PER_MS,
         });

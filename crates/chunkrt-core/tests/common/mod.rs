@@ -38,6 +38,7 @@ pub fn config(dof: usize) -> ExecutorConfig {
         dof,
         max_chunk_age_ns: 200 * NS_PER_MS,
         blend_ns: 40 * NS_PER_MS,
+        seam: chunkrt_core::SeamMode::Crossfade,
         lookahead_ns: 0,
         safe_stop_after_ns: 1_000 * NS_PER_MS,
         resume: Resume::Auto,

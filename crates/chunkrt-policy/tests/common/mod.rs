@@ -48,5 +48,7 @@ pub fn ambiguous_obs(manifest: &Path) -> Vec<f64> {
     let m = chunkrt_policy::Manifest::load(manifest).unwrap();
     let mut obs = m.encoding.goals[0].clone();
     obs.extend_from_slice(&m.encoding.goals[1]);
+    // At rest: zero velocities where the encoding has them.
+    obs.resize(m.d_obs, 0.0);
     obs
 }
