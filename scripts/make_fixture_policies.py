@@ -6,7 +6,7 @@ tests/fixtures/policies/, beside manifests derived from the bundled flow policy:
   (a constant velocity field), so every chunk is the observed pose plus the same
   large offset: the policy walks the arm out of its declared domain and on toward
   the soft limits.
-* out-of-scale.toml: the bundled flow.onnx with every act_std multiplied by 100
+* out-of-scale.toml: the bundled flow.onnx with every act_std multiplied by 10
   (model and digest unchanged): a plausible model with a wrong normalisation.
 
 Needs `onnx` and `numpy` (not in the test venv; the outputs are committed):
@@ -26,7 +26,9 @@ src = root / "rt-config" / "policies"
 out = root / "tests" / "fixtures" / "policies"
 out.mkdir(parents=True, exist_ok=True)
 
-# out = x * 0 + C + (sum(obs) + t) * 0: every input stays in the graph.
+# out = x * 0 + C + (sum(obs) + t) * 0: every input stays in the graph. The constant model
+# observes positions and goal only (the older "joint_pos_and_goal" encoding, measured state):
+# its domain is then left by walking, not at once by a velocity no demonstration had.
 horizon, dof, d_obs = 32, 7, 14
 const = np.full((1, horizon, dof), 3.0, dtype=np.float32)
 nodes = [
@@ -59,7 +61,29 @@ digest = hashlib.sha256((out / "constant.onnx").read_bytes()).hexdigest()
 
 manifest = (src / "flow.toml").read_text()
 header = "# Test fixture written by scripts/make_fixture_policies.py: {}\n"
-constant = re.sub(r'model_file = ".*"', 'model_file = "constant.onnx"', manifest)
+
+
+def floats(body: str):
+    return [float(v) for v in body.replace("\n", " ").split(",") if v.strip()]
+
+
+def positions_and_goal(text: str) -> str:
+    """The manifest cut down to the first 2 * dof observation values (no velocities)."""
+    n = 2 * dof
+    for key in ["obs_mean", "obs_std", "obs_min", "obs_max", "mean"]:
+        m = re.search(rf"^{key} = \[(.*?)\]", text, re.S | re.M)
+        body = ", ".join(repr(v) for v in floats(m.group(1))[:n])
+        text = text[: m.start()] + f"{key} = [{body}]" + text[m.end():]
+    m = re.search(r"^covariance = \[\n(.*?)\n\]", text, re.S | re.M)
+    rows = re.findall(r"\[(.*?)\]", m.group(1))[:n]
+    body = "\n".join("    [" + ", ".join(repr(v) for v in floats(r)[:n]) + "]," for r in rows)
+    text = text[: m.start()] + f"covariance = [\n{body}\n]" + text[m.end():]
+    text = re.sub(r"^d_obs = .*$", f"d_obs = {n}", text, flags=re.M)
+    text = re.sub(r'^observation = ".*"$', 'observation = "joint_pos_and_goal"', text, flags=re.M)
+    return re.sub(r'^state = ".*"$', 'state = "measured"', text, flags=re.M)
+
+
+constant = re.sub(r'model_file = ".*"', 'model_file = "constant.onnx"', positions_and_goal(manifest))
 constant = re.sub(r'model_sha256 = ".*"', f'model_sha256 = "{digest}"', constant)
 (out / "constant.toml").write_text(
     header.format("a constant-output flow model (walks out of its domain)") + constant)
@@ -74,6 +98,6 @@ def scale_act_std(text: str, factor: float) -> str:
 
 scaled = re.sub(r'model_file = ".*"', 'model_file = "../../../rt-config/policies/flow.onnx"', manifest)
 (out / "out-of-scale.toml").write_text(
-    header.format("the bundled flow model with every act_std x100 (model and digest unchanged)")
-    + scale_act_std(scaled, 100.0))
+    header.format("the bundled flow model with every act_std x10 (model and digest unchanged)")
+    + scale_act_std(scaled, 10.0))
 print("wrote", out)

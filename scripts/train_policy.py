@@ -11,7 +11,11 @@ observation (the arm at rest at one goal, heading for the next), half the demons
 "left" and half go "right": the data are deliberately bimodal.
 
 Encoding (written into every manifest, implemented by chunkrt-policy):
-  observation  obs = [q_1..q_7, goal_1..goal_7]   (measured joint positions, current goal), rad
+  observation  obs = [q_1..q_7, goal_1..goal_7, v_1..v_7]   (joint positions, current goal,
+               joint velocities; rad, rad/s). At run time q and v are the planned state
+               (manifest `state = "planned"`: the chunk being played, without the seam
+               blends toward it): each chunk continues the trajectory being played, so
+               consecutive chunks meet at the seams (see expert_rollout).
   action       a[i, j] = chunk[i, j] - q_j        (delta from the observed position), i < H
   graph        out = f(obs_n, x, t): obs_n = (obs - obs_mean) / obs_std, the action chunk
                normalised per element as (a - act_mean) / act_std.
@@ -58,16 +62,19 @@ GOAL_TOLERANCE_RAD = 0.05
 DETOUR_RAD = 0.45  # lateral amplitude of the detour around the obstacle
 START_NOISE_RAD = 0.02  # spread of the start pose around its goal
 STATE_NOISE_RAD = 0.08  # off-path perturbation of the observed state (teaches recovery)
-CORRECTION_TAU_S = 0.1
+VEL_NOISE_RAD_S = 0.15  # off-path velocity of the observed state
+RATE_NOISE = 0.25  # relative spread of the progress rate around the expert's own
+RETURN_RATE = 3.5  # 1/s: critically damped return of an off-path offset to the path
+PROGRESS_GAIN = 4.0  # 1/s: lag of the progress rate behind its target
+ARRIVAL_RATE = 6.0  # 1/s: critically damped approach to the goal
 LATERAL_NOISE_MIN = 0.25  # share of STATE_NOISE_RAD toward the detour side at the start ...
 LATERAL_NOISE_RAMP = 0.25  # ... growing to all of it at this progress
 GOAL_NOISE_RAD = 0.15
 GOAL_FRACTION = 0.15
-MAX_DEMO_SPEED_RAD_S = 1.0
+MAX_DEMO_SPEED_RAD_S = 1.1
 START_FRACTION = 0.3
 START_RATE = 0.1  # progress-rate profile, see progress_rate()
 RAMP = 0.2
-CREEP_RATE = 0.1
 HIDDEN = 256
 OBS_DELTA_SCALE_RAD = 0.25  # scale of the (q - goal) feature
 # Normalised chunks are (a - mean) / (std * ACT_SCALE): per element the std is 1 / ACT_SCALE,
@@ -77,7 +84,7 @@ OBS_DELTA_SCALE_RAD = 0.25  # scale of the (q - goal) feature
 # field is steepest and a smooth network cannot follow it; at this scale the choice spreads
 # over t ~ 0.2-0.5 (the role of the latent scale factor or sigma_data in image diffusion).
 ACT_SCALE = 6.0
-LATENT = 32  # principal directions of the normalised chunks the networks work in
+LATENT = 48  # principal directions of the normalised chunks the networks work in
 LAYERS = 3
 FREQS = 16
 DDIM_STEPS_TRAIN = 100
@@ -103,24 +110,97 @@ def detour_direction(g0, g1):
 
 
 def progress_rate(s, s_dot_max):
-    """ds/dt of the expert as a function of progress s only (not of time), so that what it
-    does next is a function of where the arm is: a policy cloned from it can be run in closed
-    loop, re-planned from every observation. Starts moving at once (a third of cruise speed),
-    reaches cruise speed at s = 0.2, slows down over the last fifth, creeps in at 10 %."""
+    """The expert's target ds/dt as a function of progress s only: a third of cruise speed at
+    the start, cruise speed from s = 0.2."""
     up = (START_RATE + s) / (START_RATE + RAMP)
-    down = np.maximum((1.0 - s) / RAMP, CREEP_RATE)
-    return s_dot_max * np.clip(np.minimum(up, down), 0.0, 1.0)
+    return s_dot_max * np.clip(up, 0.0, 1.0)
+
+
+def progress_accel(s, sd, s_dot_max):
+    """d2s/dt2 of the expert: the rate follows its target with a lag (PROGRESS_GAIN), and
+    the arrival is a critically damped approach to s = 1 (ARRIVAL_RATE), whichever brakes
+    harder. The approach takes over smoothly (where the two agree) and never overshoots."""
+    follow = PROGRESS_GAIN * (progress_rate(s, s_dot_max) - sd)
+    arrive = ARRIVAL_RATE**2 * (1.0 - s) - 2.0 * ARRIVAL_RATE * sd
+    return np.minimum(follow, arrive)
+
+
+def expert_rollout(s0, sd0, s_dot_max, e0, ed0):
+    """The expert's future from the state (s, ds/dt) along the path and the off-path offset
+    (e, de/dt), sampled at the HORIZON setpoint times (10 Euler sub-steps each).
+
+    A second-order, time-invariant system: the progress rate follows its target with a lag
+    and arrives critically damped (progress_accel), and the offset returns to the path critically
+    damped, e(t) = (e0 + (de0 + w e0) t) exp(-w t), w = RETURN_RATE. Its future is a function
+    of position and velocity only, so a policy that observes both and re-plans every 50 ms
+    from the commanded state reproduces the trajectory it is already playing: consecutive
+    chunks agree in position and velocity at every seam, and the acceleration stays within a
+    fraction of the limits (no velocity steps at the start or at the goal)."""
+    n = len(s0)
+    s_fut = np.empty((n, HORIZON))
+    s, sd = s0.copy(), sd0.copy()
+    h = DT_S / 10.0
+    for i in range(HORIZON):
+        s_fut[:, i] = s
+        for _ in range(10):
+            sdd = progress_accel(s, sd, s_dot_max)
+            sd = sd + h * sdd
+            s = s + h * sd
+    t = (np.arange(HORIZON) * DT_S)[None, :, None]
+    w = RETURN_RATE
+    e_fut = (e0[:, None, :] + (ed0[:, None, :] + w * e0[:, None, :]) * t) * np.exp(-w * t)
+    return s_fut, e_fut
+
+
+def nominal_rate(s_dot_max):
+    """ds/dt along the expert's own trajectory from rest at s = 0, as a function of s:
+    (s grid, rate) for np.interp."""
+    s, sd, h = 0.0, 0.0, 1e-3
+    grid, rate = [0.0], [0.0]
+    while s < 0.999 and len(grid) < 200000:
+        sd += h * float(progress_accel(s, sd, s_dot_max))
+        s += h * sd
+        grid.append(s)
+        rate.append(sd)
+    grid.append(1.0)
+    rate.append(0.0)
+    return np.array(grid), np.array(rate)
+
+
+def arrival_velocities(k):
+    """The velocities the expert arrives at goal k with (the first state within
+    GOAL_TOLERANCE_RAD of it on every joint), one per side of the previous segment: the
+    runtime advances to the next goal there, so a new segment starts moving."""
+    g0, g1 = GOALS[k - 1], GOALS[k]
+    n = detour_direction(g0, g1)
+    out = []
+    for side in (-1.0, 1.0):
+        amp = side * DETOUR_RAD
+
+        def path(s):
+            return g0 + s * (g1 - g0) + amp * np.sin(np.pi * s) * n
+
+        def path_ds(s):
+            return (g1 - g0) + amp * np.pi * np.cos(np.pi * s) * n
+
+        u = np.linspace(0.0, 1.0, 400)
+        dp_ds = np.abs(np.diff(path(u[:, None]), axis=0)).max() / (u[1] - u[0])
+        s_dot_max = MAX_DEMO_SPEED_RAD_S / dp_ds
+        s, sd, h = 0.0, 0.0, 1e-3
+        while np.abs(path(s) - g1).max() > GOAL_TOLERANCE_RAD and s < 0.9999:
+            sd += h * float(progress_accel(s, sd, s_dot_max))
+            s += h * sd
+        out.append(path_ds(s) * sd)
+    return out
 
 
 def make_dataset(rng, demos_per_side, samples_per_demo):
-    """Returns obs [N, 14], act [N, H, 7] (float32)."""
+    """Returns obs [N, 21] = [q, goal, v], act [N, H, 7] (float32)."""
     obs, act = [], []
-    # Back to the path with a 0.1 s time constant: the runtime re-plans every 50 ms and plays
-    # only the start of each chunk, so the correction must act early in the chunk.
-    w = (1.0 - np.exp(-np.arange(HORIZON) * DT_S / CORRECTION_TAU_S))[:, None]
     for k in range(len(GOALS)):
         g0, g1 = GOALS[k], GOALS[(k + 1) % len(GOALS)]
         n = detour_direction(g0, g1)
+        arrivals = arrival_velocities(k)
         for side in (-1.0, 1.0):
             for _ in range(demos_per_side):
                 q0 = g0 + rng.normal(0.0, START_NOISE_RAD, DOF)
@@ -130,10 +210,15 @@ def make_dataset(rng, demos_per_side, samples_per_demo):
                     s = s[..., None]
                     return q0 + s * (g1 - q0) + amp * np.sin(np.pi * s) * n
 
+                def path_ds(s, q0=q0, amp=amp):
+                    s = s[..., None]
+                    return (g1 - q0) + amp * np.pi * np.cos(np.pi * s) * n
+
                 # Cruise rate: the fastest joint moves at MAX_DEMO_SPEED_RAD_S.
                 u = np.linspace(0.0, 1.0, 400)
                 dp_ds = np.abs(np.diff(path(u), axis=0)).max() / (u[1] - u[0])
                 s_dot_max = MAX_DEMO_SPEED_RAD_S / dp_ds
+                grid, rate = nominal_rate(s_dot_max)
                 # States: a share at the start, where the two modes split (the ambiguous
                 # observations, where a policy must not average), the rest along the way
                 # and a few at the goal.
@@ -143,30 +228,40 @@ def make_dataset(rng, demos_per_side, samples_per_demo):
                     rng.uniform(0.0, 0.02, samples_per_demo),
                     np.where(r < 1.0 - GOAL_FRACTION, rng.uniform(0.0, 1.0, samples_per_demo), 1.0),
                 )
-                # Roll the expert forward over the horizon (10 Euler sub-steps per setpoint).
-                s_fut = np.empty((samples_per_demo, HORIZON))
-                s_cur = s_now.copy()
-                for i in range(HORIZON):
-                    s_fut[:, i] = s_cur
-                    for _ in range(10):
-                        s_cur = np.minimum(s_cur + 0.1 * DT_S * progress_rate(s_cur, s_dot_max), 1.0)
-                p_now = path(s_now)  # [S, 7]
-                p_fut = path(s_fut)  # [S, H, 7]
+                # Progress rate near the expert's own (from rest at the start), spread so
+                # that a policy learns to return to it from faster or slower.
+                sd_now = np.interp(s_now, grid, rate) * np.clip(
+                    1.0 + RATE_NOISE * rng.normal(size=samples_per_demo), 0.0, None
+                )
                 # Off-path states with the way back. The tube widens toward the goal, so that
                 # an arm that arrives off the path (say, with some of the detour left) or
-                # stops short of the goal is pulled in.
-                sigma = (STATE_NOISE_RAD + (GOAL_NOISE_RAD - STATE_NOISE_RAD) * s_now**2)[:, None]
+                # stops short of the goal is pulled in. Off-path velocities likewise (an arm
+                # arriving at a goal still moving, a gate that held the command back).
+                grow = s_now**2
+                sigma = (STATE_NOISE_RAD + (GOAL_NOISE_RAD - STATE_NOISE_RAD) * grow)[:, None]
                 eps = rng.normal(0.0, 1.0, (samples_per_demo, DOF)) * sigma
+                deps = rng.normal(0.0, 1.0, (samples_per_demo, DOF)) * VEL_NOISE_RAD_S
                 # Near the start, less of it toward the sides: once the arm has left the start
                 # on one side, the state says which (a generative policy re-planning every 50 ms
-                # from the measured state then stays on that side, instead of finding states
-                # where both sides are equally likely and stalling between them).
+                # then stays on that side, instead of finding states where both sides are
+                # equally likely and stalling between them).
                 lateral = np.clip(s_now / LATERAL_NOISE_RAMP, LATERAL_NOISE_MIN, 1.0)[:, None]
                 eps -= (1.0 - lateral) * (eps @ n)[:, None] * n[None, :]
+                deps -= (1.0 - lateral) * (deps @ n)[:, None] * n[None, :]
+                # Half the states at the start still carry the arrival at this goal (a
+                # share of the velocity the previous segment arrived with, from either of
+                # its sides): the next segment begins by turning that motion around.
+                at_start = (r < START_FRACTION) & (rng.random(samples_per_demo) < 0.5)
+                which = rng.integers(0, 2, samples_per_demo)
+                share = rng.uniform(0.0, 1.2, samples_per_demo)
+                arriving = np.stack(arrivals)[which] * share[:, None]
+                deps += np.where(at_start[:, None], arriving, 0.0)
+                s_fut, e_fut = expert_rollout(s_now, sd_now, s_dot_max, eps, deps)
+                p_now = path(s_now)  # [S, 7]
                 q = p_now + eps
-                # Return to the demonstrated path smoothly, starting exactly at q.
-                a = p_fut - p_now[:, None, :] - eps[:, None, :] * w[None]
-                obs.append(np.concatenate([q, np.broadcast_to(g1, q.shape)], axis=1))
+                v = path_ds(s_now) * sd_now[:, None] + deps
+                a = path(s_fut) + e_fut - q[:, None, :]
+                obs.append(np.concatenate([q, np.broadcast_to(g1, q.shape), v], axis=1))
                 act.append(a)
     obs = np.concatenate(obs).astype(np.float32)
     act = np.concatenate(act).astype(np.float32)
@@ -304,13 +399,13 @@ def obs_feature_map(stats):
     the arm's offset from its goal, which the networks read beside the observation: where
     the arm stands relative to its goal is what decides the chunk, and an MLP resolves it
     much sooner from this feature than from q and goal separately (both span the workspace).
-    Returns (A [2 DOF, DOF], b [DOF]) with features = obs_n @ A + b."""
+    Returns (A [3 DOF, DOF], b [DOF]) with features = obs_n @ A + b."""
     sd, mu = stats["obs_std"], stats["obs_mean"]
-    a = np.zeros((2 * DOF, DOF))
+    a = np.zeros((3 * DOF, DOF))
     for j in range(DOF):
         a[j, j] = sd[j] / OBS_DELTA_SCALE_RAD
         a[DOF + j, j] = -sd[DOF + j] / OBS_DELTA_SCALE_RAD
-    b = (mu[:DOF] - mu[DOF:]) / OBS_DELTA_SCALE_RAD
+    b = (mu[:DOF] - mu[DOF : 2 * DOF]) / OBS_DELTA_SCALE_RAD
     return a.astype(np.float32), b.astype(np.float32)
 
 
@@ -442,7 +537,7 @@ def write_manifest(path, model_file, kind, stats, domain, digest, counts, sample
         f'kind = "{kind}"',
         f'model_file = "{model_file}"',
         f'model_sha256 = "{sha256_file(model_path)}"',
-        f"d_obs = {2 * DOF}",
+        f"d_obs = {3 * DOF}",
         f"d_a = {DOF}",
         f"horizon = {HORIZON}",
         f"dt_ms = {DT_S * 1000:.9g}",
@@ -454,8 +549,11 @@ def write_manifest(path, model_file, kind, stats, domain, digest, counts, sample
         'out = "out"',
         "",
         "[encoding]",
-        "# obs = [q_1..q_7, goal_1..goal_7]; chunk[i][j] = q_j + (out[i][j] * act_std + act_mean)",
-        'observation = "joint_pos_and_goal"',
+        "# obs = [q_1..q_7, goal_1..goal_7, v_1..v_7]; chunk[i][j] = q_j + (out[i][j] * act_std + act_mean)",
+        "# q, v: the planned state (the chunk being played, without the seam blends toward it):",
+        "# each chunk continues the trajectory being played.",
+        'observation = "joint_pos_goal_vel"',
+        'state = "planned"',
         'action = "delta_from_observed"',
         f"goal_tolerance_rad = {GOAL_TOLERANCE_RAD}",
         "goals = [",
@@ -577,8 +675,8 @@ def main():
     resid = act_n - lat_n @ basis.T
     print(f"latent: {LATENT} principal directions keep {kept:.7f} of the variance; "
           f"largest reconstruction error {np.abs(resid * stats['act_std']).max() * 1e3:.2f} mrad")
-    sizes_den = [3 * DOF + LATENT + 2 * FREQS] + [HIDDEN] * LAYERS + [LATENT]
-    sizes_reg = [3 * DOF] + [HIDDEN] * LAYERS + [LATENT]
+    sizes_den = [4 * DOF + LATENT + 2 * FREQS] + [HIDDEN] * LAYERS + [LATENT]
+    sizes_reg = [4 * DOF] + [HIDDEN] * LAYERS + [LATENT]
     counts = {"samples": n, "demos": 2 * len(GOALS) * args.demos_per_side}
 
     # Flow matching: x_t = (1 - t) x0 + t x1, x0 ~ N(0, I), x1 = data; target x1 - x0.
@@ -611,7 +709,7 @@ def main():
         idx = r.integers(0, n, b)
         return obs_f[idx], lat_n[idx], None
 
-    common = {"d_obs": 2 * DOF, "d_a": DOF, "horizon": HORIZON}
+    common = {"d_obs": 3 * DOF, "d_a": DOF, "horizon": HORIZON}
     for name, kind, make_batch, t_scale, sampler, sched in [
         ("flow", "flow", flow_batch, 1.0, {"method": "euler", "steps": 16, "min_steps": 2}, None),
         ("ddim", "ddim", ddim_batch, 1.0 / DDIM_STEPS_TRAIN, {"method": "ddim", "steps": 25, "min_steps": 5}, alphas),
