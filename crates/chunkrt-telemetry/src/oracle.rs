@@ -10,9 +10,13 @@
 //! differences' reach) and for the cycles between seams. It also keeps the gap
 //! between the executor's proposal and the command (`|proposed - executed|`, the
 //! largest over the joints), which is zero exactly when the gate did not act.
+//!
+//! Only cycles in which the policy plays are judged (`Playing`): a controlled stop is
+//! the gate braking the command on purpose at its limits, and a hold is no motion;
+//! they are counted apart (`other_cycles`), and the differences restart after them.
 
 use crate::records::CycleRecord;
-use chunkrt_core::{JointLimits, MonoTime, MAX_DOF};
+use chunkrt_core::{JointLimits, Mode, MonoTime, MAX_DOF};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -63,6 +67,7 @@ pub struct CommandOracle {
     jerk_between: Histogram<u64>,
     gap: Histogram<u64>,
     cycles: u64,
+    other: u64,
     gated: u64,
     cost_chosen: Histogram<u64>,
     cost_first: Histogram<u64>,
@@ -97,6 +102,7 @@ impl CommandOracle {
             jerk_between: histogram(),
             gap: histogram(),
             cycles: 0,
+            other: 0,
             gated: 0,
             cost_chosen: histogram(),
             cost_first: histogram(),
@@ -116,6 +122,11 @@ impl CommandOracle {
     /// Takes one cycle's command.
     pub fn cycle(&mut self, r: &CycleRecord) {
         let dof = (r.dof as usize).min(MAX_DOF);
+        if r.mode != Mode::Playing as u8 {
+            self.other += 1;
+            self.n_hist = 0;
+            return;
+        }
         self.cycles += 1;
         if r.gate_mask != 0 {
             self.gated += 1;
@@ -180,11 +191,12 @@ impl CommandOracle {
         let mut jerk_all = self.jerk_seam.clone();
         let _ = jerk_all.add(&self.jerk_between);
         json!({
-            "what": "commands the backend received: |acceleration| and |jerk| by finite \
-                     differences as a fraction of each joint's limit (largest joint per \
-                     cycle), in seam windows (blend + 2 periods) and between; \
-                     |proposed - executed| in rad",
+            "what": "commands the backend received while the policy played: |acceleration| \
+                     and |jerk| by finite differences as a fraction of each joint's limit \
+                     (largest joint per cycle), in seam windows (blend + 2 periods) and \
+                     between; |proposed - executed| in rad",
             "cycles": self.cycles,
+            "other_cycles": self.other,
             "seams": self.seams,
             "gate_clamped_cycles": self.gated,
             "gate_clamped_pct": if self.cycles > 0 {
@@ -261,6 +273,32 @@ mod tests {
         let seam = s["acc_ratio"]["seam"]["max"].as_f64().unwrap();
         assert!((seam - 1.4).abs() < 0.02, "{s}");
         assert_eq!(s["seams"], 1);
+        assert_eq!(s["proposal_gap_rad"]["max"].as_f64().unwrap(), 0.0);
+    }
+
+    #[test]
+    fn a_stop_is_not_judged_as_playback() {
+        let lim = JointLimits::uniform(1, JointLimit::default()); // A 10
+        let period = 10_000_000;
+        let mut o = CommandOracle::new(&lim, 0, period);
+        for k in 0..50 {
+            o.cycle(&rec(k, period, 0.0, 1));
+        }
+        // A stop: the gate brakes at the limit, away from the proposal.
+        for k in 50..60 {
+            let mut r = rec(k, period, 0.0, 0);
+            r.mode = Mode::Decelerating as u8;
+            r.cmd_pos_rad[0] = 0.5 * 10.0 * ((k - 49) as f64 * 0.01).powi(2);
+            r.gate_mask = 1;
+            o.cycle(&r);
+        }
+        let s = o.summary();
+        assert_eq!(
+            (s["cycles"].as_u64(), s["other_cycles"].as_u64()),
+            (Some(50), Some(10))
+        );
+        assert_eq!(s["gate_clamped_cycles"], 0);
+        assert_eq!(s["acc_ratio"]["all"]["max"].as_f64().unwrap(), 0.0);
         assert_eq!(s["proposal_gap_rad"]["max"].as_f64().unwrap(), 0.0);
     }
 }

@@ -165,7 +165,7 @@ impl Report {
             let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
             let _ = writeln!(
                 s,
-                "command stream: gate clamped {:.1}% of cycles; |proposed-executed| P99 {:.4} max \
+                "command stream (while playing): gate clamped {:.1}% of cycles; |proposed-executed| P99 {:.4} max \
                  {:.4} rad; of the limit: acceleration P99.9 {:.2} (seams {:.2}), jerk P99.9 {:.2} \
                  (seams {:.2})",
                 f(&c["gate_clamped_pct"]),
