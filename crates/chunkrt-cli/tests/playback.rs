@@ -32,9 +32,10 @@ const MAX_ALTERED_PCT: f64 = 1.0;
 const MAX_GAP_P99_RAD: f64 = 1e-3;
 /// Largest P99.9 of the commands' acceleration and jerk, fraction of the limit.
 const MAX_DYNAMICS_P999: f64 = 0.5;
-/// Largest mean goal-to-goal time, s: the previous release's 1.84 s (measured the same way,
-/// 20 ms bus) plus 20 %.
-const MAX_MEAN_GOAL_TIME_S: f64 = 2.2;
+/// Largest mean goal-to-goal time, s: the previous release's 2.30 s (26 goals in 60 s at a
+/// 20 ms bus, measured the same way; README "Seamless playback") plus 20 %. Measured now:
+/// 2.04-2.13 s.
+const MAX_MEAN_GOAL_TIME_S: f64 = 2.76;
 
 /// Runs `chunkrt run` on `rt-config/sim.toml` (threads unpinned: tests run beside each
 /// other) with `extra` appended to the file, at `bus_ms`, for `duration`; returns the
