@@ -235,6 +235,8 @@ fn one_percent_frame_loss_under_the_runtime_is_ridden_through_without_a_fallback
     assert_eq!(c["backend_errors"], 0);
     assert_eq!(c["bus_frames_lost"], held, "each one counted");
     assert_eq!(c["bus_frames_ridden_through"], held);
+    // The runtime's own records say which cycles ran on held feedback.
+    assert_eq!(c["feedback_held_cycles"], held);
     assert_eq!(c["bus_exchanges"], seen.len() as u64);
     let modes: Vec<String> = (out.report.events.iter())
         .filter(|e| e["event"] == "mode")

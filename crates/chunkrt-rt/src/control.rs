@@ -440,6 +440,7 @@ impl ControlLoop {
             e2e_ns,
             bus_rtt_ns: self.fb.bus_rtt_ns,
             backend_error,
+            fb_held: self.fb.held,
             track_err_rad: track_err,
             dof: self.dof as u16,
             setpoint_pos_rad: self.setpoint.pos_rad,

@@ -124,6 +124,7 @@ impl Collector {
             "gate_interventions",
             "chunks_rejected_logged",
             "gate_saturated",
+            "feedback_held_cycles",
         ] {
             counters.insert(k, 0);
         }
@@ -276,6 +277,9 @@ impl Collector {
         }
         if r.backend_error {
             self.bump("backend_errors", 1);
+        }
+        if r.fb_held {
+            self.bump("feedback_held_cycles", 1);
         }
         if r.gate_mask != 0 {
             self.bump("gate_interventions", 1);

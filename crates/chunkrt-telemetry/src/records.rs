@@ -34,6 +34,9 @@ pub struct CycleRecord {
     /// Bus round trip (0 without a bus).
     pub bus_rtt_ns: u64,
     /// Whether the backend exchange failed this cycle.
+    /// The backend lost this cycle's frame and rode through it: the feedback is the last
+    /// measurement, held (`Feedback::held`).
+    pub fb_held: bool,
     pub backend_error: bool,
     /// Largest |command - measured position| over the joints (tracking error).
     pub track_err_rad: f64,
