@@ -7,8 +7,7 @@
 //! CONFIG is the config the runs used (limits, policy manifest).
 
 use chunkrt_config::Config;
-use chunkrt_policy::Manifest;
-use chunkrt_tests::{playback, recording};
+use chunkrt_tests::playback;
 use std::path::Path;
 
 fn main() -> Result<(), String> {
@@ -17,17 +16,6 @@ fn main() -> Result<(), String> {
         return Err("usage: playback CONFIG RUN_DIR [RUN_DIR...]".into());
     };
     let cfg = Config::load(Path::new(config)).map_err(|e| e.to_string())?;
-    let limits = cfg.joint_limits();
-    let n = cfg.control.joints;
-    let acc: Vec<f64> = (0..n).map(|j| limits.joint[j].max_acc_rad_s2).collect();
-    let jerk: Vec<f64> = (0..n).map(|j| limits.joint[j].max_jerk_rad_s3).collect();
-    let manifest = cfg
-        .policy
-        .manifest
-        .as_ref()
-        .map(|m| cfg.resolve(m))
-        .ok_or("the config has no policy.manifest")?;
-    let m = Manifest::load(&manifest).map_err(|e| e.to_string())?;
     println!(
         "| run | gate changed the proposal | \\|proposal - command\\| P99 | command acc. P99.9 | \
          seam acc. P99 | jerk P99.9 | time to goal | inference P99 |"
@@ -35,14 +23,7 @@ fn main() -> Result<(), String> {
     println!("|---|---|---|---|---|---|---|---|");
     for run in runs {
         let dir = Path::new(run);
-        let (cycles, _) = recording::read(&dir.join("recording.mcap"))?;
-        let p = playback::judge(
-            &cycles,
-            &acc,
-            &jerk,
-            &m.encoding.goals,
-            m.encoding.goal_tolerance_rad,
-        );
+        let p = playback::judge_run(&cfg, dir)?;
         let report: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join("report.json")).map_err(|e| format!("{run}: {e}"))?,
         )

@@ -16,7 +16,10 @@
 //! periods of motion and the gate rightly limits it. Cycles within [`RECOVERY_S`] after one
 //! are counted apart (`after_missed`) and left out of the other figures.
 
-use crate::recording::RecordedCycle;
+use crate::recording::{self, RecordedCycle};
+use chunkrt_config::Config;
+use chunkrt_policy::Manifest;
+use std::path::Path;
 
 /// A command farther than this from the proposal counts as altered (rounding aside).
 pub const ALTERED_RAD: f64 = 1e-9;
@@ -92,6 +95,30 @@ pub fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
+}
+
+/// Judges the run in `run_dir` (its `recording.mcap`) against the limits of `cfg`, the
+/// config it ran with, and the goals of that config's policy manifest.
+pub fn judge_run(cfg: &Config, run_dir: &Path) -> Result<Playback, String> {
+    let limits = cfg.joint_limits();
+    let n = cfg.control.joints;
+    let acc: Vec<f64> = (0..n).map(|j| limits.joint[j].max_acc_rad_s2).collect();
+    let jerk: Vec<f64> = (0..n).map(|j| limits.joint[j].max_jerk_rad_s3).collect();
+    let manifest = cfg
+        .policy
+        .manifest
+        .as_ref()
+        .map(|m| cfg.resolve(m))
+        .ok_or("the config has no policy.manifest")?;
+    let m = Manifest::load(&manifest).map_err(|e| e.to_string())?;
+    let (cycles, _) = recording::read(&run_dir.join("recording.mcap"))?;
+    Ok(judge(
+        &cycles,
+        &acc,
+        &jerk,
+        &m.encoding.goals,
+        m.encoding.goal_tolerance_rad,
+    ))
 }
 
 /// Judges `cycles` (file order) against the per-joint acceleration and jerk limits and

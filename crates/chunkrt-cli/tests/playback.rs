@@ -18,9 +18,7 @@
 mod common;
 
 use chunkrt_config::Config;
-use chunkrt_policy::Manifest;
 use chunkrt_tests::playback::{self, Playback};
-use chunkrt_tests::recording;
 use common::{repo, wait};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -79,19 +77,7 @@ fn run(name: &str, bus_ms: &str, duration: &str, extra: &str) -> Option<(Playbac
     let code = wait(&mut child, Duration::from_secs(180));
     assert_eq!(code, Some(0), "chunkrt run exit status ({name})");
     let cfg = Config::load(&config).unwrap();
-    let limits = cfg.joint_limits();
-    let n = cfg.control.joints;
-    let acc: Vec<f64> = (0..n).map(|j| limits.joint[j].max_acc_rad_s2).collect();
-    let jerk: Vec<f64> = (0..n).map(|j| limits.joint[j].max_jerk_rad_s3).collect();
-    let m = Manifest::load(&manifest).unwrap();
-    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
-    let p = playback::judge(
-        &cycles,
-        &acc,
-        &jerk,
-        &m.encoding.goals,
-        m.encoding.goal_tolerance_rad,
-    );
+    let p = playback::judge_run(&cfg, &out).unwrap();
     eprintln!("{name}: {}", p.line());
     Some((p, cfg))
 }

@@ -26,7 +26,6 @@
 //! continue the trajectory being played (a policy observing the plan), that is most of
 //! the seam's acceleration.
 
-use crate::ladder::smoothstep5;
 use crate::spline::{ChunkSpline, Pva};
 use crate::time::MonoTime;
 
@@ -36,6 +35,18 @@ use crate::time::MonoTime;
 /// blend with a chunk every 20 ms); a seam that would need more restarts the chain
 /// (see [`BlendChain::push`]).
 pub(crate) const SLOTS: usize = 16;
+
+/// Quintic smoothstep `s(u) = 10u^3 - 15u^4 + 6u^5` and its first two derivatives
+/// with respect to `u`; zero first and second derivatives at both ends make the
+/// blend C2.
+pub fn smoothstep5(u: f64) -> (f64, f64, f64) {
+    let u = u.clamp(0.0, 1.0);
+    let u2 = u * u;
+    let s = u2 * u * (10.0 + u * (-15.0 + 6.0 * u));
+    let ds = 30.0 * u2 * (1.0 - u) * (1.0 - u);
+    let dds = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u);
+    (s, ds, dds)
+}
 
 /// The quintic Hermite basis on `u` in [0, 1] for a value, slope and curvature at 0 that
 /// go to zero (with their first two derivatives) at 1: values, first and second
@@ -246,6 +257,33 @@ impl BlendChain {
                 out.vel_rad_s[j] += s * dv + ds * dp;
                 out.acc_rad_s2[j] += s * da + 2.0 * ds * dv + dds * dp;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smoothstep_is_c2_at_the_ends() {
+        assert_eq!(smoothstep5(0.0), (0.0, 0.0, 0.0));
+        let (s, ds, dds) = smoothstep5(1.0);
+        assert_eq!((s, ds, dds), (1.0, 0.0, 0.0));
+        let (s, ..) = smoothstep5(0.5);
+        assert!((s - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_hermite_basis_starts_on_its_unit_and_ends_at_rest() {
+        let (h, d1, d2) = hermite5(0.0);
+        assert_eq!(
+            (h, d1, d2),
+            ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0])
+        );
+        let (h, d1, d2) = hermite5(1.0);
+        for v in h.iter().chain(&d1).chain(&d2) {
+            assert!(v.abs() < 1e-12, "{h:?} {d1:?} {d2:?}");
         }
     }
 }

@@ -97,18 +97,6 @@ impl ChunkCounts {
     }
 }
 
-/// Quintic smoothstep `s(u) = 10u^3 - 15u^4 + 6u^5` and its first two derivatives
-/// with respect to `u`; zero first and second derivatives at both ends make the
-/// blend C2.
-pub(crate) fn smoothstep5(u: f64) -> (f64, f64, f64) {
-    let u = u.clamp(0.0, 1.0);
-    let u2 = u * u;
-    let s = u2 * u * (10.0 + u * (-15.0 + 6.0 * u));
-    let ds = 30.0 * u2 * (1.0 - u) * (1.0 - u);
-    let dds = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u);
-    (s, ds, dds)
-}
-
 impl SeamStats {
     /// Folds one seam's steps into the maxima.
     pub(crate) fn record(&mut self, pos: f64, vel: f64, acc: f64) {
@@ -141,14 +129,5 @@ mod tests {
             assert_eq!(q.pop().map(|e| e.t), Some(MonoTime(i as u64)));
         }
         assert_eq!(q.pop(), None);
-    }
-
-    #[test]
-    fn smoothstep_is_c2_at_the_ends() {
-        assert_eq!(smoothstep5(0.0), (0.0, 0.0, 0.0));
-        let (s, ds, dds) = smoothstep5(1.0);
-        assert_eq!((s, ds, dds), (1.0, 0.0, 0.0));
-        let (s, ..) = smoothstep5(0.5);
-        assert!((s - 0.5).abs() < 1e-12);
     }
 }

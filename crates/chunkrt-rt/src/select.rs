@@ -16,7 +16,7 @@
 //! Candidates are drawn while the time spent stays within the budget, so a slow
 //! model degrades to fewer candidates, never to a late chunk.
 
-use chunkrt_core::blend::hermite5;
+use chunkrt_core::blend::{hermite5, smoothstep5};
 use chunkrt_core::spline::{ChunkSpline, Pva};
 use chunkrt_core::{Chunk, JointVec, MonoTime, MAX_DOF};
 
@@ -101,16 +101,8 @@ impl Selection {
         let blend_ns = self.cfg.blend_ns.max(1_000_000);
         let t = blend_ns as f64 * 1e-9;
         let mut worst: f64 = 0.0;
-        // The seam's offset (played minus candidate) where a transition starts.
-        let (mut seam_dp, mut seam_dv, mut seam_da) =
-            ([0.0; MAX_DOF], [0.0; MAX_DOF], [0.0; MAX_DOF]);
-        self.prev.eval(ts, &mut old);
-        self.scratch.eval(ts, &mut new);
-        for j in 0..self.cfg.dof {
-            seam_dp[j] = old.pos_rad[j] - new.pos_rad[j];
-            seam_dv[j] = old.vel_rad_s[j] - new.vel_rad_s[j];
-            seam_da[j] = old.acc_rad_s2[j] - new.acc_rad_s2[j];
-        }
+        // The seam's offset (played minus candidate) where a transition starts (k = 0).
+        let mut seam = Pva::default();
         // The acceleration the blend adds to the old trajectory's, at BLEND_SAMPLES + 1
         // points across its window: (p, v, a) differences weighted by the quintic
         // smoothstep and its derivatives. Two candidates that leave the same state on
@@ -121,17 +113,23 @@ impl Selection {
             let at = ts.add_ns(blend_ns * k as u64 / BLEND_SAMPLES as u64);
             self.prev.eval(at, &mut old);
             self.scratch.eval(at, &mut new);
-            let w = u * u * u * (10.0 - 15.0 * u + 6.0 * u * u);
-            let w1 = 30.0 * u * u * (1.0 - u) * (1.0 - u) / t;
-            let w2 = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (t * t);
+            let (w, w1, w2) = smoothstep5(u);
+            let (w1, w2) = (w1 / t, w2 / (t * t));
             let (_, _, h2) = hermite5(u);
             for j in 0..self.cfg.dof {
                 let dp = new.pos_rad[j] - old.pos_rad[j];
                 let dv = new.vel_rad_s[j] - old.vel_rad_s[j];
                 let da = new.acc_rad_s2[j] - old.acc_rad_s2[j];
+                if k == 0 {
+                    seam.pos_rad[j] = -dp;
+                    seam.vel_rad_s[j] = -dv;
+                    seam.acc_rad_s2[j] = -da;
+                }
                 let added = if self.cfg.transition {
                     // The offset at the seam, faded out (chunkrt_core's transition).
-                    (seam_dp[j] * h2[0] / (t * t) + seam_dv[j] * h2[1] / t + seam_da[j] * h2[2])
+                    (seam.pos_rad[j] * h2[0] / (t * t)
+                        + seam.vel_rad_s[j] * h2[1] / t
+                        + seam.acc_rad_s2[j] * h2[2])
                         .abs()
                 } else {
                     (w * da + 2.0 * w1 * dv + w2 * dp).abs()
