@@ -5,16 +5,80 @@ messages themselves and from the file's statistics), gate events per
 constraint, cycles with a gate intervention, the cycle numbers' range and the
 clock metadata. Used by crates/chunkrt-cli/tests/recording.rs.
 
-    python scripts/read_recording.py RUN_DIR/recording.mcap [more segments...]
+With --blend-ms B (the run's executor.blend_ms; --lookahead-ms L, default 0) it
+also replays the recorded chunks: for every cycle that plays a chunk and lies
+past that chunk's seam blend, the executed setpoint must be the chunk's natural
+cubic spline (through its setpoints on its own time grid, continued as a
+straight line past its last one) at the cycle's deadline + L. The spline is
+built here from its definition (interpolation, C2 continuity, zero second
+derivative at both ends; one dense linear system per chunk), not with the
+runtime's tridiagonal recurrence.
+
+    python scripts/read_recording.py [--blend-ms B] RUN_DIR/recording.mcap [more segments...]
 """
+import argparse
 import collections
 import json
-import sys
 
+import numpy as np
 from mcap.reader import make_reader
 
 
-def main(paths):
+def natural_cubic(ts, ys):
+    """Coefficients (a, b, c, d) per interval of the natural cubic spline through
+    (ts, ys), p_i(t) = a + b s + c s^2 + d s^3 with s = t - ts[i], from a dense
+    system of its defining conditions."""
+    n = len(ts)
+    if n < 2:
+        return None
+    m = n - 1
+    A = np.zeros((4 * m, 4 * m))
+    r = np.zeros(4 * m)
+    row = 0
+    for i in range(m):
+        h = ts[i + 1] - ts[i]
+        A[row, 4 * i] = 1.0
+        r[row] = ys[i]
+        row += 1
+        A[row, 4 * i: 4 * i + 4] = [1.0, h, h * h, h ** 3]
+        r[row] = ys[i + 1]
+        row += 1
+        if i + 1 < m:
+            A[row, 4 * i: 4 * i + 4] = [0.0, 1.0, 2 * h, 3 * h * h]
+            A[row, 4 * (i + 1) + 1] = -1.0
+            row += 1
+            A[row, 4 * i: 4 * i + 4] = [0.0, 0.0, 2.0, 6 * h]
+            A[row, 4 * (i + 1) + 2] = -2.0
+            row += 1
+    A[row, 2] = 2.0
+    row += 1
+    h = ts[-1] - ts[-2]
+    A[row, 4 * (m - 1): 4 * m] = [0.0, 0.0, 2.0, 6 * h]
+    return np.linalg.solve(A, r).reshape(m, 4)
+
+
+def spline_at(ts, coef, y, t):
+    if coef is None:
+        return y[0]
+    if t >= ts[-1]:
+        a, b, c, d = coef[-1]
+        h = ts[-1] - ts[-2]
+        return y[-1] + (b + 2 * c * h + 3 * d * h * h) * (t - ts[-1])
+    if t <= ts[0]:
+        return y[0] + coef[0][1] * (t - ts[0])
+    i = min(int(np.searchsorted(ts, t, side="right")) - 1, len(ts) - 2)
+    a, b, c, d = coef[i]
+    s = t - ts[i]
+    return a + b * s + c * s * s + d * s ** 3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--blend-ms", type=float)
+    ap.add_argument("--lookahead-ms", type=float, default=0.0)
+    ap.add_argument("paths", nargs="+")
+    args = ap.parse_args()
+    paths = args.paths
     topics = collections.Counter()
     stats = collections.Counter()
     gate = collections.Counter()
@@ -23,6 +87,8 @@ def main(paths):
     chunk_seqs = []
     chunk_shapes_ok = True
     clock = []
+    chunks = {}
+    playing = []
     log_times_monotonic = True
     for path in paths:
         with open(path, "rb") as f:
@@ -40,15 +106,22 @@ def main(paths):
                 last[channel.topic] = message.log_time
                 if channel.topic == "/chunkrt/cycle":
                     cycles.append(data["cycle"])
+                    if data["mode"] == "Playing" and data["chunk_seq"]:
+                        playing.append((data["t_deadline_ns"], data["chunk_seq"], data["setpoint_rad"]))
                     if data["gate_mask"]:
                         gate_cycles += 1
                 elif channel.topic == "/chunkrt/events" and data["event"] == "gate":
                     gate[data["constraint"]] += 1
                 elif channel.topic == "/chunkrt/chunk":
                     chunk_seqs.append(data["seq"])
+                    chunks[data["seq"]] = data
                     rows = data["pos_rad"]
                     if len(rows) != data["len"] or any(len(r) != data["dof"] for r in rows):
                         chunk_shapes_ok = False
+    setpoints = None
+    if args.blend_ms is not None and clock:
+        setpoints = check_setpoints(chunks, playing, int(clock[0]["t0_mono_ns"]),
+                                    args.blend_ms * 1e-3, args.lookahead_ms * 1e-3)
     print(json.dumps({
         "messages": topics,
         "statistics": stats,
@@ -61,8 +134,42 @@ def main(paths):
         "chunk_seq_last": chunk_seqs[-1] if chunk_seqs else None,
         "chunk_shapes_ok": chunk_shapes_ok,
         "clock": clock,
+        "setpoints_from_chunks": setpoints,
     }))
 
 
+def check_setpoints(chunks, playing, t0_ns, blend_s, lookahead_s):
+    """Compares the executed setpoints with the recorded chunks' splines past each
+    seam's blend: cycles checked, cycles inside blends, the largest difference."""
+    splines = {}
+    splice_t = {}
+    checked = in_blend = missing = 0
+    worst = 0.0
+    worst_at = None
+    for t_deadline_ns, seq, setpoint in sorted(playing):
+        t = (t_deadline_ns - t0_ns) * 1e-9 + lookahead_s
+        if seq not in splice_t:
+            splice_t[seq] = t
+        if t - splice_t[seq] < blend_s - 1e-9:
+            in_blend += 1
+            continue
+        c = chunks.get(seq)
+        if c is None:
+            missing += 1
+            continue
+        if seq not in splines:
+            knots = np.array([c["t_start_s"] + i * c["dt_ms"] * 1e-3 for i in range(c["len"])])
+            ys = np.array(c["pos_rad"])
+            splines[seq] = (knots, [natural_cubic(knots, ys[:, j]) for j in range(c["dof"])], ys)
+        knots, coefs, ys = splines[seq]
+        checked += 1
+        for j, coef in enumerate(coefs):
+            err = abs(spline_at(knots, coef, ys[:, j], t) - setpoint[j])
+            if err > worst:
+                worst, worst_at = err, {"chunk": seq, "joint": j, "t_s": t}
+    return {"checked": checked, "in_blend": in_blend, "chunk_missing": missing,
+            "max_abs_err_rad": worst, "worst_at": worst_at}
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

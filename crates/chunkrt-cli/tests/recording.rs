@@ -84,17 +84,7 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         .map(|f| out.join(f.as_str().unwrap()))
         .collect();
     assert!(files.len() >= 2, "rotated: {files:?}");
-    let read = Command::new(&py)
-        .arg(repo().join("scripts/read_recording.py"))
-        .args(&files)
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let seen = read_recording(&py, &files);
 
     let c = &report["counters"];
     assert_eq!(c["recording_dropped"], 0, "{c}");
@@ -147,6 +137,79 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         .unwrap()
         .parse::<i64>()
         .is_ok());
+    assert_setpoints_are_the_chunks(&seen, 20);
+}
+
+/// Runs scripts/read_recording.py on `files` with sim-scripted.toml's blend.
+fn read_recording(py: &Path, files: &[PathBuf]) -> serde_json::Value {
+    let read = Command::new(py)
+        .arg(repo().join("scripts/read_recording.py"))
+        .args(["--blend-ms", &SCRIPTED_BLEND_MS.to_string()])
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    serde_json::from_slice(&read.stdout).unwrap()
+}
+
+/// `executor.blend_ms` of rt-config/sim-scripted.toml (checked against the file).
+const SCRIPTED_BLEND_MS: f64 = 40.0;
+
+/// Past each seam's blend, every executed setpoint is the recorded chunk's spline
+/// (rebuilt by the reader from the chunk's setpoints): the recording holds what
+/// was played, and the executor plays what the policy proposed.
+fn assert_setpoints_are_the_chunks(seen: &serde_json::Value, at_least: u64) {
+    let text = std::fs::read_to_string(repo().join("rt-config/sim-scripted.toml")).unwrap();
+    assert!(
+        text.contains(&format!("blend_ms = {SCRIPTED_BLEND_MS:.1}")),
+        "sim-scripted.toml's blend changed"
+    );
+    let s = &seen["setpoints_from_chunks"];
+    assert_eq!(s["chunk_missing"], 0, "{s}");
+    assert!(s["checked"].as_u64().unwrap() >= at_least, "{s}");
+    assert!(s["in_blend"].as_u64().unwrap() > 0, "{s}");
+    // Rounding only: the spline is built in another order of operations.
+    let err = s["max_abs_err_rad"].as_f64().unwrap();
+    assert!(
+        err < 1e-9,
+        "setpoint differs from its chunk by {err} rad: {s}"
+    );
+}
+
+#[test]
+fn at_1_ms_the_setpoints_between_the_knots_are_the_recorded_chunks_splines() {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no python with the mcap package under CI=true (scripts/setup.sh installs it)"
+        );
+        eprintln!("SKIP at_1_ms_...: no python3 with the mcap package");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("chunkrt-setpoints-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+        .args(["run", "--duration", "2s", "--quiet", "--bus-period-ms", "1"])
+        .arg("--config")
+        .arg(repo().join("rt-config/sim-scripted.toml"))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let seen = read_recording(&py, &[dir.join("recording.mcap")]);
+    // 2 s at 1 ms, a chunk every 40-60 ms of which the first 40 ms blend: a few
+    // hundred cycles between seams, most of them between the 20 ms knots.
+    assert_setpoints_are_the_chunks(&seen, 200);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
