@@ -14,6 +14,8 @@ pub struct RecordedCycle {
     pub mode: String,
     /// Gate mask.
     pub gate_mask: u32,
+    /// Sequence number of the chunk played (0 when none).
+    pub chunk_seq: u64,
     /// Deadlines skipped before this cycle (the loop woke too late for them).
     pub missed: u32,
     /// Executor proposal per joint.
@@ -46,6 +48,7 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
                     t_deadline_ns: v["t_deadline_ns"].as_u64().unwrap_or(0),
                     mode: v["mode"].as_str().unwrap_or("").to_string(),
                     gate_mask: v["gate_mask"].as_u64().unwrap_or(0) as u32,
+                    chunk_seq: v["chunk_seq"].as_u64().unwrap_or(0),
                     missed: v["missed"].as_u64().unwrap_or(0) as u32,
                     setpoint_rad: arr("setpoint_rad"),
                     command_rad: arr("command_rad"),

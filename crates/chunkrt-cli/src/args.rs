@@ -19,12 +19,15 @@ pub enum Command {
     /// Run the whole pipeline (default: the simulated arm, rt-config/sim.toml).
     Run(RunArgs),
     /// Latency benchmark: run the pipeline, judge it against a budget, write
-    /// report.json, .hgrm files and an SVG plot (exit 1 when a limit is broken).
+    /// report.json, .hgrm files and a latency plot (exit 1 when a limit is broken).
     Bench(crate::bench::BenchArgs),
+    /// Plot a run from its recording: joints (proposed, commanded, measured, with
+    /// seams, gate interventions and mode changes) and latency, SVG and PNG.
+    Plot(crate::plot::PlotArgs),
     /// Host readiness for real time: kernel, limits, isolation, governor, SMT, NIC.
     Check(crate::check::CheckArgs),
     /// How much delay can the loop take? Phase margin on the simulated arm, swept
-    /// against injected delay (writes margin.json and margin.svg).
+    /// against injected delay (writes margin.json, margin.svg and margin.png).
     Margin(crate::margin::MarginArgs),
     /// EtherCAT SubDevice simulator: CiA 402 servo drives answering on a network
     /// interface (AF_PACKET; root or CAP_NET_RAW), e.g. inside a network namespace.
@@ -66,6 +69,10 @@ pub struct RunArgs {
     /// Do not print the live status line.
     #[arg(long)]
     pub quiet: bool,
+    /// Do not draw the plots at the end of the run (timeline and latency, from the
+    /// recording; `chunkrt plot` draws them later).
+    #[arg(long)]
+    pub no_plots: bool,
     /// Inject transport delay between the gate and the backend (overrides
     /// `inject.transport_delay_ms`).
     #[arg(long)]

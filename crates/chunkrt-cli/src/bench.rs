@@ -39,7 +39,7 @@ pub struct BenchArgs {
     /// How long to run: `30s`, `500ms`, `2m`, `1h`.
     #[arg(long, default_value = "30s", value_parser = finite_duration)]
     pub duration: Duration,
-    /// Output directory for report.json, the .hgrm files and latency.svg.
+    /// Output directory for report.json, the .hgrm files and latency.svg/.png.
     #[arg(long, default_value = "runs/bench")]
     pub out: PathBuf,
     /// Run a reference measurement beside the loop, in the same run.
@@ -148,8 +148,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
     );
     let panels = plot::standard_panels(&metrics, loop_extra);
-    if let Some(svg) = plot::percentile_plot(&panels, &title) {
-        write(&args.out.join("latency.svg"), &svg)?;
+    if let Some(fig) = plot::percentile_plot(&panels, &title) {
+        plot::save(&fig, &args.out.join("latency")).map_err(anyhow::Error::msg)?;
     }
     chunkrt_telemetry::outdir::write_atomic(&args.out, "report.json", report.to_json().as_bytes())
         .with_context(|| format!("writing {}", args.out.join("report.json").display()))?;
@@ -160,7 +160,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     }
     println!("{}", budget::verdict_table(&report, &verdicts));
     println!(
-        "report: {} (+ .hgrm per metric, latency.svg)",
+        "report: {} (+ .hgrm per metric, latency.svg and .png)",
         args.out.join("report.json").display()
     );
     if let Some(msg) = outcome.inference_panicked {

@@ -14,6 +14,7 @@ mod bench;
 mod check;
 mod margin;
 mod paths;
+mod plot;
 mod run;
 mod tools;
 

@@ -4,7 +4,7 @@
 //! at the controller output, finds the gain crossover and the phase margin (and the
 //! gain margin where the phase reaches -180 degrees), then sweeps injected transport
 //! delay and prints the margin against the delay, beside `PM0 - 360 f_c tau` and the
-//! hand model of docs/margin.md. Writes `margin.json` and `margin.svg`.
+//! hand model of docs/margin.md. Writes `margin.json` and `margin.svg` / `margin.png`.
 
 use anyhow::{bail, Context};
 use chunkrt_config::Config;
@@ -13,9 +13,11 @@ use chunkrt_rt::margin::{
     phase_margin_deg, pm_slope_deg_per_ms, sweep, unwrapped_phase_deg, DelayRow, LoopPoint,
     MarginSetup, PointStatus, ServoGains,
 };
+use chunkrt_telemetry::plot;
 use clap::Parser;
+use plotters::coord::Shift;
+use plotters::prelude::*;
 use serde_json::json;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// `chunkrt margin`.
@@ -46,7 +48,7 @@ pub struct MarginArgs {
     /// Probe amplitude in rad.
     #[arg(long, default_value_t = 1e-3)]
     pub amplitude_rad: f64,
-    /// Output directory for margin.json and margin.svg.
+    /// Output directory for margin.json and margin.svg/.png.
     #[arg(long, default_value = "runs/margin")]
     pub out: PathBuf,
 }
@@ -200,13 +202,21 @@ pub fn margin(args: &MarginArgs) -> anyhow::Result<u8> {
     let json_path = args.out.join("margin.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("writing {}", json_path.display()))?;
-    let svg_path = args.out.join("margin.svg");
-    std::fs::write(
-        &svg_path,
-        svg(&setup, &points, &rows, pm0, fc, args.threshold_deg),
-    )
-    .with_context(|| format!("writing {}", svg_path.display()))?;
-    println!("wrote {} and {}", json_path.display(), svg_path.display());
+    let fig = MarginFigure {
+        period_ms: setup.period_ns as f64 * 1e-6,
+        points: &points,
+        rows: &rows,
+        pm0,
+        fc,
+        threshold: args.threshold_deg,
+    };
+    let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
+    println!(
+        "wrote {}, {} and {}",
+        json_path.display(),
+        written[0].display(),
+        written[1].display()
+    );
     Ok(0)
 }
 
@@ -348,195 +358,191 @@ fn report_json(
 
 /// Two panels side by side: phase margin against delay (measured points, the line
 /// `PM0 - 360 f_c tau`, the threshold), and the Bode plot at zero delay.
-fn svg(
-    setup: &MarginSetup,
-    points: &[LoopPoint],
-    rows: &[DelayRow],
+struct MarginFigure<'a> {
+    period_ms: f64,
+    points: &'a [LoopPoint],
+    rows: &'a [DelayRow],
     pm0: f64,
     fc: f64,
     threshold: f64,
-) -> String {
-    const W: f64 = 1100.0;
-    const H: f64 = 480.0;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-
-    // Panel 1: PM vs delay.
-    let (x0, y0, pw, ph) = (70.0, 50.0, 420.0, 360.0);
-    let dmax = rows
-        .iter()
-        .map(|r| r.effective_delay_ns as f64 * 1e-6)
-        .fold(1.0, f64::max);
-    let pm_max = (pm0 / 10.0).ceil() * 10.0 + 10.0;
-    let pm_min = rows
-        .iter()
-        .filter_map(|r| r.pm_deg)
-        .fold(0.0f64, f64::min)
-        .min(pm0 - 0.36 * fc * dmax)
-        .floor()
-        .min(0.0);
-    let sx = |d: f64| x0 + d / dmax * pw;
-    let sy = |v: f64| y0 + (pm_max - v) / (pm_max - pm_min) * ph;
-    axes(
-        &mut s,
-        x0,
-        y0,
-        pw,
-        ph,
-        "injected delay (ms)",
-        "phase margin (deg)",
-    );
-    for k in 0..=5 {
-        let d = dmax * k as f64 / 5.0;
-        let v = pm_min + (pm_max - pm_min) * k as f64 / 5.0;
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{d:.0}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"#,
-            sx(d),
-            y0 + ph + 16.0,
-            x0 - 6.0,
-            sy(v) + 4.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#D55E00" stroke-width="2"/>"##,
-        sx(0.0),
-        sy(pm0),
-        sx(dmax),
-        sy(pm0 - 0.36 * fc * dmax)
-    );
-    let _ = writeln!(
-        s,
-        r##"<line x1="{x0}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="5,4"/>"##,
-        sy(threshold),
-        x0 + pw,
-        sy(threshold)
-    );
-    for r in rows {
-        if let Some(pm) = r.pm_deg {
-            let _ = writeln!(
-                s,
-                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="#0072B2"/>"##,
-                sx(r.effective_delay_ns as f64 * 1e-6),
-                sy(pm)
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        r##"<text x="{x0}" y="22" font-size="14">Phase margin vs injected delay</text><text x="{x0}" y="40" fill="#555">dots: measured; line: PM0 - 360 f_c tau; dashed: {threshold} deg</text>"##
-    );
-
-    // Panel 2: Bode magnitude (dB) and phase (deg) against log frequency.
-    let (bx, by, bw, bh) = (620.0, 50.0, 420.0, 160.0);
-    let phases = unwrapped_phase_deg(points);
-    let f_lo = points.first().map_or(0.1, |p| p.freq_hz).log10().floor();
-    let f_hi = points.last().map_or(100.0, |p| p.freq_hz).log10().ceil();
-    let lx = |f: f64| bx + (f.log10() - f_lo) / (f_hi - f_lo) * bw;
-    let db: Vec<f64> = points.iter().map(|p| 20.0 * p.mag().log10()).collect();
-    let (db_lo, db_hi) = (
-        (db.iter().cloned().fold(0.0, f64::min) / 10.0).floor() * 10.0,
-        (db.iter().cloned().fold(0.0, f64::max) / 10.0).ceil() * 10.0,
-    );
-    let (ph_lo, ph_hi) = (
-        (phases.iter().cloned().fold(-180.0, f64::min) / 45.0).floor() * 45.0,
-        0.0,
-    );
-    for (panel_y, lo, hi, vals, label) in [
-        (by, db_lo, db_hi, &db, "|L| (dB)"),
-        (by + bh + 40.0, ph_lo, ph_hi, &phases, "phase L (deg)"),
-    ] {
-        let ly = |v: f64| panel_y + (hi - v) / (hi - lo).max(1e-9) * bh;
-        let xlabel = if panel_y > by {
-            "frequency (Hz, log)"
-        } else {
-            ""
-        };
-        axes(&mut s, bx, panel_y, bw, bh, xlabel, label);
-        let mut d = String::new();
-        for (p, v) in points.iter().zip(vals.iter()) {
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1} ",
-                if d.is_empty() { "M" } else { "L" },
-                lx(p.freq_hz),
-                ly(*v)
-            );
-        }
-        let _ = writeln!(
-            s,
-            r##"<path d="{d}" fill="none" stroke="#0072B2" stroke-width="2"/>"##
-        );
-        let zero = if label.starts_with('|') { 0.0 } else { -180.0 };
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" fill="#555">{zero:.0}</text>"##,
-            bx + bw + 4.0,
-            ly(zero) + 4.0
-        );
-        let _ = writeln!(
-            s,
-            r##"<line x1="{bx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="5,4"/>"##,
-            ly(zero),
-            bx + bw,
-            ly(zero)
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{hi:.0}</text><text x="{:.1}" y="{:.1}" text-anchor="end">{lo:.0}</text>"#,
-            bx - 6.0,
-            panel_y + 4.0,
-            bx - 6.0,
-            panel_y + bh + 4.0
-        );
-    }
-    for e in (f_lo as i32)..=(f_hi as i32) {
-        let f = 10f64.powi(e);
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{f}</text>"#,
-            lx(f),
-            by + 2.0 * bh + 56.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<line x1="{:.1}" y1="{by}" x2="{:.1}" y2="{:.1}" stroke="#D55E00"/>"##,
-        lx(fc),
-        lx(fc),
-        by + 2.0 * bh + 40.0
-    );
-    let _ = writeln!(
-        s,
-        r##"<text x="{bx}" y="22" font-size="14">Bode plot of L at zero delay</text><text x="{bx}" y="40" fill="#555">f_c = {fc:.2} Hz (vertical line), {} ms bus period</text>"##,
-        setup.period_ns as f64 * 1e-6
-    );
-    s.push_str("</svg>\n");
-    s
 }
 
-fn axes(s: &mut String, x: f64, y: f64, w: f64, h: f64, xlabel: &str, ylabel: &str) {
-    let _ = writeln!(
-        s,
-        r##"<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="none" stroke="#333"/>"##
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{xlabel}</text>"#,
-        x + w / 2.0,
-        y + h + 32.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="middle">{ylabel}</text>"#,
-        x - 48.0,
-        y + h / 2.0
-    );
+impl plot::Figure for MarginFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1200, 520)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (left, right) = root.split_horizontally(560);
+        self.draw_pm(&left)?;
+        let (mag, phase) = right.split_vertically(260);
+        self.draw_bode(&mag, &phase)
+    }
+}
+
+impl MarginFigure<'_> {
+    fn draw_pm<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let (pm0, fc, threshold) = (self.pm0, self.fc, self.threshold);
+        let delay_ms = |r: &DelayRow| r.effective_delay_ns as f64 * 1e-6;
+        let dmax = self.rows.iter().map(delay_ms).fold(1.0, f64::max);
+        let pm_max = (pm0 / 10.0).ceil() * 10.0 + 10.0;
+        let pm_min = self
+            .rows
+            .iter()
+            .filter_map(|r| r.pm_deg)
+            .fold(0.0f64, f64::min)
+            .min(pm0 - 0.36 * fc * dmax)
+            .floor()
+            .min(0.0);
+        let mut chart = ChartBuilder::on(area)
+            .caption("Phase margin vs injected delay", (plot::FONT, 16))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..dmax, pm_min..pm_max)
+            .map_err(plot::err)?;
+        chart
+            .configure_mesh()
+            .x_desc("injected delay (ms)")
+            .y_desc("phase margin (deg)")
+            .label_style((plot::FONT, 12))
+            .draw()
+            .map_err(plot::err)?;
+        let [blue, vermillion, ..] = plot::COLOURS;
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, pm0), (dmax, pm0 - 0.36 * fc * dmax)],
+                vermillion.stroke_width(2),
+            ))
+            .map_err(plot::err)?
+            .label("PM0 - 360 f_c tau")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], vermillion.stroke_width(2))
+            });
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, threshold), (dmax, threshold)],
+                5,
+                4,
+                RGBColor(0x99, 0x99, 0x99).into(),
+            ))
+            .map_err(plot::err)?
+            .label(format!("threshold {threshold} deg"))
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(0x99, 0x99, 0x99))
+            });
+        chart
+            .draw_series(
+                self.rows
+                    .iter()
+                    .filter_map(|r| Some((delay_ms(r), r.pm_deg?)))
+                    .map(|p| Circle::new(p, 4, blue.filled())),
+            )
+            .map_err(plot::err)?
+            .label("measured")
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, blue.filled()));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((plot::FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot::err)?;
+        Ok(())
+    }
+
+    fn draw_bode<DB: DrawingBackend>(
+        &self,
+        mag: &DrawingArea<DB, Shift>,
+        phase: &DrawingArea<DB, Shift>,
+    ) -> Result<(), String> {
+        let phases = unwrapped_phase_deg(self.points);
+        let f_lo = 10f64.powf(
+            self.points
+                .first()
+                .map_or(0.1, |p| p.freq_hz)
+                .log10()
+                .floor(),
+        );
+        let f_hi = 10f64.powf(
+            self.points
+                .last()
+                .map_or(100.0, |p| p.freq_hz)
+                .log10()
+                .ceil(),
+        );
+        let db: Vec<f64> = self.points.iter().map(|p| 20.0 * p.mag().log10()).collect();
+        let db_range = (
+            (db.iter().cloned().fold(0.0, f64::min) / 10.0).floor() * 10.0,
+            (db.iter().cloned().fold(0.0, f64::max) / 10.0).ceil() * 10.0 + 1.0,
+        );
+        let ph_range = (
+            (phases.iter().cloned().fold(-180.0, f64::min) / 45.0).floor() * 45.0,
+            0.0,
+        );
+        let [blue, vermillion, ..] = plot::COLOURS;
+        for (area, (lo, hi), vals, label, reference, caption) in [
+            (
+                mag,
+                db_range,
+                &db,
+                "|L| (dB)",
+                0.0,
+                format!(
+                    "Bode plot of L at zero delay ({} ms bus period)",
+                    self.period_ms
+                ),
+            ),
+            (
+                phase,
+                ph_range,
+                &phases,
+                "phase L (deg)",
+                -180.0,
+                format!("f_c = {:.2} Hz (vertical line)", self.fc),
+            ),
+        ] {
+            let mut chart = ChartBuilder::on(area)
+                .caption(caption, (plot::FONT, 14))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(55)
+                .build_cartesian_2d((f_lo..f_hi).log_scale(), lo..hi)
+                .map_err(plot::err)?;
+            chart
+                .configure_mesh()
+                .x_desc("frequency (Hz, log)")
+                .y_desc(label)
+                .label_style((plot::FONT, 12))
+                .draw()
+                .map_err(plot::err)?;
+            chart
+                .draw_series(LineSeries::new(
+                    self.points
+                        .iter()
+                        .zip(vals.iter())
+                        .map(|(p, v)| (p.freq_hz, *v)),
+                    blue.stroke_width(2),
+                ))
+                .map_err(plot::err)?;
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(f_lo, reference), (f_hi, reference)],
+                    5,
+                    4,
+                    RGBColor(0x99, 0x99, 0x99).into(),
+                ))
+                .map_err(plot::err)?;
+            chart
+                .draw_series(LineSeries::new(
+                    [(self.fc, lo), (self.fc, hi)],
+                    vermillion.stroke_width(1),
+                ))
+                .map_err(plot::err)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Bench(args) => crate::bench::bench(&args),
         Command::Check(args) => crate::check::check(&args),
         Command::Margin(args) => crate::margin::margin(&args),
+        Command::Plot(args) => crate::plot::plot(&args),
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),
         Command::Validate { file } => validate(&file),
@@ -192,6 +193,22 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if outcome.inference_panicked.is_some() {
         return Ok(crate::EXIT_POLICY_FAILED);
+    }
+    // The plots, from the recording just closed (the arm is at rest and the
+    // backend shut down): a failure is said, the run's status stays.
+    if !args.no_plots && outcome.records_error.is_none() {
+        match chunkrt_telemetry::plot::plot_run(&args.out, None, &args.out) {
+            Ok(files) => console::out(&format!(
+                "plots: {}",
+                files
+                    .iter()
+                    .filter(|f| f.extension().is_some_and(|e| e == "png"))
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Err(e) => console::err(&format!("chunkrt: warning: no plots: {e}")),
+        }
     }
     if let Some(e) = &outcome.records_error {
         console::err(&format!(

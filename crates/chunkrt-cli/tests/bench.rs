@@ -95,7 +95,11 @@ fn a_broken_budget_exits_1_with_a_fail_row_and_writes_every_file() {
         );
     }
     let svg = std::fs::read_to_string(out_dir.join("latency.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("<title>wake_latency</title>"));
+    assert!(svg.starts_with("<svg"));
+    let texts = chunkrt_telemetry::plot::svg_texts(&svg);
+    assert!(texts.iter().any(|t| t == "wake_latency"), "{texts:?}");
+    let png = std::fs::read(out_dir.join("latency.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `chunkrt margin` end to end: the table, margin.json and margin.svg, and clear
+//! `chunkrt margin` end to end: the table, margin.json and margin.svg/.png, and clear
 //! refusals of bad arguments.
 
 use std::process::Command;
@@ -41,7 +41,10 @@ fn margin_writes_its_table_json_and_plot() {
     assert!(json["bode"].as_array().unwrap().len() >= 8);
     let svg = std::fs::read_to_string(out.join("margin.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert!(svg.contains("<circle"), "measured points are drawn");
+    // One dot per measured delay, one more in the legend.
+    assert_eq!(svg.matches("<circle").count(), sweep.len() + 1);
+    let png = std::fs::read(out.join("margin.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
     let _ = std::fs::remove_dir_all(&out);
 }
 

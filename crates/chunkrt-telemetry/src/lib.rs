@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod oracle;
 pub mod outdir;
 pub mod plot;
+pub mod readback;
 pub mod recording;
 pub mod records;
 pub mod report;

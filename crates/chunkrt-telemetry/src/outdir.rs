@@ -18,6 +18,10 @@ pub const RUN_FILES: &[&str] = &[
     "events.jsonl",
     "gate.jsonl",
     "recording.mcap",
+    "timeline.svg",
+    "timeline.png",
+    "latency.svg",
+    "latency.png",
 ];
 
 /// Name of the reserve file kept in the directory during a run.

@@ -1,0 +1,614 @@
+//! Reads a run's recording back for the plots: every segment in order, reduced to
+//! what a figure can show.
+//!
+//! The joints' positions are kept as min/max envelopes over at most
+//! [`MAX_BUCKETS`] time buckets (the bucket width doubles as the run grows), so a
+//! run of any length is read in constant memory and a short one keeps every
+//! sample. Mode changes, seams (the cycles that began playing a new chunk) and the
+//! gate's interventions per joint are kept as times; the chunks the policy
+//! published are kept while they fit ([`MAX_CHUNKS`]); the latency metrics are
+//! rebuilt into HDR histograms from the per-cycle and per-inference records.
+
+use crate::metrics::{Metric, MetricSet};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Most time buckets kept per series.
+pub const MAX_BUCKETS: usize = 2048;
+/// Most chunks kept (past it, chunks are counted but not kept).
+pub const MAX_CHUNKS: usize = 400;
+/// Most seams and gate marks kept per joint (past it, counted only).
+pub const MAX_MARKS: usize = 200_000;
+
+/// Series per joint: the executor's setpoint, the command after the gate, the
+/// measurement.
+pub const SERIES: [&str; 3] = ["setpoint", "command", "measured"];
+
+/// The min and max of each series over one time bucket.
+#[derive(Clone, Debug)]
+pub struct Bucket {
+    /// Earliest and latest sample time in the bucket (s since the run's start).
+    pub t: (f64, f64),
+    /// `[series][joint]` = (min, max).
+    pub range: [Vec<(f64, f64)>; 3],
+}
+
+impl Bucket {
+    fn merge(&mut self, o: &Bucket) {
+        self.t = (self.t.0.min(o.t.0), self.t.1.max(o.t.1));
+        for (mine, theirs) in self.range.iter_mut().zip(o.range.iter()) {
+            for (a, b) in mine.iter_mut().zip(theirs.iter()) {
+                *a = (a.0.min(b.0), a.1.max(b.1));
+            }
+        }
+    }
+}
+
+/// One chunk the policy published.
+#[derive(Clone, Debug, Deserialize)]
+pub struct RecChunk {
+    /// Sequence number.
+    pub seq: u64,
+    /// Time of setpoint 0 (s since the run's start).
+    pub t_start_s: f64,
+    /// Setpoint spacing (ms).
+    pub dt_ms: f64,
+    /// `len` rows of `dof` positions.
+    pub pos_rad: Vec<Vec<f64>>,
+}
+
+/// What the plots need of a run.
+#[derive(Debug)]
+pub struct RunData {
+    /// Segments read, in order.
+    pub files: Vec<PathBuf>,
+    /// Joints.
+    pub dof: usize,
+    /// The window read (s since the run's start), when one was asked for.
+    pub window: Option<(f64, f64)>,
+    /// Cycles in the window.
+    pub cycles: u64,
+    /// First and last deadline in the window (s since the run's start).
+    pub span: (f64, f64),
+    /// Position envelopes in time order.
+    pub buckets: Vec<Bucket>,
+    /// Width of one bucket (s): 0 until buckets had to be merged.
+    pub bucket_s: f64,
+    /// Mode changes: (time, new mode, reason).
+    pub modes: Vec<(f64, String, String)>,
+    /// The mode before the first change in the window.
+    pub first_mode: Option<String>,
+    /// Seams: times of the cycles that began playing a new chunk.
+    pub seams: Vec<f64>,
+    /// Per joint, the times of the gate's interventions.
+    pub gate: Vec<Vec<f64>>,
+    /// Gate interventions in the window, all joints.
+    pub gate_events: u64,
+    /// Published chunks starting in the window (empty when more than
+    /// [`MAX_CHUNKS`]).
+    pub chunks: Vec<RecChunk>,
+    /// Chunks published in the window.
+    pub chunks_published: u64,
+    /// Latency histograms rebuilt from the records (no coordinated-omission
+    /// correction: the report's figures have it).
+    pub metrics: MetricSet,
+    /// A segment that ended early (a run that was killed): what was wrong.
+    pub truncated: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CycleMsg {
+    t_s: f64,
+    t_deadline_ns: u64,
+    mode: String,
+    chunk_seq: u64,
+    #[serde(default)]
+    chunk_age_ms: f64,
+    #[serde(default)]
+    wake_latency_us: f64,
+    #[serde(default)]
+    cycle_time_us: f64,
+    #[serde(default)]
+    bus_rtt_us: f64,
+    setpoint_rad: Vec<f64>,
+    command_rad: Vec<f64>,
+    feedback_rad: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+struct InferMsg {
+    t_s: f64,
+    latency_ms: f64,
+}
+
+#[derive(Deserialize)]
+struct EventMsg {
+    t_s: f64,
+    event: String,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    joint: Option<usize>,
+}
+
+/// The segments of the recording in `run_dir`: `recording.mcap`,
+/// `recording.1.mcap`, ... in order (or the files the report lists, for a run
+/// recorded with `--record`).
+pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let report = run_dir.join("report.json");
+    if let Ok(text) = std::fs::read_to_string(&report) {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            if let Some(files) = v["recording"]["files"].as_array() {
+                let files: Vec<PathBuf> = files
+                    .iter()
+                    .filter_map(|f| f.as_str())
+                    .map(|f| run_dir.join(f))
+                    .collect();
+                if !files.is_empty() {
+                    return Ok(files);
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    let first = run_dir.join("recording.mcap");
+    if first.exists() {
+        files.push(first);
+        for n in 1.. {
+            let f = run_dir.join(format!("recording.{n}.mcap"));
+            if !f.exists() {
+                break;
+            }
+            files.push(f);
+        }
+    }
+    if files.is_empty() {
+        return Err(format!(
+            "{}: no recording (recording.mcap) and no report naming one",
+            run_dir.display()
+        ));
+    }
+    Ok(files)
+}
+
+/// Reads `files` (segments in order), keeping `window` (s since the run's start)
+/// or everything.
+pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, String> {
+    let mut r = Reader::new(window);
+    for f in files {
+        let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        if let Err(e) = r.segment(&bytes) {
+            // A killed run's last segment has no summary and may end inside a
+            // record: what was read stays, and the figure says so.
+            r.data.truncated = Some(format!("{}: {e}", f.display()));
+            break;
+        }
+    }
+    r.data.files = files.to_vec();
+    Ok(r.finish())
+}
+
+struct Reader {
+    data: RunData,
+    t0_ns: Option<u64>,
+    last_seq: u64,
+}
+
+impl Reader {
+    fn new(window: Option<(f64, f64)>) -> Self {
+        Reader {
+            data: RunData {
+                files: Vec::new(),
+                dof: 0,
+                window,
+                cycles: 0,
+                span: (f64::MAX, f64::MIN),
+                buckets: Vec::new(),
+                bucket_s: 0.0,
+                modes: Vec::new(),
+                first_mode: None,
+                seams: Vec::new(),
+                gate: Vec::new(),
+                gate_events: 0,
+                chunks: Vec::new(),
+                chunks_published: 0,
+                metrics: MetricSet::new(),
+                truncated: None,
+            },
+            t0_ns: None,
+            last_seq: 0,
+        }
+    }
+
+    fn inside(&self, t: f64) -> bool {
+        self.data.window.is_none_or(|(a, b)| t >= a && t <= b)
+    }
+
+    fn segment(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if self.t0_ns.is_none() {
+            self.t0_ns = t0_of(bytes);
+        }
+        let stream = mcap::MessageStream::new(bytes).map_err(err)?;
+        for m in stream {
+            let m = m.map_err(err)?;
+            match m.channel.topic.as_str() {
+                "/chunkrt/cycle" => {
+                    let c: CycleMsg = serde_json::from_slice(&m.data).map_err(err)?;
+                    self.cycle(c);
+                }
+                "/chunkrt/inference" => {
+                    let i: InferMsg = serde_json::from_slice(&m.data).map_err(err)?;
+                    if self.inside(i.t_s) && i.latency_ms.is_finite() && i.latency_ms >= 0.0 {
+                        self.data
+                            .metrics
+                            .record(Metric::InferenceLatency, (i.latency_ms * 1e6) as u64);
+                    }
+                }
+                "/chunkrt/events" => {
+                    let e: EventMsg = serde_json::from_slice(&m.data).map_err(err)?;
+                    self.event(e);
+                }
+                "/chunkrt/chunk" => {
+                    let c: RecChunk = serde_json::from_slice(&m.data).map_err(err)?;
+                    if self.inside(c.t_start_s) {
+                        self.data.chunks_published += 1;
+                        if self.data.chunks.len() < MAX_CHUNKS {
+                            self.data.chunks.push(c);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn cycle(&mut self, c: CycleMsg) {
+        // The deadline on the run's clock; the wake time when the clock record is
+        // missing.
+        let t = match self.t0_ns {
+            Some(t0) => c.t_deadline_ns.saturating_sub(t0) as f64 * 1e-9,
+            None => c.t_s,
+        };
+        let seq = if c.mode == "Playing" { c.chunk_seq } else { 0 };
+        let seam = seq != 0 && seq != self.last_seq;
+        self.last_seq = seq;
+        if !self.inside(t) {
+            if self.data.window.is_some_and(|(a, _)| t < a) {
+                self.data.first_mode = Some(c.mode);
+            }
+            return;
+        }
+        let d = &mut self.data;
+        if d.first_mode.is_none() {
+            d.first_mode = Some(c.mode.clone());
+        }
+        d.cycles += 1;
+        d.span = (d.span.0.min(t), d.span.1.max(t));
+        if seam && d.seams.len() < MAX_MARKS {
+            d.seams.push(t);
+        }
+        let dof = c.setpoint_rad.len();
+        d.dof = d.dof.max(dof);
+        let us = |v: f64| (v.max(0.0) * 1e3) as u64;
+        d.metrics.record(Metric::WakeLatency, us(c.wake_latency_us));
+        d.metrics.record(Metric::CycleTime, us(c.cycle_time_us));
+        if c.bus_rtt_us > 0.0 {
+            d.metrics.record(Metric::BusRtt, us(c.bus_rtt_us));
+        }
+        if c.chunk_age_ms > 0.0 {
+            d.metrics
+                .record(Metric::ChunkAge, (c.chunk_age_ms * 1e6) as u64);
+        }
+        let point = |v: &Vec<f64>| -> Vec<(f64, f64)> {
+            (0..dof)
+                .map(|j| {
+                    let x = v.get(j).copied().unwrap_or(f64::NAN);
+                    (x, x)
+                })
+                .collect()
+        };
+        let b = Bucket {
+            t: (t, t),
+            range: [
+                point(&c.setpoint_rad),
+                point(&c.command_rad),
+                point(&c.feedback_rad),
+            ],
+        };
+        self.push_bucket(b);
+    }
+
+    /// Adds one sample: into the last bucket when it falls in its width, else as a
+    /// new bucket; past [`MAX_BUCKETS`] neighbours merge and the width doubles.
+    fn push_bucket(&mut self, b: Bucket) {
+        let d = &mut self.data;
+        let origin = d.buckets.first().map_or(b.t.0, |f| f.t.0);
+        if let Some(last) = d.buckets.last_mut() {
+            if d.bucket_s > 0.0
+                && ((b.t.0 - origin) / d.bucket_s).floor()
+                    == ((last.t.0 - origin) / d.bucket_s).floor()
+            {
+                last.merge(&b);
+                return;
+            }
+        }
+        d.buckets.push(b);
+        if d.buckets.len() > MAX_BUCKETS {
+            let span = d.buckets.last().map_or(0.0, |l| l.t.1) - origin;
+            d.bucket_s = if d.bucket_s == 0.0 {
+                2.0 * span / MAX_BUCKETS as f64
+            } else {
+                2.0 * d.bucket_s
+            };
+            let w = d.bucket_s;
+            let mut merged: Vec<Bucket> = Vec::with_capacity(MAX_BUCKETS / 2 + 1);
+            for b in d.buckets.drain(..) {
+                match merged.last_mut() {
+                    Some(m) if ((b.t.0 - origin) / w).floor() == ((m.t.0 - origin) / w).floor() => {
+                        m.merge(&b)
+                    }
+                    _ => merged.push(b),
+                }
+            }
+            d.buckets = merged;
+        }
+    }
+
+    fn event(&mut self, e: EventMsg) {
+        if !self.inside(e.t_s) {
+            return;
+        }
+        let d = &mut self.data;
+        match e.event.as_str() {
+            "mode" => {
+                if d.modes.is_empty() && d.first_mode.is_none() {
+                    d.first_mode = e.from.clone();
+                }
+                if d.modes.len() < MAX_MARKS {
+                    d.modes.push((
+                        e.t_s,
+                        e.to.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                    ));
+                }
+            }
+            "gate" => {
+                d.gate_events += 1;
+                if let Some(j) = e.joint {
+                    if j < chunkrt_core::MAX_DOF {
+                        if d.gate.len() <= j {
+                            d.gate.resize(j + 1, Vec::new());
+                        }
+                        if d.gate[j].len() < MAX_MARKS {
+                            d.gate[j].push(e.t_s);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> RunData {
+        if self.data.chunks_published as usize > MAX_CHUNKS {
+            self.data.chunks.clear();
+        }
+        if self.data.cycles == 0 {
+            self.data.span = (0.0, 0.0);
+        }
+        self.data
+    }
+}
+
+/// `t0_mono_ns` of the segment's `chunkrt.clock` metadata record.
+fn t0_of(bytes: &[u8]) -> Option<u64> {
+    let reader = mcap::read::LinearReader::new(bytes).ok()?;
+    for rec in reader {
+        if let Ok(mcap::records::Record::Metadata(m)) = rec {
+            if m.name == "chunkrt.clock" {
+                return m.metadata.get("t0_mono_ns")?.parse().ok();
+            }
+        }
+    }
+    None
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::{ClockInfo, Recorder, RecordingLimits};
+    use crate::records::CycleRecord;
+    use chunkrt_core::{Chunk, MonoTime};
+    use serde_json::json;
+
+    const T0: MonoTime = MonoTime(5_000_000_000);
+    const CYCLES: u64 = 20_000;
+    const SPIKE_AT: u64 = 12_345;
+    const GATE_AT: [u64; 7] = [10, 11, 4000, 9000, 9001, 15_000, 19_999];
+
+    fn dir(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("chunkrt-readback-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Joint 0's setpoint at cycle `k`: a slow sine with one spike.
+    fn joint0(k: u64) -> f64 {
+        let s = (k as f64 * 1e-3 * std::f64::consts::PI).sin();
+        if k == SPIKE_AT {
+            s + 3.0
+        } else {
+            s
+        }
+    }
+
+    /// 20 s at 1 ms through the real recorder, in segments of 1 MB: joint 0 a sine
+    /// with a spike, joint 1 the cycle number (so a bucket's range is its cycles'),
+    /// a new chunk every 40 cycles, gate events on joint 1, two mode changes.
+    fn record(d: &Path) {
+        let limits = RecordingLimits {
+            segment_bytes: 1_000_000,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let clock = ClockInfo {
+            t0: T0,
+            wall_minus_mono_ns: 0,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, clock).unwrap();
+        for k in 0..CYCLES {
+            let t = T0.add_ns(k * 1_000_000);
+            let mut c = CycleRecord {
+                cycle: k,
+                t_deadline: t,
+                t_wake: t.add_ns(20_000),
+                t_cmd: t.add_ns(30_000),
+                chunk_seq: 1 + k / 40,
+                dof: 2,
+                ..CycleRecord::default()
+            };
+            c.setpoint_pos_rad[0] = joint0(k);
+            c.setpoint_pos_rad[1] = k as f64;
+            c.cmd_pos_rad[0] = joint0(k) * 0.5;
+            c.fb_pos_rad[0] = -joint0(k);
+            r.cycle(&c);
+            if k % 40 == 0 {
+                let mut chunk = Chunk {
+                    seq: 1 + k / 40,
+                    t_start: t,
+                    t_publish: t,
+                    dt_ns: 20_000_000,
+                    len: 3,
+                    dof: 2,
+                    ..Chunk::default()
+                };
+                chunk.pos_rad[2][0] = 1.0;
+                r.chunk(&chunk);
+            }
+            if GATE_AT.contains(&k) {
+                r.event(&json!({"t_s": k as f64 * 1e-3, "event": "gate", "joint": 1, "constraint": "velocity"}));
+            }
+        }
+        r.event(&json!({"t_s": 19.5, "event": "mode", "from": "Playing", "to": "Decelerating", "reason": "Shutdown"}));
+        r.event(&json!({"t_s": 19.9, "event": "mode", "from": "Decelerating", "to": "Holding", "reason": "AtRest"}));
+        let s = r.finish();
+        assert!(s.files.len() >= 3, "rotated: {:?}", s.files);
+    }
+
+    #[test]
+    fn a_long_run_is_read_as_envelopes_that_keep_every_extreme() {
+        let d = dir("long");
+        record(&d);
+        let files = segments(&d).unwrap();
+        assert!(files.len() >= 3);
+        let data = read(&files, None).unwrap();
+        assert_eq!(data.truncated, None);
+        assert_eq!(data.cycles, CYCLES);
+        assert_eq!(data.dof, 2);
+        assert!(data.buckets.len() <= MAX_BUCKETS && data.buckets.len() > MAX_BUCKETS / 4);
+        assert!(data.bucket_s > 0.0);
+        // The spike is kept, as are the sine's extremes, in every series.
+        let max0 = data
+            .buckets
+            .iter()
+            .map(|b| b.range[0][0].1)
+            .fold(f64::MIN, f64::max);
+        assert_eq!(max0, joint0(SPIKE_AT));
+        let min0 = data
+            .buckets
+            .iter()
+            .map(|b| b.range[0][0].0)
+            .fold(f64::MAX, f64::min);
+        let true_min = (0..CYCLES).map(joint0).fold(f64::MAX, f64::min);
+        assert_eq!(min0, true_min);
+        let min_fb = data
+            .buckets
+            .iter()
+            .map(|b| b.range[2][0].0)
+            .fold(f64::MAX, f64::min);
+        assert_eq!(min_fb, -joint0(SPIKE_AT));
+        // Joint 1 is the cycle number: each bucket's range is exactly its first and
+        // last cycle, so the buckets partition the run in order, none lost.
+        let mut next = 0.0;
+        for b in &data.buckets {
+            let (lo, hi) = b.range[0][1];
+            assert_eq!(lo, next, "bucket starts where the last ended");
+            assert!((b.t.0 - lo * 1e-3).abs() < 1e-9 && (b.t.1 - hi * 1e-3).abs() < 1e-9);
+            next = hi + 1.0;
+        }
+        assert_eq!(next, CYCLES as f64);
+        assert_eq!(data.seams.len() as u64, CYCLES / 40);
+        assert_eq!(data.chunks_published, CYCLES / 40);
+        assert!(data.chunks.is_empty(), "more than MAX_CHUNKS: left out");
+        assert_eq!(data.gate.get(1).map(Vec::len), Some(GATE_AT.len()));
+        assert_eq!(data.gate_events, GATE_AT.len() as u64);
+        let modes: Vec<&str> = data.modes.iter().map(|m| m.1.as_str()).collect();
+        assert_eq!(modes, ["Decelerating", "Holding"]);
+        assert_eq!(data.metrics.get(crate::Metric::WakeLatency).len(), CYCLES);
+        let wake = data.metrics.get(crate::Metric::WakeLatency);
+        assert!(wake.equivalent(wake.max(), 20_000), "{}", wake.max());
+    }
+
+    #[test]
+    fn a_window_keeps_every_sample_and_chunk_in_it() {
+        let d = dir("window");
+        record(&d);
+        let data = read(&segments(&d).unwrap(), Some((5.0, 6.0))).unwrap();
+        assert!((1000..=1001).contains(&data.cycles), "{}", data.cycles);
+        assert_eq!(data.bucket_s, 0.0);
+        assert_eq!(data.buckets.len() as u64, data.cycles);
+        assert!(data
+            .buckets
+            .iter()
+            .all(|b| b.t.0 >= 5.0 - 1e-9 && b.t.1 <= 6.0 + 1e-9));
+        assert!(
+            (25..=26).contains(&data.chunks.len()),
+            "{}",
+            data.chunks.len()
+        );
+        assert_eq!(data.chunks[0].pos_rad[2], vec![1.0, 0.0]);
+        assert_eq!(data.gate_events, 0);
+        assert_eq!(data.first_mode.as_deref(), Some("Playing"));
+    }
+
+    #[test]
+    fn a_recording_cut_short_is_read_up_to_the_cut_and_says_so() {
+        let d = dir("cut");
+        record(&d);
+        let mut files = segments(&d).unwrap();
+        let last = files.pop().unwrap();
+        let first = files.remove(0);
+        let bytes = std::fs::read(&first).unwrap();
+        std::fs::write(&first, &bytes[..bytes.len() * 6 / 10]).unwrap();
+        std::fs::remove_file(last).unwrap();
+        let data = read(&[first], None).unwrap();
+        let why = data.truncated.as_deref().unwrap_or("");
+        assert!(why.contains("recording.mcap"), "{why}");
+        assert!(
+            data.cycles > 1000 && data.cycles < CYCLES,
+            "{}",
+            data.cycles
+        );
+    }
+
+    #[test]
+    fn a_directory_without_a_recording_is_named_in_the_error() {
+        let d = dir("empty");
+        let e = segments(&d).unwrap_err();
+        assert!(
+            e.contains("no recording") && e.contains("chunkrt-readback-empty"),
+            "{e}"
+        );
+    }
+}
