@@ -89,6 +89,8 @@ def main():
     clock = []
     chunks = {}
     playing = []
+    by_cycle = {}
+    observations = []
     log_times_monotonic = True
     for path in paths:
         with open(path, "rb") as f:
@@ -106,10 +108,13 @@ def main():
                 last[channel.topic] = message.log_time
                 if channel.topic == "/chunkrt/cycle":
                     cycles.append(data["cycle"])
+                    by_cycle[data["cycle"]] = (data["feedback_rad"], data["command_rad"])
                     if data["mode"] == "Playing" and data["chunk_seq"]:
                         playing.append((data["t_deadline_ns"], data["chunk_seq"], data["setpoint_rad"]))
                     if data["gate_mask"]:
                         gate_cycles += 1
+                elif channel.topic == "/chunkrt/inference" and "obs" in data:
+                    observations.append(data["obs"])
                 elif channel.topic == "/chunkrt/events" and data["event"] == "gate":
                     gate[data["constraint"]] += 1
                 elif channel.topic == "/chunkrt/chunk":
@@ -135,7 +140,27 @@ def main():
         "chunk_shapes_ok": chunk_shapes_ok,
         "clock": clock,
         "setpoints_from_chunks": setpoints,
+        "observations": check_observations(observations, by_cycle),
     }))
+
+
+def check_observations(observations, by_cycle):
+    """The observation each inference call was given against the cycle that
+    captured it: its measured positions are that cycle's feedback, its commanded
+    positions that cycle's command."""
+    matched = missing = 0
+    worst = 0.0
+    for o in observations:
+        c = by_cycle.get(o["seq"])
+        if c is None:
+            missing += 1
+            continue
+        matched += 1
+        feedback, command = c
+        for a, b in list(zip(o["pos_rad"], feedback)) + list(zip(o["cmd_pos_rad"], command)):
+            worst = max(worst, abs(a - b))
+    return {"given": len(observations), "matched": matched, "cycle_missing": missing,
+            "max_abs_err_rad": worst}
 
 
 def check_setpoints(chunks, playing, t0_ns, blend_s, lookahead_s):

@@ -128,6 +128,12 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
     assert_eq!(seen["chunk_seq_last"], published, "{seen}");
     assert_eq!(seen["chunk_seqs_increasing"], true, "{seen}");
     assert_eq!(seen["chunk_shapes_ok"], true, "{seen}");
+    // Each inference call's observation is the measurement and the command of the
+    // cycle that captured it, as that cycle's own message recorded them.
+    let o = &seen["observations"];
+    assert!(o["given"].as_u64().unwrap() >= published, "{o}");
+    assert_eq!(o["matched"], o["given"], "{o}");
+    assert_eq!(o["max_abs_err_rad"], 0.0, "{o}");
     // The wall-clock offset is in every segment.
     let clock = seen["clock"].as_array().unwrap();
     assert_eq!(clock.len(), files.len(), "{seen}");

@@ -226,6 +226,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
                 p.records.push(InferRecord {
                     seq: 0,
                     t_obs: obs.t_capture,
+                    obs,
                     t_begin,
                     t_end: os::now(),
                     status: InferStatus::Failed,
@@ -254,6 +255,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             p.records.push(InferRecord {
                 seq: 0,
                 t_obs: obs.t_capture,
+                obs,
                 t_begin,
                 t_end: os::now(),
                 steps: info.steps,
@@ -283,6 +285,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         p.records.push(InferRecord {
             seq,
             t_obs: obs.t_capture,
+            obs,
             t_begin,
             t_end: t_publish,
             steps: info.steps,

@@ -56,6 +56,11 @@ pub struct ClockInfo {
     pub wall_minus_mono_ns: i64,
 }
 
+/// JSON has no NaN: a non-finite value (a NaN measurement) is written as null.
+fn finite(v: &[f64]) -> Vec<Option<f64>> {
+    v.iter().map(|x| x.is_finite().then_some(*x)).collect()
+}
+
 /// What a recording wrote and dropped.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordingSummary {
@@ -125,7 +130,8 @@ const INFERENCE_SCHEMA: &str = r#"{
     "latency_ms": {"type": "number", "description": "observation to chunk"},
     "steps": {"type": "integer"},
     "steps_nominal": {"type": "integer"},
-    "out_of_domain": {"type": "boolean"}
+    "out_of_domain": {"type": "boolean"},
+    "obs": {"type": "object", "description": "the observation the policy was given: seq (its cycle), t_capture_s, t_cycle_s, per joint pos_rad and vel_rad_s (measured), cmd_pos_rad and cmd_vel_rad_s (the gate's commanded state), plan_pos_rad and plan_vel_rad_s (the trajectory being played)"}
   }
 }"#;
 
@@ -313,10 +319,6 @@ impl Recorder {
     pub fn cycle(&mut self, r: &CycleRecord) {
         let mode = crate::collector::mode_from_u8(r.mode);
         let dof = (r.dof as usize).min(r.cmd_pos_rad.len());
-        // JSON has no NaN: a non-finite value (a NaN measurement) is written as null.
-        let finite = |v: &[f64]| -> Vec<Option<f64>> {
-            v.iter().map(|x| x.is_finite().then_some(*x)).collect()
-        };
         let v = json!({
             "t_s": self.t_rel(r.t_wake),
             "cycle": r.cycle,
@@ -340,6 +342,22 @@ impl Recorder {
         self.write(0, r.t_wake, &v);
     }
 
+    /// What the policy was given, as JSON.
+    fn observation(&self, o: &chunkrt_core::Observation) -> serde_json::Value {
+        let dof = (o.dof as usize).min(o.pos_rad.len());
+        json!({
+            "seq": o.seq,
+            "t_capture_s": self.t_rel(o.t_capture),
+            "t_cycle_s": self.t_rel(o.t_cycle),
+            "pos_rad": finite(&o.pos_rad[..dof]),
+            "vel_rad_s": finite(&o.vel_rad_s[..dof]),
+            "cmd_pos_rad": finite(&o.cmd_pos_rad[..dof]),
+            "cmd_vel_rad_s": finite(&o.cmd_vel_rad_s[..dof]),
+            "plan_pos_rad": finite(&o.plan_pos_rad[..dof]),
+            "plan_vel_rad_s": finite(&o.plan_vel_rad_s[..dof]),
+        })
+    }
+
     /// One inference call.
     pub fn inference(&mut self, r: &InferRecord) {
         let status = match r.status {
@@ -357,6 +375,7 @@ impl Recorder {
             "steps": r.steps,
             "steps_nominal": r.steps_nominal,
             "out_of_domain": r.out_of_domain,
+            "obs": self.observation(&r.obs),
         });
         self.write(1, r.t_end, &v);
     }

@@ -90,6 +90,8 @@ pub struct InferRecord {
     pub seam_cost: f32,
     /// Seam cost the first candidate alone would have had (what no selection gives).
     pub seam_cost_first: f32,
+    /// The observation the policy was given (measured, commanded and planned state).
+    pub obs: chunkrt_core::Observation,
 }
 
 /// Something that happened on the control thread and belongs in the log.
