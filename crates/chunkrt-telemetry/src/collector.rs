@@ -12,6 +12,10 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Most skipped deadlines filled into the wake-latency histogram per cycle (a
+/// 100 s stall at 1 ms); beyond, the oldest one (the maximum) still enters, and
+/// `missed_cycles` counts them all.
+const MAX_FILLED_IN: u64 = 100_000;
 /// Most events kept in the report (all of them go to `events.jsonl`).
 const MAX_REPORT_EVENTS: usize = 10_000;
 
@@ -242,9 +246,19 @@ impl Collector {
             o.cycle(r);
         }
         let wake = r.t_wake.saturating_since(r.t_deadline);
-        // Cycles that never ran count too (no coordinated omission).
-        self.metrics
-            .record_correct(Metric::WakeLatency, wake, self.period_ns);
+        // Cycles that never ran count too (no coordinated omission): the `missed`
+        // deadlines skipped before this cycle were first served by this wake, so each
+        // enters at its true latency, this wake minus its own deadline.
+        self.metrics.record(Metric::WakeLatency, wake);
+        let missed = r.missed as u64;
+        for j in 1..=missed.min(MAX_FILLED_IN) {
+            self.metrics
+                .record(Metric::WakeLatency, wake + j * self.period_ns);
+        }
+        if missed > MAX_FILLED_IN {
+            self.metrics
+                .record(Metric::WakeLatency, wake + missed * self.period_ns);
+        }
         // An overrun: the cycle's work ended after the next deadline, or deadlines
         // were skipped before it.
         let next_deadline = r.t_deadline.add_ns(self.period_ns);
@@ -624,6 +638,45 @@ mod gate_log_tests {
     use super::*;
     use crate::rings::rings;
     use crate::EventRecord;
+
+    #[test]
+    fn every_skipped_deadline_enters_the_wake_latency_at_its_true_latency() {
+        // A 20 ms loop: cycle 1's work overran by two and a half periods, so the loop
+        // skipped the deadlines at 40 and 60 ms and next woke 30 us after 80 ms. The
+        // arm got no command between 20 ms and 80.03 ms: the skipped deadlines waited
+        // 40.03 and 20.03 ms. Then a wake 45 ms late with nothing skipped before it.
+        let p = 20_000_000u64;
+        let mut c = Collector::new(p, MonoTime::ZERO, None).unwrap();
+        let (mut cp, _ep, _ip, mut cons) = rings(64);
+        let rec = |cycle: u64, deadline: u64, late: u64, done: u64, missed: u32| CycleRecord {
+            cycle,
+            t_deadline: MonoTime(deadline),
+            t_wake: MonoTime(deadline + late),
+            t_cmd: MonoTime(deadline + late + 5_000),
+            t_done: MonoTime(done),
+            missed,
+            ..CycleRecord::default()
+        };
+        cp.push(rec(0, p, 30_000, p + 100_000, 0));
+        cp.push(rec(1, 2 * p, 30_000, 2 * p + 50_000_000, 0));
+        cp.push(rec(2, 5 * p, 30_000, 5 * p + 100_000, 2));
+        cp.push(rec(3, 6 * p, 45_000_000, 6 * p + 45_100_000, 0));
+        c.drain(&mut cons);
+        let h = c.metrics().get(Metric::WakeLatency);
+        let mut seen: Vec<u64> = h
+            .iter_recorded()
+            .flat_map(|v| std::iter::repeat_n(v.value_iterated_to(), v.count_at_value() as usize))
+            .collect();
+        seen.sort_unstable();
+        let expect = [30_000, 30_000, 30_000, 45_000_000, 20_030_000, 40_030_000];
+        assert_eq!(seen.len(), expect.len(), "{seen:?}");
+        let mut expect = expect.to_vec();
+        expect.sort_unstable();
+        for (v, e) in seen.iter().zip(&expect) {
+            assert!(h.equivalent(*v, *e), "{seen:?} vs {expect:?}");
+        }
+        assert_eq!(c.counter("missed_cycles"), 2);
+    }
 
     #[test]
     fn interleaved_joints_collapse_into_one_line_per_run() {

@@ -117,16 +117,6 @@ impl MetricSet {
         self.hist[m as usize].saturating_record(value_ns.clamp(1, MAX_VALUE_NS));
     }
 
-    /// Records a value of a periodic measurement, filling in the samples that a
-    /// stalled loop never took (HdrHistogram's coordinated-omission correction).
-    pub fn record_correct(&mut self, m: Metric, value_ns: u64, interval_ns: u64) {
-        let v = value_ns.clamp(1, MAX_VALUE_NS);
-        let h = &mut self.hist[m as usize];
-        if h.record_correct(v, interval_ns).is_err() {
-            h.saturating_record(v);
-        }
-    }
-
     /// The histogram of a metric.
     pub fn get(&self, m: Metric) -> &Histogram<u64> {
         &self.hist[m as usize]
@@ -138,11 +128,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coordinated_omission_fills_in_missed_cycles() {
+    fn values_saturate_at_the_bounds_and_names_round_trip() {
         let mut s = MetricSet::new();
-        // A 20 ms loop that woke 100 ms late missed four cycles: 100, 80, 60, 40 ms.
-        s.record_correct(Metric::WakeLatency, 100_000_000, 20_000_000);
-        assert_eq!(s.get(Metric::WakeLatency).len(), 5);
         s.record(Metric::ChunkAge, u64::MAX);
         assert!(s.get(Metric::ChunkAge).max() >= MAX_VALUE_NS);
         assert_eq!(Metric::from_name("e2e_latency"), Some(Metric::E2eLatency));
