@@ -1,17 +1,20 @@
 //! `chunkrt bench`: the latency benchmark.
 //!
-//! Runs the whole pipeline (the same runtime as `chunkrt run`), optionally with
-//! cyclictest beside the control loop, judges the report against a budget file and
-//! writes `report.json` (with `budget` and `baseline`), one `.hgrm` percentile file
-//! per metric and `latency.svg`. Exit 0 within budget, 1 when a limit is broken or
-//! the run failed, 2 on usage, configuration or bring-up errors.
+//! Runs the whole pipeline (the same runtime as `chunkrt run`), judges the report
+//! against a budget file and writes `report.json` (with `budget` and `baseline`),
+//! one `.hgrm` percentile file per metric and `latency.svg`/`.png`. With
+//! `--baseline cyclictest` the run is followed by pairs of segments, the loop alone
+//! then cyclictest alone on the same CPU, priority, period and
+//! `/dev/cpu_dma_latency` setting (never both at once: each would perturb the
+//! other). Exit 0 within budget, 1 when a limit is broken or the run failed, 2 on
+//! usage, configuration or bring-up errors.
 
 use crate::args::parse_duration;
 use crate::{paths, EXIT_FAIL};
 use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_rt::{RunOptions, Runtime};
-use chunkrt_telemetry::baseline::{Baseline, Cyclictest, CyclictestSpec};
+use chunkrt_telemetry::baseline::{Baseline, Cyclictest, CyclictestHistogram, CyclictestSpec};
 use chunkrt_telemetry::budget::{self, Budget};
 use chunkrt_telemetry::{hgrm, plot, METRICS};
 use clap::{Parser, ValueEnum};
@@ -42,9 +45,16 @@ pub struct BenchArgs {
     /// Output directory for report.json, the .hgrm files and latency.svg/.png.
     #[arg(long, default_value = "runs/bench")]
     pub out: PathBuf,
-    /// Run a reference measurement beside the loop, in the same run.
+    /// Measure a reference after the run: pairs of segments, the loop alone then
+    /// the reference alone.
     #[arg(long, value_enum)]
     pub baseline: Option<BaselineTool>,
+    /// Pairs of baseline segments.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub baseline_pairs: u32,
+    /// Length of each baseline segment.
+    #[arg(long, default_value = "5s", value_parser = finite_duration)]
+    pub baseline_segment: Duration,
     /// Do not print the live status line.
     #[arg(long)]
     pub quiet: bool,
@@ -74,26 +84,30 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         cfg.backend.kind,
         cfg.control.period_ms,
         budget_path.display(),
-        if args.baseline.is_some() {
-            ", cyclictest beside the loop"
-        } else {
-            ""
+        match args.baseline {
+            Some(_) => format!(
+                ", then {} pairs of {:?} segments: the loop alone, cyclictest alone",
+                args.baseline_pairs, args.baseline_segment
+            ),
+            None => String::new(),
         }
     );
-    // Bring-up first (a policy or backend error is a usage error: nothing ran),
-    // then cyclictest, so that it covers the whole loop and little else.
+    // Bring-up first (a policy or backend error is a usage error: nothing ran);
+    // cyclictest is tried before the run, so that a missing or refused one is said
+    // before anything moves.
     let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
-    let cyclictest = match args.baseline {
-        Some(BaselineTool::Cyclictest) => {
-            let spec = CyclictestSpec::for_loop(
-                cfg.period_ns(),
-                cfg.control.priority,
-                usize::try_from(cfg.control.cpu).ok(),
-            );
-            Some(Cyclictest::start(&spec).context("--baseline cyclictest")?)
-        }
-        None => None,
-    };
+    let spec = args.baseline.map(|BaselineTool::Cyclictest| {
+        let mut spec = CyclictestSpec::for_loop(
+            cfg.period_ns(),
+            cfg.control.priority,
+            usize::try_from(cfg.control.cpu).ok(),
+        );
+        spec.hold_dma_latency = cfg.control.hold_cpu_dma_latency;
+        spec
+    });
+    if let Some(spec) = &spec {
+        drop(Cyclictest::start(spec).context("--baseline cyclictest")?);
+    }
     let opts = RunOptions {
         duration: Some(duration),
         out_dir: Some(args.out.clone()),
@@ -113,22 +127,31 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let metrics = outcome.metrics;
 
     let mut loop_extra = Vec::new();
-    let baseline_hist;
+    let baseline_hists;
     let mut baseline_text = None;
-    if let Some(ct) = cyclictest {
-        let spec = ct.spec().clone();
-        let hist = ct.stop().context("--baseline cyclictest")?;
-        let block = Baseline::new(&spec, &hist, report.metrics.get("wake_latency"));
-        baseline_text = Some(block.table());
-        report
-            .extra
-            .insert("baseline".into(), serde_json::to_value(&block)?);
-        baseline_hist = hist.to_hdr();
+    if let Some(spec) = &spec {
+        let pairs = alternating_segments(&cfg, spec, args)?;
+        if let Some(block) =
+            Baseline::alternating(spec, args.baseline_segment.as_secs_f64(), &pairs)
+        {
+            baseline_text = Some(block.table());
+            report
+                .extra
+                .insert("baseline".into(), serde_json::to_value(&block)?);
+        }
+        let mut ours = pairs[0].0.clone();
+        let mut theirs = pairs[0].1.clone();
+        for (l, c) in &pairs[1..] {
+            let _ = ours.add(l);
+            theirs.merge(c);
+        }
+        baseline_hists = (ours, theirs.to_hdr());
         write(
             &args.out.join("cyclictest.hgrm"),
-            &hgrm::percentile_distribution(&baseline_hist),
+            &hgrm::percentile_distribution(&baseline_hists.1),
         )?;
-        loop_extra.push(("cyclictest (wake)".to_string(), &baseline_hist));
+        loop_extra.push(("wake, loop segments".to_string(), &baseline_hists.0));
+        loop_extra.push(("wake, cyclictest segments".to_string(), &baseline_hists.1));
     }
 
     let verdicts = budget.evaluate(&report)?;
@@ -172,6 +195,46 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_FAIL
     })
+}
+
+/// The baseline's pairs of segments: the loop alone (a fresh runtime from `cfg`,
+/// nothing written), then cyclictest alone; the loop's wake-latency histogram and
+/// cyclictest's, per pair.
+fn alternating_segments(
+    cfg: &Config,
+    spec: &CyclictestSpec,
+    args: &BenchArgs,
+) -> anyhow::Result<Vec<(hdrhistogram::Histogram<u64>, CyclictestHistogram)>> {
+    let mut pairs = Vec::new();
+    for i in 1..=args.baseline_pairs {
+        let runtime = Runtime::from_config(cfg).context("baseline segment: bring-up failed")?;
+        let opts = RunOptions {
+            duration: Some(args.baseline_segment),
+            out_dir: None,
+            live_status: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            config_name: "baseline segment".into(),
+        };
+        let outcome = runtime
+            .run(&opts)
+            .map_err(|e| anyhow::anyhow!("baseline segment {i}: {e}"))?;
+        let ours = outcome
+            .metrics
+            .get(chunkrt_telemetry::Metric::WakeLatency)
+            .clone();
+        let ct = Cyclictest::start(spec).context("--baseline cyclictest")?;
+        std::thread::sleep(args.baseline_segment);
+        let theirs = ct.stop().context("--baseline cyclictest")?;
+        let p99 = |h: &hdrhistogram::Histogram<u64>| h.value_at_quantile(0.99) as f64 / 1000.0;
+        eprintln!(
+            "baseline pair {i}/{}: wake P99 {:.1} us (loop) vs {} us (cyclictest)",
+            args.baseline_pairs,
+            p99(&ours),
+            theirs.quantile_us(0.99).0
+        );
+        pairs.push((ours, theirs));
+    }
+    Ok(pairs)
 }
 
 /// A duration with a unit; a benchmark has an end, so `0` and `inf` are refused.

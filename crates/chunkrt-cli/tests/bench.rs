@@ -149,7 +149,8 @@ fn budget_and_baseline_errors_exit_2_and_say_what_to_do() {
 }
 
 /// With cyclictest installed and the right to use SCHED_FIFO, the baseline block sits
-/// in the report; elsewhere this part says why it is skipped.
+/// in the report: pairs of segments, the loop alone then cyclictest alone; elsewhere
+/// this part says why it is skipped (and fails under CI=true).
 #[test]
 fn a_generous_budget_passes_and_the_baseline_block_is_written() {
     let dir = temp_dir("pass");
@@ -163,9 +164,19 @@ fn a_generous_budget_passes_and_the_baseline_block_is_written() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let extra: &[&str] = if have_cyclictest && root {
-        &["--baseline", "cyclictest"]
+        &[
+            "--baseline",
+            "cyclictest",
+            "--baseline-pairs",
+            "2",
+            "--baseline-segment",
+            "2s",
+        ]
     } else {
-        eprintln!("SKIP baseline part: cyclictest missing or not root");
+        chunkrt_testkit::missing_prerequisite(
+            "a_generous_budget_passes_and_the_baseline_block_is_written",
+            "cyclictest missing or not root",
+        );
         &[]
     };
     let out_dir = dir.join("out");
@@ -179,12 +190,30 @@ fn a_generous_budget_passes_and_the_baseline_block_is_written() {
                 .unwrap();
         let b = &report["baseline"];
         assert_eq!(b["tool"], "cyclictest");
-        assert!(b["samples"].as_u64().unwrap() > 0, "{b}");
+        assert_eq!(b["method"], "alternating segments");
+        // Two segments of 2 s at 20 ms: about 100 cyclictest wakes each.
+        let samples = b["samples"].as_u64().unwrap();
+        assert!((150..=250).contains(&samples), "{b}");
         assert!(b["cyclictest"]["p99_ns"].is_u64(), "{b}");
         assert!(b["chunkrt"]["p99_ns"].is_u64(), "{b}");
+        let pairs = b["segments"].as_array().unwrap();
+        assert_eq!(pairs.len(), 2, "{b}");
+        let (lo, hi) = (
+            b["ratio_range"]["p99"][0].as_f64().unwrap(),
+            b["ratio_range"]["p99"][1].as_f64().unwrap(),
+        );
+        for p in pairs {
+            let r = p["ratio"]["p99"].as_f64().unwrap();
+            assert!(lo <= r && r <= hi, "{b}");
+        }
         assert!(stdout.contains("ratio chunkrt/cyclic"), "{stdout}");
+        assert!(stdout.contains("2 pairs of 2.0 s segments"), "{stdout}");
         assert!(out_dir.join("cyclictest.hgrm").is_file());
         let svg = std::fs::read_to_string(out_dir.join("latency.svg")).unwrap();
-        assert!(svg.contains("cyclictest (wake)"));
+        let texts = chunkrt_telemetry::plot::svg_texts(&svg);
+        assert!(
+            texts.iter().any(|t| t == "wake, cyclictest segments"),
+            "{texts:?}"
+        );
     }
 }

@@ -7,11 +7,14 @@
 //! deadline), so the ratio of the two says whether chunkrt's loop is as good as the
 //! host allows; the absolute numbers say more about the host than about chunkrt.
 //!
-//! cyclictest is started before the loop, stopped (SIGINT) after it, and its
-//! histogram (`-h`, one bucket per microsecond) is parsed. While it runs it also
-//! holds `/dev/cpu_dma_latency` at 0, for both loops alike.
+//! The two never run at once: each would perturb the other (same CPU, same
+//! priority). `chunkrt bench --baseline cyclictest` measures them in alternating
+//! segments, loop then cyclictest, several pairs ([`Baseline::alternating`]), with
+//! the same `/dev/cpu_dma_latency` setting (held at 0 by both, or by neither:
+//! `--laptop`). The report gives both distributions, the ratio of the merged
+//! percentiles and its range over the pairs. cyclictest is stopped with SIGINT
+//! after its segment and its histogram (`-h`, one bucket per microsecond) parsed.
 
-use crate::report::MetricSummary;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -67,6 +70,9 @@ pub struct CyclictestSpec {
     /// Largest latency tracked by the histogram (`-h`), microseconds; larger ones are
     /// counted as overflows.
     pub histogram_us: u64,
+    /// Hold `/dev/cpu_dma_latency` at 0 while it runs (cyclictest's default), as the
+    /// control loop does with `control.hold_cpu_dma_latency`; false: `--laptop`.
+    pub hold_dma_latency: bool,
 }
 
 impl CyclictestSpec {
@@ -79,6 +85,7 @@ impl CyclictestSpec {
             priority,
             cpu,
             histogram_us: (5 * period_us).max(10_000),
+            hold_dma_latency: true,
         }
     }
 
@@ -99,6 +106,9 @@ impl CyclictestSpec {
         if let Some(cpu) = self.cpu {
             a.push("-a".into());
             a.push(cpu.to_string());
+        }
+        if !self.hold_dma_latency {
+            a.push("--laptop".into());
         }
         a
     }
@@ -335,6 +345,40 @@ impl CyclictestHistogram {
             .unwrap_or_else(|| self.buckets.last().map(|b| b.0).unwrap_or(0))
     }
 
+    /// Adds another segment's samples (the average is dropped: not kept per bucket).
+    pub fn merge(&mut self, o: &CyclictestHistogram) {
+        let mut all: std::collections::BTreeMap<u64, u64> = self.buckets.iter().copied().collect();
+        for (us, c) in &o.buckets {
+            *all.entry(*us).or_insert(0) += c;
+        }
+        self.buckets = all.into_iter().collect();
+        self.overflows += o.overflows;
+        self.min_us = match (self.min_us, o.min_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.max_us = match (self.max_us, o.max_us) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.avg_us = None;
+        self.histogram_us = self.histogram_us.max(o.histogram_us);
+    }
+
+    /// P50, P99 and max, nanoseconds; whether a percentile fell among the overflows.
+    pub fn stats(&self) -> (WakeStats, bool) {
+        let (p50, b50) = self.quantile_us(0.50);
+        let (p99, b99) = self.quantile_us(0.99);
+        (
+            WakeStats {
+                p50_ns: p50 * 1000,
+                p99_ns: p99 * 1000,
+                max_ns: self.max() * 1000,
+            },
+            b50 || b99,
+        )
+    }
+
     /// As an HDR histogram in nanoseconds (overflows at the maximum), for plots and
     /// `.hgrm` files.
     pub fn to_hdr(&self) -> Histogram<u64> {
@@ -361,6 +405,17 @@ pub struct WakeStats {
     pub max_ns: u64,
 }
 
+impl WakeStats {
+    /// Of an HDR histogram (nanoseconds); `None` when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Option<WakeStats> {
+        (!h.is_empty()).then(|| WakeStats {
+            p50_ns: h.value_at_quantile(0.50),
+            p99_ns: h.value_at_quantile(0.99),
+            max_ns: h.max(),
+        })
+    }
+}
+
 /// ours / cyclictest per statistic; absent where cyclictest measured 0.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Ratios {
@@ -372,14 +427,38 @@ pub struct Ratios {
     pub max: Option<f64>,
 }
 
+/// One pair of segments: the loop alone, then cyclictest alone.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SegmentPair {
+    /// The loop's wake latency in its segment (absent when it has no samples).
+    pub chunkrt: Option<WakeStats>,
+    /// cyclictest's in the segment after it.
+    pub cyclictest: WakeStats,
+    /// chunkrt / cyclictest in this pair.
+    pub ratio: Ratios,
+}
+
+/// Smallest and largest of a ratio over the pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RatioRange {
+    /// P50 ratio: (min, max) over the pairs.
+    pub p50: Option<(f64, f64)>,
+    /// P99 ratio.
+    pub p99: Option<(f64, f64)>,
+}
+
 /// The report's `baseline` block.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Baseline {
     /// Always `cyclictest`.
     pub tool: &'static str,
+    /// How the two were measured: `alternating segments` (never at once).
+    pub method: &'static str,
     /// The exact command line.
     pub command: String,
-    /// cyclictest's samples (overflows included).
+    /// Length of each segment, seconds.
+    pub segment_s: f64,
+    /// cyclictest's samples over all its segments (overflows included).
     pub samples: u64,
     /// Samples beyond the histogram's limit.
     pub overflows: u64,
@@ -387,53 +466,87 @@ pub struct Baseline {
     pub histogram_us: u64,
     /// Whether a cyclictest percentile fell among the overflows (reported as the max).
     pub percentile_is_upper_bound: bool,
-    /// cyclictest's wake latency (microsecond resolution, in ns).
+    /// cyclictest's wake latency, all its segments merged (microsecond resolution, in ns).
     pub cyclictest: WakeStats,
-    /// chunkrt's `wake_latency` in the same run (absent when it has no samples).
+    /// chunkrt's `wake_latency`, all the loop's segments merged.
     pub chunkrt: Option<WakeStats>,
-    /// chunkrt / cyclictest: 1.0 means the loop wakes as well as the kernel allows.
+    /// chunkrt / cyclictest of the merged distributions: 1.0 means the loop wakes as
+    /// well as the kernel allows.
     pub ratio: Ratios,
+    /// The ratio's smallest and largest value over the pairs.
+    pub ratio_range: RatioRange,
+    /// Each pair.
+    pub segments: Vec<SegmentPair>,
 }
 
 fn ratio(ours: u64, theirs: u64) -> Option<f64> {
     (theirs > 0).then(|| ours as f64 / theirs as f64)
 }
 
+fn ratios(ours: Option<WakeStats>, theirs: &WakeStats) -> Ratios {
+    Ratios {
+        p50: ours.and_then(|o| ratio(o.p50_ns, theirs.p50_ns)),
+        p99: ours.and_then(|o| ratio(o.p99_ns, theirs.p99_ns)),
+        max: ours.and_then(|o| ratio(o.max_ns, theirs.max_ns)),
+    }
+}
+
+fn range(values: impl Iterator<Item = Option<f64>>) -> Option<(f64, f64)> {
+    values.fold(None, |acc, v| match (acc, v) {
+        (acc, None) => acc,
+        (None, Some(v)) => Some((v, v)),
+        (Some((lo, hi)), Some(v)) => Some((lo.min(v), hi.max(v))),
+    })
+}
+
 impl Baseline {
-    /// Puts cyclictest's histogram beside chunkrt's `wake_latency` summary.
-    pub fn new(
+    /// The loop's and cyclictest's wake latency from `pairs` of alternating segments
+    /// (the loop's histogram in nanoseconds, cyclictest's as it printed it).
+    /// `None` when there is no pair.
+    pub fn alternating(
         spec: &CyclictestSpec,
-        ct: &CyclictestHistogram,
-        ours: Option<&MetricSummary>,
-    ) -> Baseline {
-        let (p50, b50) = ct.quantile_us(0.50);
-        let (p99, b99) = ct.quantile_us(0.99);
-        let theirs = WakeStats {
-            p50_ns: p50 * 1000,
-            p99_ns: p99 * 1000,
-            max_ns: ct.max() * 1000,
-        };
-        let ours = ours.map(|m| WakeStats {
-            p50_ns: m.p50,
-            p99_ns: m.p99,
-            max_ns: m.max,
-        });
-        let ratio = Ratios {
-            p50: ours.and_then(|o| ratio(o.p50_ns, theirs.p50_ns)),
-            p99: ours.and_then(|o| ratio(o.p99_ns, theirs.p99_ns)),
-            max: ours.and_then(|o| ratio(o.max_ns, theirs.max_ns)),
-        };
-        Baseline {
-            tool: "cyclictest",
-            command: spec.command_line(),
-            samples: ct.count(),
-            overflows: ct.overflows,
-            histogram_us: spec.histogram_us,
-            percentile_is_upper_bound: b50 || b99,
-            cyclictest: theirs,
-            chunkrt: ours,
-            ratio,
+        segment_s: f64,
+        pairs: &[(Histogram<u64>, CyclictestHistogram)],
+    ) -> Option<Baseline> {
+        let (first_loop, first_ct) = pairs.first()?;
+        let mut ours = first_loop.clone();
+        let mut theirs = first_ct.clone();
+        for (l, c) in &pairs[1..] {
+            let _ = ours.add(l);
+            theirs.merge(c);
         }
+        let (ct_stats, upper) = theirs.stats();
+        let chunkrt = WakeStats::of(&ours);
+        let segments: Vec<SegmentPair> = pairs
+            .iter()
+            .map(|(l, c)| {
+                let ours = WakeStats::of(l);
+                let (theirs, _) = c.stats();
+                SegmentPair {
+                    chunkrt: ours,
+                    cyclictest: theirs,
+                    ratio: ratios(ours, &theirs),
+                }
+            })
+            .collect();
+        Some(Baseline {
+            tool: "cyclictest",
+            method: "alternating segments",
+            command: spec.command_line(),
+            segment_s,
+            samples: theirs.count(),
+            overflows: theirs.overflows,
+            histogram_us: spec.histogram_us,
+            percentile_is_upper_bound: upper,
+            cyclictest: ct_stats,
+            chunkrt,
+            ratio: ratios(chunkrt, &ct_stats),
+            ratio_range: RatioRange {
+                p50: range(segments.iter().map(|s| s.ratio.p50)),
+                p99: range(segments.iter().map(|s| s.ratio.p99)),
+            },
+            segments,
+        })
     }
 
     /// Side-by-side text table (microseconds) with the ratio row.
@@ -472,6 +585,24 @@ impl Baseline {
             r(self.ratio.p50),
             r(self.ratio.p99),
             r(self.ratio.max)
+        );
+        let span = |r: Option<(f64, f64)>| {
+            r.map(|(lo, hi)| format!("{lo:.2}-{hi:.2}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            s,
+            "{:<22} {:>10} {:>10} {:>10}",
+            "  range over pairs",
+            span(self.ratio_range.p50),
+            span(self.ratio_range.p99),
+            ""
+        );
+        let _ = writeln!(
+            s,
+            "{} pairs of {:.1} s segments (the loop alone, then cyclictest alone)",
+            self.segments.len(),
+            self.segment_s
         );
         let _ = writeln!(
             s,
@@ -550,31 +681,76 @@ mod tests {
         }
     }
 
+    /// A cyclictest segment: `n` samples at `us`, `slow` more at `slow_us`.
+    fn ct(us: u64, n: u64, slow_us: u64, slow: u64) -> CyclictestHistogram {
+        let text = format!(
+            "{us:06} {n:06}\n{slow_us:06} {slow:06}\n# Max Latencies: {slow_us:05}\n# Histogram Overflows: 00000\n"
+        );
+        parse_histogram(&text).unwrap()
+    }
+
+    /// A loop segment: `n` wakes at `us`, `slow` more at `slow_us` (in ns).
+    fn lp(us: u64, n: u64, slow_us: u64, slow: u64) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new_with_bounds(1, crate::metrics::MAX_VALUE_NS, 3).unwrap();
+        h.record_n(us * 1000, n).unwrap();
+        h.record_n(slow_us * 1000, slow).unwrap();
+        h
+    }
+
     #[test]
-    fn the_baseline_block_puts_both_side_by_side() {
-        let h = parse_histogram(SAMPLE).unwrap();
+    fn alternating_segments_give_both_distributions_the_ratio_and_its_range() {
         let spec = CyclictestSpec::for_loop(20_000_000, 80, Some(1));
         assert_eq!(
             spec.command_line(),
             "cyclictest -m -p 80 -i 20000 -t1 -h 100000 -q -a 1"
         );
-        let ours = MetricSummary {
-            p50: 2 * h.quantile_us(0.5).0 * 1000,
-            p99: 1_139_000,
-            max: 0,
-            ..MetricSummary::default()
-        };
-        let b = Baseline::new(&spec, &h, Some(&ours));
-        assert_eq!(b.ratio.p50, Some(2.0));
-        assert_eq!(b.ratio.p99, Some(1.0));
-        assert_eq!(b.ratio.max, Some(0.0));
-        assert!(b.percentile_is_upper_bound);
+        // Pair 1: loop P99 = 200 us against cyclictest's 100 (2x); pair 2: 300 against
+        // 300 (1x). Merged (200 samples each, the 198th is the P99): cyclictest's is
+        // 100 us, the loop's 200 us.
+        let pairs = vec![
+            (lp(10, 98, 200, 2), ct(10, 98, 100, 2)),
+            (lp(10, 98, 300, 2), ct(10, 98, 300, 2)),
+        ];
+        let b = Baseline::alternating(&spec, 5.0, &pairs).unwrap();
+        assert_eq!(b.method, "alternating segments");
+        assert_eq!(b.segments.len(), 2);
+        // The loop's histogram keeps 3 significant digits: ratios within 0.1 %.
+        let near = |x: Option<f64>, y: f64| x.is_some_and(|x| (x - y).abs() < 2e-3);
+        assert!(near(b.segments[0].ratio.p99, 2.0), "{:?}", b.segments[0]);
+        assert!(near(b.segments[1].ratio.p99, 1.0), "{:?}", b.segments[1]);
+        let (lo, hi) = b.ratio_range.p99.unwrap();
+        assert!(
+            near(Some(lo), 1.0) && near(Some(hi), 2.0),
+            "{:?}",
+            b.ratio_range
+        );
+        let (lo, hi) = b.ratio_range.p50.unwrap();
+        assert!(
+            near(Some(lo), 1.0) && near(Some(hi), 1.0),
+            "{:?}",
+            b.ratio_range
+        );
+        assert_eq!(b.samples, 200);
+        assert_eq!(b.cyclictest.p99_ns, 100_000);
+        assert_eq!(b.cyclictest.max_ns, 300_000);
+        let ours = b.chunkrt.unwrap();
+        assert!(Histogram::<u64>::new(3)
+            .unwrap()
+            .equivalent(ours.p99_ns, 200_000));
+        assert!(near(b.ratio.p99, 2.0), "{:?}", b.ratio);
         let json = serde_json::to_value(&b).unwrap();
-        assert_eq!(json["cyclictest"]["max_ns"], 1_139_000);
-        assert_eq!(json["ratio"]["p99"], 1.0);
-        assert!(b.table().contains("ratio chunkrt/cyclic"));
-        let none = Baseline::new(&spec, &h, None);
-        assert_eq!(none.ratio.p50, None);
+        assert_eq!(json["ratio_range"]["p99"].as_array().unwrap().len(), 2);
+        assert_eq!(json["segments"].as_array().unwrap().len(), 2);
+        let t = b.table();
+        assert!(
+            t.contains("ratio chunkrt/cyclic") && t.contains("1.00-2.00"),
+            "{t}"
+        );
+        assert!(t.contains("2 pairs of 5.0 s segments"), "{t}");
+        assert!(Baseline::alternating(&spec, 5.0, &[]).is_none());
+        let mut quiet = spec.clone();
+        quiet.hold_dma_latency = false;
+        assert!(quiet.command_line().ends_with(" --laptop"));
     }
 
     #[test]
