@@ -8,6 +8,9 @@
 //! feedback_delay_ms = 2.0       # the loop sees measurements this much older
 //! drop_chunk_probability = 0.05 # computed chunks that are never published
 //! inference_delay = { kind = "spikes", base_ms = 0.0, spike_ms = 120.0, probability = 0.02 }
+//! cycle_stall_ms = 2.0          # the control thread busy for 2 ms ...
+//! cycle_stall_every = 20        # ... every 20th cycle (a periodic hiccup)
+//! cycle_slowdown = 5.0          # each cycle's work stretched to 5x its time
 //! ```
 //!
 //! Everything defaults to zero: a config without `[inject]` injects nothing, and the
@@ -20,7 +23,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_INJECT_DELAY_MS: f64 = 10_000.0;
 
 /// The `[inject]` table.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct InjectConfig {
     /// Seed of every injected random draw (each injection point has its own stream).
@@ -41,6 +44,42 @@ pub struct InjectConfig {
     /// The control loop sees measurements this much older (a slow sensor path).
     #[serde(default)]
     pub feedback_delay_ms: f64,
+    /// The control thread stays busy this long (spinning, before the command leaves)
+    /// every `cycle_stall_every`-th cycle: a periodic stall of the tick.
+    #[serde(default)]
+    pub cycle_stall_ms: f64,
+    /// Which cycles stall (every N-th; 1: every cycle).
+    #[serde(default = "default_stall_every")]
+    pub cycle_stall_every: u64,
+    /// Each cycle's own work, up to the command, is stretched to this many times its
+    /// measured time by spinning (1: no slowdown): a slower tick.
+    #[serde(default = "default_slowdown")]
+    pub cycle_slowdown: f64,
+}
+
+impl Default for InjectConfig {
+    /// Nothing injected (what a config without `[inject]` gets).
+    fn default() -> Self {
+        InjectConfig {
+            seed: 0,
+            observation_delay_ms: 0.0,
+            inference_delay: InferenceDelayConfig::default(),
+            drop_chunk_probability: 0.0,
+            transport_delay_ms: 0.0,
+            feedback_delay_ms: 0.0,
+            cycle_stall_ms: 0.0,
+            cycle_stall_every: default_stall_every(),
+            cycle_slowdown: default_slowdown(),
+        }
+    }
+}
+
+fn default_stall_every() -> u64 {
+    1
+}
+
+fn default_slowdown() -> f64 {
+    1.0
 }
 
 /// Distribution of the injected inference delay.
@@ -118,6 +157,12 @@ impl InjectConfig {
             || self.feedback_delay_ms > 0.0
             || self.drop_chunk_probability > 0.0
             || !self.inference_delay.model().is_zero()
+            || self.burns_control_thread()
+    }
+
+    /// Whether the control thread is made to work longer (stall or slowdown).
+    pub fn burns_control_thread(&self) -> bool {
+        self.cycle_stall_ms > 0.0 || self.cycle_slowdown > 1.0
     }
 
     /// Observation delay in ns.
@@ -167,6 +212,26 @@ impl InjectConfig {
                     ),
                 ));
             }
+        }
+        let stall = self.cycle_stall_ms;
+        if !(stall.is_finite() && (0.0..=MAX_INJECT_DELAY_MS).contains(&stall)) {
+            return Err((
+                "inject.cycle_stall_ms".into(),
+                format!("expected a stall in [0, {MAX_INJECT_DELAY_MS}] ms, got {stall}"),
+            ));
+        }
+        if self.cycle_stall_every == 0 {
+            return Err((
+                "inject.cycle_stall_every".into(),
+                "expected 1 or more (every N-th cycle stalls), got 0".into(),
+            ));
+        }
+        let f = self.cycle_slowdown;
+        if !(f.is_finite() && (1.0..=1000.0).contains(&f)) {
+            return Err((
+                "inject.cycle_slowdown".into(),
+                format!("expected a factor in [1, 1000] (1: none), got {f}"),
+            ));
         }
         let p = self.drop_chunk_probability;
         if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
@@ -294,6 +359,15 @@ mod tests {
             DelayModel::Normal { .. }
         ));
         assert!(!parse("").unwrap().is_active());
+        // The defaults of a table without the control-thread keys, and of no table.
+        assert_eq!(parse("seed = 1").unwrap().cycle_stall_every, 1);
+        assert_eq!(InjectConfig::default().cycle_slowdown, 1.0);
+        assert!(InjectConfig::default().validate(20.0).is_ok());
+        let c = parse("cycle_stall_ms = 2.0\ncycle_stall_every = 20").unwrap();
+        assert!(c.is_active() && c.burns_control_thread());
+        assert!(parse("cycle_slowdown = 5.0")
+            .unwrap()
+            .burns_control_thread());
     }
 
     #[test]
@@ -305,6 +379,12 @@ mod tests {
         let e = parse("inference_delay = { kind = \"uniform\", min_ms = 3.0, max_ms = 1.0 }")
             .unwrap_err();
         assert!(e.starts_with("inject.inference_delay.max_ms"), "{e}");
+        let e = parse("cycle_stall_ms = 2.0\ncycle_stall_every = 0").unwrap_err();
+        assert!(e.starts_with("inject.cycle_stall_every"), "{e}");
+        let e = parse("cycle_slowdown = 0.5").unwrap_err();
+        assert!(e.starts_with("inject.cycle_slowdown"), "{e}");
+        let e = parse("cycle_stall_ms = -1.0").unwrap_err();
+        assert!(e.starts_with("inject.cycle_stall_ms"), "{e}");
         assert!(parse("inference_delay = { kind = \"gamma\", ms = 1.0 }").is_err());
         assert!(parse("inference_delay = { kind = \"fixed\", ms = 1.0, sd = 2.0 }").is_err());
     }

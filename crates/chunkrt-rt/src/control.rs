@@ -246,6 +246,11 @@ impl ControlLoop {
     /// One cycle. `deadline` is the absolute time the thread slept for, `wake` when
     /// it woke, `missed` the deadlines skipped before it.
     pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
+        // Injected extra work (a stall, a slowdown) is measured on the real clock.
+        let work_began = match self.inject.as_deref() {
+            Some(inj) if inj.burns() => crate::os::now(),
+            _ => MonoTime::ZERO,
+        };
         // 1. Newest chunk, if any: validate and splice (not while stopping: the
         // policy has lost authority for good).
         if let Some(chunk) = self.chunks.latest() {
@@ -336,7 +341,10 @@ impl ControlLoop {
             }
         };
 
-        // 5-6. Exchange with the drives.
+        // 5-6. Exchange with the drives (after the injected extra work, if any).
+        if let Some(inj) = self.inject.as_deref_mut() {
+            inj.burn(work_began);
+        }
         let t_cmd = (self.clock)();
         let result = match self.inject.as_deref_mut() {
             None => self.backend.exchange(t_cmd, &self.cmd, &mut self.fb),

@@ -1,6 +1,7 @@
 //! Delay injection on the control thread: preallocated delay lines for the commands
 //! (gate -> backend, a slow bus), the measurements (backend -> loop, a slow sensor
-//! path) and the observations (loop -> inference, a slow camera pipeline).
+//! path) and the observations (loop -> inference, a slow camera pipeline); and extra
+//! work on the control thread itself (a stall every N-th cycle, a slower tick).
 //!
 //! Built before the first deadline; nothing here allocates, locks or formats per
 //! cycle. Delays are counted on the loop's deadlines, which are exact multiples of
@@ -12,8 +13,8 @@
 use crate::control::ControlLoop;
 use chunkrt_config::InjectConfig;
 use chunkrt_core::{
-    stream_seed, Backend, BackendError, Command, DelayLine, DelaySampler, DropDecider, Feedback,
-    MonoTime, Observation, INJECT_LINE_CAPACITY,
+    ms_to_ns, stream_seed, Backend, BackendError, Command, DelayLine, DelaySampler, DropDecider,
+    Feedback, MonoTime, Observation, INJECT_LINE_CAPACITY,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,6 +72,20 @@ pub struct ControlInjection {
     feedback: Option<Delayed<Feedback>>,
     observation: Option<Delayed<Observation>>,
     raw_fb: Feedback,
+    burn: Burn,
+}
+
+/// Extra work on the control thread: a stall every N-th cycle and a slowdown
+/// factor, spun on the real monotonic clock (not the loop's clock, which a test may
+/// hold still).
+#[derive(Clone, Copy, Debug, Default)]
+struct Burn {
+    stall_ns: u64,
+    every: u64,
+    slowdown: f64,
+    cycles: u64,
+    /// Cycles that stalled.
+    stalls: u64,
 }
 
 impl ControlInjection {
@@ -94,7 +109,48 @@ impl ControlInjection {
             observation: (cfg.observation_delay_ns() > 0)
                 .then(|| Delayed::new(cfg.observation_delay_ns(), obs)),
             raw_fb: *first,
+            burn: Burn {
+                stall_ns: ms_to_ns(cfg.cycle_stall_ms),
+                every: cfg.cycle_stall_every.max(1),
+                slowdown: cfg.cycle_slowdown,
+                cycles: 0,
+                stalls: 0,
+            },
         }
+    }
+
+    /// Whether the cycle's work is stretched (and so [`ControlInjection::burn`] needs
+    /// the time the work began).
+    pub fn burns(&self) -> bool {
+        self.burn.stall_ns > 0 || self.burn.slowdown > 1.0
+    }
+
+    /// The injected extra work of one cycle, spun before its command leaves: the
+    /// work since `work_began` (real monotonic time) stretched by the slowdown
+    /// factor, plus the stall on every N-th cycle. No allocation, no syscall but
+    /// the clock.
+    pub fn burn(&mut self, work_began: MonoTime) {
+        let b = &mut self.burn;
+        if b.stall_ns == 0 && b.slowdown <= 1.0 {
+            return;
+        }
+        b.cycles += 1;
+        let now = crate::os::now();
+        let work = now.saturating_since(work_began);
+        let mut extra = ((b.slowdown - 1.0).max(0.0) * work as f64) as u64;
+        if b.stall_ns > 0 && b.cycles % b.every == 0 {
+            extra += b.stall_ns;
+            b.stalls += 1;
+        }
+        let until = now.add_ns(extra);
+        while crate::os::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Cycles that stalled.
+    pub fn stalls(&self) -> u64 {
+        self.burn.stalls
     }
 
     /// Exchange through the delay lines: the command goes in the transport line, what
@@ -221,6 +277,7 @@ pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> Con
     if cfg.transport_delay_ns() == 0
         && cfg.feedback_delay_ns() == 0
         && cfg.observation_delay_ns() == 0
+        && !cfg.burns_control_thread()
     {
         return control;
     }
@@ -258,5 +315,9 @@ pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts
         },
         "inference_delay_max_ms": n(&counts.inference_delay_ns_max) as f64 * 1e-6,
         "delay_line_overflows": control.injection().map_or(0, ControlInjection::overflows),
+        "cycle_stall_ms": cfg.cycle_stall_ms,
+        "cycle_stall_every": cfg.cycle_stall_every,
+        "cycle_slowdown": cfg.cycle_slowdown,
+        "cycles_stalled": control.injection().map_or(0, ControlInjection::stalls),
     })
 }
