@@ -1,11 +1,13 @@
 //! Fault injection for the fault matrix (`tests/tests/faults.rs`): a simulated arm
-//! that fails on a schedule, a policy that misbehaves on a schedule, and the checks
+//! that fails on a schedule or on demand, a policy that misbehaves on a schedule, and the checks
 //! every faulty run must pass (commands within the limits, records reconciled).
 //!
 //! Like [`crate::Recording`], these wrappers are for tests only: they may lock and
-//! allocate; the runtime's own backends and policies never do.
+//! allocate (all but [`FaultyArm::on_demand`], whose exchanges the allocation proof
+//! counts); the runtime's own backends and policies never do.
 
 use crate::Seen;
+use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
     Backend, BackendError, Chunk, Command, DriveRequest, Feedback, InferInfo, JointLimits,
     MonoTime, Observation, Policy, PolicyError, PolicySpec,
@@ -34,6 +36,13 @@ pub enum ArmFault {
         /// CiA 402 error code.
         code: u16,
     },
+    /// A constant external torque on `joint` from now on (a push; 0 releases it).
+    ExternalTorque {
+        /// Joint index.
+        joint: usize,
+        /// Torque in Nm.
+        torque_nm: f64,
+    },
 }
 
 /// One exchange as the faulty arm saw it.
@@ -55,6 +64,8 @@ pub struct FaultyArm {
     arm: SimArm,
     schedule: Vec<(u64, ArmFault)>,
     exchanges: u64,
+    /// Faults posted by the test while the loop runs (see [`FaultyArm::on_demand`]).
+    posted: Option<Subscriber<Option<ArmFault>>>,
 }
 
 impl FaultyArm {
@@ -65,7 +76,22 @@ impl FaultyArm {
             arm,
             schedule,
             exchanges: 0,
+            posted: None,
         })
+    }
+
+    /// `arm` with no schedule and no log: the test posts a fault through the returned
+    /// publisher and the next exchange suffers it. Lock-free and allocation-free (the
+    /// allocation proofs count its exchanges).
+    pub fn on_demand(arm: SimArm) -> (FaultyArm, Publisher<Option<ArmFault>>) {
+        let (post, posted) = chunkrt_buffer::channel(None);
+        let arm = FaultyArm {
+            arm,
+            schedule: Vec::new(),
+            exchanges: 0,
+            posted: Some(posted),
+        };
+        (arm, post)
     }
 
     /// The simulated arm of `cfg` whose joint 2 drive faults (error 0x7500) at
@@ -102,21 +128,30 @@ impl Backend for FaultyArm {
     ) -> Result<(), BackendError> {
         for (at, fault) in &self.schedule {
             if *at == self.exchanges {
-                match *fault {
-                    ArmFault::Errors { cycles, error } => self.arm.inject_error_for(cycles, error),
-                    ArmFault::DriveFault { joint, code } => {
-                        self.arm
-                            .inject_drive_fault(joint, code)
-                            .expect("the scheduled joint exists");
-                    }
-                }
+                suffer(&mut self.arm, *fault);
             }
+        }
+        if let Some(Some(fault)) = self.posted.as_mut().and_then(|p| p.latest().copied()) {
+            suffer(&mut self.arm, fault);
         }
         self.exchanges += 1;
         self.arm.exchange(now, cmd, fb)
     }
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.arm.shutdown(now)
+    }
+}
+
+/// Makes `arm` suffer `fault` now.
+fn suffer(arm: &mut SimArm, fault: ArmFault) {
+    match fault {
+        ArmFault::Errors { cycles, error } => arm.inject_error_for(cycles, error),
+        ArmFault::DriveFault { joint, code } => arm
+            .inject_drive_fault(joint, code)
+            .expect("the faulted joint exists"),
+        ArmFault::ExternalTorque { joint, torque_nm } => arm
+            .set_external_torque(joint, torque_nm)
+            .expect("the pushed joint exists and the torque is finite"),
     }
 }
 

@@ -13,6 +13,11 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 static FAKE_NS: AtomicU64 = AtomicU64::new(0);
 
+/// The fake clock is process-wide: tests that drive it run one at a time. Run side by
+/// side, one test's clock reached the other's loop (its feedback stamped with the
+/// other's time), and chunks that should have played were rejected.
+static ONE_CLOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn fake_now() -> MonoTime {
     MonoTime(FAKE_NS.load(Ordering::Relaxed))
 }
@@ -30,6 +35,7 @@ fn allocations_with(
     domain: bool,
     inject: Option<chunkrt_config::InjectConfig>,
 ) -> u64 {
+    let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
     let t0 = MonoTime::from_ms(1_000);

@@ -144,6 +144,11 @@ impl ControlLoop {
         self.inject.as_deref()
     }
 
+    /// The loop's clock (`ControlParts::clock`): what `Schedule` reads the time with.
+    pub fn now(&self) -> MonoTime {
+        (self.clock)()
+    }
+
     /// Control period.
     pub fn period_ns(&self) -> u64 {
         self.period_ns

@@ -2,7 +2,8 @@
 //!
 //! `os` wraps SCHED_FIFO, CPU affinity, `mlockall`, stack prefaulting and
 //! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`; `control` is the per-cycle
-//! work of the control loop; `inference` the chunk producer's schedule; `runtime`
+//! work of the control loop; `schedule` the control thread's loop around it
+//! (deadlines, re-arm, stop); `inference` the chunk producer's schedule; `runtime`
 //! wires the three threads together and returns the report.
 
 pub mod build;
@@ -12,6 +13,7 @@ pub mod inject;
 pub mod margin;
 pub mod os;
 pub mod runtime;
+pub mod schedule;
 pub mod select;
 pub mod signals;
 

@@ -4,10 +4,9 @@
 use crate::control::{ControlLoop, ControlParts};
 use crate::inference::{self, ControlGrid, HandoffCounts, InferenceExit, InferenceParts};
 use crate::os;
+use crate::schedule::{Schedule, StopRequests};
 use chunkrt_config::Config;
-use chunkrt_core::{
-    Backend, Chunk, Executor, Feedback, Gate, Mode, ModeChangeReason, MonoTime, Observation, Policy,
-};
+use chunkrt_core::{Backend, Chunk, Executor, Feedback, Gate, MonoTime, Observation, Policy};
 use chunkrt_telemetry::{rings, Collector, HostInfo, MetricSet, Report};
 use serde_json::json;
 use std::path::PathBuf;
@@ -15,9 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-
-/// How long the controlled stop may take before the backend is shut down anyway.
-const STOP_TIMEOUT_NS: u64 = 3_000_000_000;
 
 /// A run could not start or failed.
 #[derive(Debug, thiserror::Error)]
@@ -277,14 +273,12 @@ impl Runtime {
             .stack_size(4 << 20)
             .spawn(move || {
                 let (host, dma_latency_hold) = rt_opts.apply();
-                let (t0, t1) = control_thread(
-                    &mut control,
-                    duration_ns,
-                    &stop,
-                    &policy_failed,
-                    &grid,
-                    &stop_inference_at_shutdown,
-                );
+                let requests = StopRequests {
+                    stop: &stop,
+                    policy_failed: &policy_failed,
+                    stop_inference: &stop_inference_at_shutdown,
+                };
+                let (t0, t1) = control_thread(&mut control, duration_ns, &requests, &grid);
                 // Held for the whole loop, the controlled stop included.
                 drop(dma_latency_hold);
                 control_done.store(true, Ordering::Release);
@@ -468,61 +462,18 @@ impl RtSetup {
     }
 }
 
-/// The control thread's schedule: absolute deadlines, no backlog, then a controlled stop.
+/// The control thread's loop (`Schedule::step` until the controlled stop is over).
 /// Returns the start and end times of the loop.
 fn control_thread(
     control: &mut ControlLoop,
     duration_ns: Option<u64>,
-    stop: &AtomicBool,
-    policy_failed: &AtomicBool,
+    requests: &StopRequests,
     grid: &ControlGrid,
-    stop_inference: &AtomicBool,
 ) -> (MonoTime, MonoTime) {
-    let period = control.period_ns();
-    let t0 = os::now();
-    grid.start(t0);
-    let end = duration_ns.map(|d| t0.add_ns(d));
-    let mut deadline = t0.add_ns(period);
-    let mut missed = 0u32;
-    let mut stopping_since: Option<MonoTime> = None;
+    let mut schedule = Schedule::start(control, grid, duration_ns, os::sleep_until);
     loop {
-        os::sleep_until(deadline);
-        let wake = os::now();
-        control.cycle(deadline, wake, missed);
-
-        let now = os::now();
-        if crate::signals::take_rearm() {
-            control.rearm(now);
-        }
-        match stopping_since {
-            None => {
-                let expired = end.is_some_and(|e| now >= e);
-                let failed = policy_failed.load(Ordering::Relaxed);
-                if expired || failed || stop.load(Ordering::Relaxed) || crate::signals::requested()
-                {
-                    control.stop_playing(now, ModeChangeReason::Shutdown);
-                    // Chunks are ignored from here on: the policy has nothing to do.
-                    stop_inference.store(true, Ordering::Release);
-                    stopping_since = Some(now);
-                }
-            }
-            Some(since) => {
-                let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop)
-                    && control.command_at_rest();
-                if at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS {
-                    return (t0, now);
-                }
-            }
-        }
-
-        // Next deadline; deadlines that have already passed are skipped (counted), so
-        // a stall never turns into a burst of catch-up cycles.
-        deadline = deadline.add_ns(period);
-        missed = 0;
-        let behind = deadline.periods_until(period, os::now());
-        if behind > 0 {
-            missed = behind.min(u32::MAX as u64) as u32;
-            deadline = deadline.add_ns(behind * period);
+        if let Some(end) = schedule.step(control, requests) {
+            return (schedule.t0(), end);
         }
     }
 }

@@ -1,0 +1,116 @@
+//! The control thread's loop around [`ControlLoop::cycle`]: sleep to the absolute
+//! deadline, one cycle, the operator re-arm and the stop requests, the controlled stop
+//! until the arm is held at rest, the next deadline (passed ones skipped and counted).
+//!
+//! The runtime drives [`Schedule::step`] on its SCHED_FIFO thread with `os::sleep_until`
+//! and the loop's clock `os::now`; the allocation test drives the same `step` with a
+//! clock and a sleep of its own, so the loop body it counts is the one that runs.
+
+use crate::control::ControlLoop;
+use crate::inference::ControlGrid;
+use chunkrt_core::{Mode, ModeChangeReason, MonoTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How long the controlled stop may take before the backend is shut down anyway.
+pub const STOP_TIMEOUT_NS: u64 = 3_000_000_000;
+
+/// What ends playback besides the duration, and whom to tell.
+pub struct StopRequests<'a> {
+    /// External stop request (`RunOptions::stop`); SIGINT, SIGTERM and SIGHUP are
+    /// read from `crate::signals`.
+    pub stop: &'a AtomicBool,
+    /// Set by the inference thread when the policy panicked.
+    pub policy_failed: &'a AtomicBool,
+    /// Set here when the controlled stop begins: the inference thread stops.
+    pub stop_inference: &'a AtomicBool,
+}
+
+/// The deadline grid and the stop sequence of the control thread.
+pub struct Schedule {
+    period_ns: u64,
+    t0: MonoTime,
+    end: Option<MonoTime>,
+    deadline: MonoTime,
+    missed: u32,
+    stopping_since: Option<MonoTime>,
+    sleep_until: fn(MonoTime),
+}
+
+impl Schedule {
+    /// Starts the grid now (the loop's clock) and tells the inference thread its
+    /// origin; the first deadline is one period later. Playback ends `duration_ns`
+    /// after now (None: only on a stop request).
+    pub fn start(
+        control: &ControlLoop,
+        grid: &ControlGrid,
+        duration_ns: Option<u64>,
+        sleep_until: fn(MonoTime),
+    ) -> Self {
+        let period_ns = control.period_ns();
+        let t0 = control.now();
+        grid.start(t0);
+        Schedule {
+            period_ns,
+            t0,
+            end: duration_ns.map(|d| t0.add_ns(d)),
+            deadline: t0.add_ns(period_ns),
+            missed: 0,
+            stopping_since: None,
+            sleep_until,
+        }
+    }
+
+    /// When the loop started.
+    pub fn t0(&self) -> MonoTime {
+        self.t0
+    }
+
+    /// One pass of the loop: sleeps until the deadline, runs the cycle, takes a
+    /// pending re-arm, starts the controlled stop when asked to, and moves to the
+    /// next deadline. Returns the end time once the controlled stop is over (the
+    /// arm held at rest, or `STOP_TIMEOUT_NS` after it began). No allocation.
+    pub fn step(&mut self, control: &mut ControlLoop, requests: &StopRequests) -> Option<MonoTime> {
+        (self.sleep_until)(self.deadline);
+        let wake = control.now();
+        control.cycle(self.deadline, wake, self.missed);
+
+        let now = control.now();
+        if crate::signals::take_rearm() {
+            control.rearm(now);
+        }
+        match self.stopping_since {
+            None => {
+                let expired = self.end.is_some_and(|e| now >= e);
+                let failed = requests.policy_failed.load(Ordering::Relaxed);
+                if expired
+                    || failed
+                    || requests.stop.load(Ordering::Relaxed)
+                    || crate::signals::requested()
+                {
+                    control.stop_playing(now, ModeChangeReason::Shutdown);
+                    // Chunks are ignored from here on: the policy has nothing to do.
+                    requests.stop_inference.store(true, Ordering::Release);
+                    self.stopping_since = Some(now);
+                }
+            }
+            Some(since) => {
+                let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop)
+                    && control.command_at_rest();
+                if at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS {
+                    return Some(now);
+                }
+            }
+        }
+
+        // Next deadline; deadlines that have already passed are skipped (counted), so
+        // a stall never turns into a burst of catch-up cycles.
+        self.deadline = self.deadline.add_ns(self.period_ns);
+        self.missed = 0;
+        let behind = self.deadline.periods_until(self.period_ns, control.now());
+        if behind > 0 {
+            self.missed = behind.min(u32::MAX as u64) as u32;
+            self.deadline = self.deadline.add_ns(behind * self.period_ns);
+        }
+        None
+    }
+}
