@@ -217,3 +217,68 @@ fn a_generous_budget_passes_and_the_baseline_block_is_written() {
         );
     }
 }
+
+/// The CI budget (rt-config/budget-ci.toml) catches the ordinary regressions: each
+/// injected into the bundled pipeline on the simulated arm (`[inject]`, the real
+/// control and inference threads), 8 s, must exit 1 with a FAIL on the row that
+/// sees it, and only the injected run's own figures are judged. The same budget
+/// passes the unmodified pipeline in CI (scripts/test.d/30-bench.sh).
+#[test]
+fn ordinary_regressions_fail_the_ci_budget() {
+    let dir = temp_dir("regressions");
+    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let sim = sim.replace(
+        "manifest = \"policies/",
+        &format!(
+            "manifest = \"{}/rt-config/policies/",
+            repo().canonicalize().unwrap().display()
+        ),
+    );
+    for (name, inject, (metric, stat)) in [
+        (
+            "a 2 ms stall every 20th cycle",
+            "cycle_stall_ms = 2.0\ncycle_stall_every = 20",
+            ("cycle_time", "p99"),
+        ),
+        (
+            "a 10x slower tick",
+            "cycle_slowdown = 10.0",
+            ("cycle_time", "p50"),
+        ),
+        (
+            "a 10 ms inference stall on every call",
+            "inference_delay = { kind = \"fixed\", ms = 10.0 }",
+            ("inference_latency", "min"),
+        ),
+    ] {
+        let config = dir.join(format!("{metric}-{stat}.toml"));
+        std::fs::write(&config, format!("{sim}\n[inject]\n{inject}\n")).unwrap();
+        let out_dir = dir.join(format!("out-{metric}-{stat}"));
+        let out = chunkrt()
+            .arg("bench")
+            .arg("--config")
+            .arg(&config)
+            .arg("--budget")
+            .arg(repo().join("rt-config/budget-ci.toml"))
+            .args(["--duration", "8s", "--quiet", "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+                .unwrap();
+        let rows = report["budget"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["metric"] == metric && r["stat"] == stat)
+            .unwrap_or_else(|| panic!("{name}: no {metric} {stat} limit in budget-ci.toml"));
+        assert_eq!(row["pass"], false, "{name}: {row}\n{stdout}");
+        assert!(
+            report["injected"]["active"].as_bool().unwrap(),
+            "{name}: {}",
+            report["injected"]
+        );
+    }
+}
