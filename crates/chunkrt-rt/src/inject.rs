@@ -138,7 +138,7 @@ impl ControlInjection {
         let now = crate::os::now();
         let work = now.saturating_since(work_began);
         let mut extra = ((b.slowdown - 1.0).max(0.0) * work as f64) as u64;
-        if b.stall_ns > 0 && b.cycles % b.every == 0 {
+        if b.stall_ns > 0 && b.cycles.is_multiple_of(b.every) {
             extra += b.stall_ns;
             b.stalls += 1;
         }
