@@ -51,6 +51,8 @@ struct MetricLimitsFile {
     min_ms: Option<f64>,
     p50_us: Option<f64>,
     p50_ms: Option<f64>,
+    p75_us: Option<f64>,
+    p75_ms: Option<f64>,
     p90_us: Option<f64>,
     p90_ms: Option<f64>,
     p99_us: Option<f64>,
@@ -100,6 +102,10 @@ pub enum Stat {
     Min,
     /// Median.
     P50,
+    /// 75th percentile: inside the upper mode of a two-mode distribution (the cycle
+    /// time: cycles that splice a chunk cost more), where the median sits on the
+    /// boundary between the modes and jumps from one to the other between runs.
+    P75,
     /// 90th percentile.
     P90,
     /// 99th percentile.
@@ -120,6 +126,7 @@ impl Stat {
         match self {
             Stat::Min => "min",
             Stat::P50 => "p50",
+            Stat::P75 => "p75",
             Stat::P90 => "p90",
             Stat::P99 => "p99",
             Stat::P999 => "p999",
@@ -134,6 +141,7 @@ impl Stat {
         match self {
             Stat::Min => s.min,
             Stat::P50 => s.p50,
+            Stat::P75 => s.p75,
             Stat::P90 => s.p90,
             Stat::P99 => s.p99,
             Stat::P999 => s.p999,
@@ -203,8 +211,11 @@ pub struct Verdict {
     pub limit: f64,
     /// The measured value; absent when the metric had no samples (or no baseline ran).
     pub value: Option<f64>,
-    /// Whether the limit holds.
+    /// Whether the limit holds (a skipped limit counts as holding).
     pub pass: bool,
+    /// Why the limit could not be judged and was skipped (it is not `required`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 impl Budget {
@@ -232,6 +243,7 @@ impl Budget {
             let pairs = [
                 (Stat::Min, m.min_us, m.min_ms),
                 (Stat::P50, m.p50_us, m.p50_ms),
+                (Stat::P75, m.p75_us, m.p75_ms),
                 (Stat::P90, m.p90_us, m.p90_ms),
                 (Stat::P99, m.p99_us, m.p99_ms),
                 (Stat::P999, m.p999_us, m.p999_ms),
@@ -271,7 +283,7 @@ impl Budget {
             if limits.len() == before {
                 return Err(invalid(
                     format!("metrics.{name}"),
-                    "no limit given; expected at least one of min, p50, p90, p99, p999, max, \
+                    "no limit given; expected at least one of min, p50, p75, p90, p99, p999, max, \
                      mean, p99_minus_p50 with a unit suffix (`_us` or `_ms`)"
                         .into(),
                 ));
@@ -354,16 +366,16 @@ impl Budget {
                     required,
                 } => {
                     let value = report.metrics.get(metric).map(|s| stat.of(s));
-                    if value.is_none() && !required {
-                        continue;
-                    }
+                    let skipped = (value.is_none() && !required)
+                        .then(|| format!("no {metric} samples in this run (required = false)"));
                     out.push(Verdict {
                         metric: metric.clone(),
                         stat: stat.name().into(),
                         unit: "ns",
                         limit: *max_ns as f64,
                         value: value.map(|v| v as f64),
-                        pass: value.is_some_and(|v| v <= *max_ns),
+                        pass: skipped.is_some() || value.is_some_and(|v| v <= *max_ns),
+                        skipped,
                     });
                 }
                 Limit::Counter { counter, max } => {
@@ -386,6 +398,7 @@ impl Budget {
                         limit: *max as f64,
                         value: Some(value as f64),
                         pass: value <= *max,
+                        skipped: None,
                     });
                 }
                 Limit::BaselineRatio {
@@ -397,16 +410,19 @@ impl Budget {
                         .extra
                         .get("baseline")
                         .and_then(|b| b.get("ratio")?.get(*stat)?.as_f64());
-                    if value.is_none() && !required {
-                        continue;
-                    }
+                    let skipped = (value.is_none() && !required).then(|| {
+                        "no baseline ratio in this run (run with --baseline cyclictest; \
+                         required = false)"
+                            .to_string()
+                    });
                     out.push(Verdict {
                         metric: BASELINE_RATIO_METRIC.into(),
                         stat: format!("{stat}_ratio"),
                         unit: "ratio",
                         limit: *max,
                         value,
-                        pass: value.is_some_and(|v| v <= *max),
+                        pass: skipped.is_some() || value.is_some_and(|v| v <= *max),
+                        skipped,
                     });
                 }
             }
@@ -485,17 +501,28 @@ pub fn verdict_table(report: &Report, verdicts: &[Verdict]) -> String {
             max,
             limit,
             value,
-            if v.pass { "PASS" } else { "FAIL" }
+            match (&v.skipped, v.pass) {
+                (Some(why), _) => format!("SKIP ({why})"),
+                (None, true) => "PASS".to_string(),
+                (None, false) => "FAIL".to_string(),
+            }
         );
     }
     let failed = verdicts.iter().filter(|v| !v.pass).count();
+    let skipped = verdicts.iter().filter(|v| v.skipped.is_some()).count();
+    let judged = verdicts.len() - skipped;
+    let skips = if skipped > 0 {
+        format!(", {skipped} skipped")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
         "budget: {}",
         if failed == 0 {
-            format!("PASS ({} limits)", verdicts.len())
+            format!("PASS ({judged} limits{skips})")
         } else {
-            format!("FAIL ({failed} of {} limits broken)", verdicts.len())
+            format!("FAIL ({failed} of {judged} limits broken{skips})")
         }
     );
     s
@@ -515,6 +542,7 @@ mod tests {
             count: 100,
             min: p50 / 2,
             p50,
+            p75: p50,
             p90: (p50 + p99) / 2,
             p99,
             p999: max,
@@ -573,8 +601,16 @@ mod tests {
         assert_eq!((min.value, min.pass), (Some(500_000.0), false));
         assert!(find("deadline_overruns", "max").pass);
         assert!(!find("chunks_expired", "max").pass);
-        // bus_rtt has no samples and is optional: skipped.
-        assert!(v.iter().all(|x| x.metric != "bus_rtt"));
+        // bus_rtt has no samples and is optional: skipped, and said so.
+        let bus = find("bus_rtt", "p99");
+        assert!(
+            bus.pass
+                && bus
+                    .skipped
+                    .as_deref()
+                    .unwrap()
+                    .contains("no bus_rtt samples")
+        );
         assert!(!all_pass(&v));
         let table = verdict_table(&report(), &v);
         assert!(table.contains("obs_age"), "{table}");
@@ -584,7 +620,13 @@ mod tests {
         assert!(table
             .lines()
             .any(|l| l.starts_with("deadline_overruns") && l.ends_with("PASS")));
-        assert!(table.contains("FAIL (4 of 6 limits broken)"), "{table}");
+        assert!(
+            table.contains("FAIL (4 of 6 limits broken, 1 skipped)"),
+            "{table}"
+        );
+        assert!(table
+            .lines()
+            .any(|l| l.starts_with("bus_rtt") && l.contains("SKIP (no bus_rtt samples")));
     }
 
     #[test]
@@ -676,14 +718,26 @@ mod tests {
     fn baseline_ratios_are_judged_when_a_baseline_ran() {
         let b = parse("[baseline]\np99_ratio = 1.5\nmax_ratio = 10\n").unwrap();
         let mut r = report();
-        // No baseline block: skipped.
-        assert!(b.evaluate(&r).unwrap().is_empty());
+        // No baseline block: each limit is skipped, with the reason.
+        let v = b.evaluate(&r).unwrap();
+        assert_eq!(v.len(), 2);
+        assert!(v.iter().all(|x| x.pass && x.skipped.is_some()));
+        let table = verdict_table(&r, &v);
+        assert!(
+            table.contains("SKIP (no baseline ratio in this run"),
+            "{table}"
+        );
+        assert!(
+            table.contains("budget: PASS (0 limits, 2 skipped)"),
+            "{table}"
+        );
         r.extra.insert(
             "baseline".into(),
             serde_json::json!({ "ratio": { "p50": 1.0, "p99": 2.0, "max": null } }),
         );
         let v = b.evaluate(&r).unwrap();
-        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v[1].skipped.is_some(), "max ratio null: skipped");
         assert_eq!(v[0].metric, BASELINE_RATIO_METRIC);
         assert_eq!(
             (v[0].stat.as_str(), v[0].value, v[0].pass),

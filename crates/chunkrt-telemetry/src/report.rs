@@ -53,6 +53,8 @@ pub struct MetricSummary {
     pub min: u64,
     /// Median.
     pub p50: u64,
+    /// 75th percentile.
+    pub p75: u64,
     /// 90th percentile.
     pub p90: u64,
     /// 99th percentile.
@@ -108,6 +110,7 @@ pub fn summarize(set: &MetricSet) -> BTreeMap<String, MetricSummary> {
                 count: h.len(),
                 min: h.min(),
                 p50: h.value_at_quantile(0.50),
+                p75: h.value_at_quantile(0.75),
                 p90: h.value_at_quantile(0.90),
                 p99: h.value_at_quantile(0.99),
                 p999: h.value_at_quantile(0.999),
