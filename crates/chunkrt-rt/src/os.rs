@@ -116,6 +116,40 @@ pub fn pin_to(cpu: usize) -> Result<(), String> {
     }
 }
 
+/// Keeps the current thread off `cpu`: its affinity becomes the CPUs it may use now
+/// minus `cpu` (the control thread's), so that the thread never has to be preempted
+/// there when the control thread wakes. Refused (and nothing changed) when `cpu` is
+/// the only CPU it may use.
+pub fn keep_off(cpu: usize) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is this thread.
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return Err(format!(
+            "reading the affinity: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is out of range"));
+    }
+    // SAFETY: `cpu` is below CPU_SETSIZE and `set` is initialised.
+    unsafe { libc::CPU_CLR(cpu, &mut set) };
+    // SAFETY: as above.
+    if unsafe { libc::CPU_COUNT(&set) } == 0 {
+        return Err(format!("CPU {cpu} is the only CPU this thread may use"));
+    }
+    // SAFETY: `set` is a valid, non-empty cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(format!(
+            "setting the affinity: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 /// Locks current and future memory (`mlockall(MCL_CURRENT | MCL_FUTURE)`).
 pub fn lock_memory() -> Result<(), String> {
     // SAFETY: mlockall has no memory-safety preconditions.
