@@ -367,7 +367,7 @@ impl Budget {
                 } => {
                     let value = report.metrics.get(metric).map(|s| stat.of(s));
                     let skipped = (value.is_none() && !required)
-                        .then(|| format!("no {metric} samples in this run (required = false)"));
+                        .then(|| format!("no {metric} samples in this run; required = false"));
                     out.push(Verdict {
                         metric: metric.clone(),
                         stat: stat.name().into(),
@@ -411,8 +411,8 @@ impl Budget {
                         .get("baseline")
                         .and_then(|b| b.get("ratio")?.get(*stat)?.as_f64());
                     let skipped = (value.is_none() && !required).then(|| {
-                        "no baseline ratio in this run (run with --baseline cyclictest; \
-                         required = false)"
+                        "no baseline ratio in this run: run with --baseline cyclictest; \
+                         required = false"
                             .to_string()
                     });
                     out.push(Verdict {
