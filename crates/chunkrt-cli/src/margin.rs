@@ -441,14 +441,7 @@ impl MarginFigure<'_> {
             .map_err(plot::err)?
             .label("measured")
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, blue.filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((plot::FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot::err)?;
+        plot::legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         Ok(())
     }
 

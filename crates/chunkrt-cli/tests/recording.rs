@@ -29,17 +29,22 @@ fn python() -> Option<PathBuf> {
     })
 }
 
+/// The Python with `mcap`, or a visible SKIP (a failure under CI=true).
+fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let py = python();
+    if py.is_none() {
+        chunkrt_testkit::missing_prerequisite(
+            test,
+            "no python3 with the mcap package (pip install -r scripts/requirements-test.txt, \
+             or set CHUNKRT_PYTHON; scripts/setup.sh installs it)",
+        );
+    }
+    py
+}
+
 #[test]
 fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "no python with the mcap package under CI=true (scripts/setup.sh installs it)"
-        );
-        eprintln!(
-            "SKIP an_independent_reader_...: no python3 with the mcap package \
-             (pip install -r scripts/requirements-test.txt, or set CHUNKRT_PYTHON)"
-        );
+    let Some(py) = python_or_skip("an_independent_reader_reproduces_the_reports_counts") else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("chunkrt-recording-{}", std::process::id()));
@@ -188,12 +193,7 @@ fn assert_setpoints_are_the_chunks(seen: &serde_json::Value, at_least: u64) {
 
 #[test]
 fn at_1_ms_the_setpoints_between_the_knots_are_the_recorded_chunks_splines() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "no python with the mcap package under CI=true (scripts/setup.sh installs it)"
-        );
-        eprintln!("SKIP at_1_ms_...: no python3 with the mcap package");
+    let Some(py) = python_or_skip("at_1_ms_the_setpoints_between_the_knots") else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("chunkrt-setpoints-{}", std::process::id()));

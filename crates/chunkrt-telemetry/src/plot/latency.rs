@@ -254,14 +254,7 @@ fn draw_percentiles<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     Ok(())
 }
 

@@ -194,14 +194,7 @@ impl Timeline<'_> {
             .map_err(err)?
             .label("seam (new chunk played)")
             .legend(|(x, y)| PathElement::new(vec![(x + 10, y - 6), (x + 10, y + 6)], SEAM));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        super::legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         Ok(())
     }
 
@@ -311,14 +304,7 @@ impl Timeline<'_> {
         if j > 0 {
             return Ok(());
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 11))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        super::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
         Ok(())
     }
 }
