@@ -11,6 +11,7 @@
 
 use crate::metrics::{Metric, MetricSet};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Most time buckets kept per series.
@@ -176,12 +177,12 @@ pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Reads `files` (segments in order), keeping `window` (s since the run's start)
-/// or everything.
+/// or everything. Each file is streamed through a small buffer (the MCAP chunk being
+/// read), never loaded whole: a 512 MB segment costs no more memory than a small one.
 pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, String> {
     let mut r = Reader::new(window);
     for f in files {
-        let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        if let Err(e) = r.segment(&bytes) {
+        if let Err(e) = r.segment(f) {
             // A killed run's last segment has no summary and may end inside a
             // record: what was read stays, and the figure says so.
             r.data.truncated = Some(format!("{}: {e}", f.display()));
@@ -228,41 +229,74 @@ impl Reader {
         self.data.window.is_none_or(|(a, b)| t >= a && t <= b)
     }
 
-    fn segment(&mut self, bytes: &[u8]) -> Result<(), String> {
-        if self.t0_ns.is_none() {
-            self.t0_ns = t0_of(bytes);
-        }
-        let stream = mcap::MessageStream::new(bytes).map_err(err)?;
-        for m in stream {
-            let m = m.map_err(err)?;
-            match m.channel.topic.as_str() {
-                "/chunkrt/cycle" => {
-                    let c: CycleMsg = serde_json::from_slice(&m.data).map_err(err)?;
-                    self.cycle(c);
-                }
-                "/chunkrt/inference" => {
-                    let i: InferMsg = serde_json::from_slice(&m.data).map_err(err)?;
-                    if self.inside(i.t_s) && i.latency_ms.is_finite() && i.latency_ms >= 0.0 {
-                        self.data
-                            .metrics
-                            .record(Metric::InferenceLatency, (i.latency_ms * 1e6) as u64);
+    fn segment(&mut self, path: &Path) -> Result<(), String> {
+        use mcap::records::Record;
+        use mcap::sans_io::{LinearReadEvent, LinearReader};
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(err)?;
+        let mut reader = LinearReader::new();
+        let mut topics: HashMap<u16, String> = HashMap::new();
+        while let Some(event) = reader.next_event() {
+            match event.map_err(err)? {
+                LinearReadEvent::ReadRequest(need) => {
+                    let got = file.read(reader.insert(need)).map_err(err)?;
+                    if got == 0 {
+                        return Err("the file ends inside a record (cut short)".into());
                     }
+                    reader.notify_read(got);
                 }
-                "/chunkrt/events" => {
-                    let e: EventMsg = serde_json::from_slice(&m.data).map_err(err)?;
-                    self.event(e);
-                }
-                "/chunkrt/chunk" => {
-                    let c: RecChunk = serde_json::from_slice(&m.data).map_err(err)?;
-                    if self.inside(c.t_start_s) {
-                        self.data.chunks_published += 1;
-                        if self.data.chunks.len() < MAX_CHUNKS {
-                            self.data.chunks.push(c);
+                LinearReadEvent::Record { data, opcode } => {
+                    match mcap::parse_record(opcode, data).map_err(err)? {
+                        Record::Channel(c) => {
+                            topics.insert(c.id, c.topic);
                         }
+                        Record::Metadata(m) if m.name == "chunkrt.clock" => {
+                            if self.t0_ns.is_none() {
+                                self.t0_ns =
+                                    m.metadata.get("t0_mono_ns").and_then(|v| v.parse().ok());
+                            }
+                        }
+                        Record::Message { header, data } => {
+                            if let Some(topic) = topics.get(&header.channel_id) {
+                                self.message(topic, &data)?;
+                            }
+                        }
+                        _ => {}
                     }
                 }
-                _ => {}
             }
+        }
+        Ok(())
+    }
+
+    fn message(&mut self, topic: &str, data: &[u8]) -> Result<(), String> {
+        match topic {
+            "/chunkrt/cycle" => {
+                let c: CycleMsg = serde_json::from_slice(data).map_err(err)?;
+                self.cycle(c);
+            }
+            "/chunkrt/inference" => {
+                let i: InferMsg = serde_json::from_slice(data).map_err(err)?;
+                if self.inside(i.t_s) && i.latency_ms.is_finite() && i.latency_ms >= 0.0 {
+                    self.data
+                        .metrics
+                        .record(Metric::InferenceLatency, (i.latency_ms * 1e6) as u64);
+                }
+            }
+            "/chunkrt/events" => {
+                let e: EventMsg = serde_json::from_slice(data).map_err(err)?;
+                self.event(e);
+            }
+            "/chunkrt/chunk" => {
+                let c: RecChunk = serde_json::from_slice(data).map_err(err)?;
+                if self.inside(c.t_start_s) {
+                    self.data.chunks_published += 1;
+                    if self.data.chunks.len() < MAX_CHUNKS {
+                        self.data.chunks.push(c);
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -403,19 +437,6 @@ impl Reader {
         }
         self.data
     }
-}
-
-/// `t0_mono_ns` of the segment's `chunkrt.clock` metadata record.
-fn t0_of(bytes: &[u8]) -> Option<u64> {
-    let reader = mcap::read::LinearReader::new(bytes).ok()?;
-    for rec in reader {
-        if let Ok(mcap::records::Record::Metadata(m)) = rec {
-            if m.name == "chunkrt.clock" {
-                return m.metadata.get("t0_mono_ns")?.parse().ok();
-            }
-        }
-    }
-    None
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
