@@ -250,11 +250,10 @@ impl Reader {
                         Record::Channel(c) => {
                             topics.insert(c.id, c.topic);
                         }
-                        Record::Metadata(m) if m.name == "chunkrt.clock" => {
-                            if self.t0_ns.is_none() {
-                                self.t0_ns =
-                                    m.metadata.get("t0_mono_ns").and_then(|v| v.parse().ok());
-                            }
+                        Record::Metadata(m)
+                            if m.name == "chunkrt.clock" && self.t0_ns.is_none() =>
+                        {
+                            self.t0_ns = m.metadata.get("t0_mono_ns").and_then(|v| v.parse().ok());
                         }
                         Record::Message { header, data } => {
                             if let Some(topic) = topics.get(&header.channel_id) {
