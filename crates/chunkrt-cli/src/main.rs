@@ -13,6 +13,7 @@ mod args;
 mod bench;
 mod check;
 mod margin;
+mod margin_live;
 mod paths;
 mod plot;
 mod run;

@@ -23,10 +23,53 @@ use std::path::PathBuf;
 /// `chunkrt margin`.
 #[derive(Parser, Debug, Clone)]
 pub struct MarginArgs {
-    /// Runtime config whose `[control]` period and `[sim]` arm are used (default: the
-    /// reference loop of docs/margin.md: one frictionless joint, 1 ms bus period).
+    /// Runtime config. With `--loop runtime` (the default when a config is given)
+    /// its whole loop is measured: its policy, executor, gate and backend. With
+    /// `--loop reference` only its `[control]` period and `[sim]` arm are used.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Which loop: `runtime` (the runtime's own loop through the policy, on the
+    /// config's backend) or `reference` (a host servo closed on one simulated
+    /// joint, checked against its analytic model). Default: runtime with
+    /// `--config`, reference without.
+    #[arg(long = "loop", value_enum)]
+    pub loop_kind: Option<LoopKind>,
+    /// Runtime loop: where the delay goes in (`transport`: gate -> drives;
+    /// `observation`: loop -> policy; `feedback`: drives -> loop; `inference`: the
+    /// policy's compute time).
+    #[arg(long, value_enum, default_value = "transport")]
+    pub inject_at: InjectAt,
+    /// Runtime loop, `--inject-at inference`: a normal jitter with this standard
+    /// deviation around each delay (ms; e.g. 35 with 6.2: P99 near 49.5).
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter_ms: f64,
+    /// Runtime loop: compensations, each measured at every delay in the same run
+    /// (`none`, `lookahead`: the executor plays the chunk ahead by the injected
+    /// delay; `extrapolate`: the observation moved on by velocity x its age).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "none")]
+    pub compensate: Vec<Compensation>,
+    /// Runtime loop: replace the config's policy by the servo policy with this
+    /// integral gain (1/s), holding where the arm starts: the margin of the
+    /// runtime, bus and drives around a feedback law of known crossover (near
+    /// K / 2 pi Hz).
+    #[arg(long, value_name = "K")]
+    pub servo_gain: Option<f64>,
+    /// Runtime loop: override `policy.state_source` (`measured` closes the policy's
+    /// loop through the arm; `planned` policies observe their own plan).
+    #[arg(long)]
+    pub state_source: Option<String>,
+    /// Runtime loop: override `control.period_ms` (1 to 20).
+    #[arg(long)]
+    pub bus_period_ms: Option<f64>,
+    /// Runtime loop: DFT window per delay (s).
+    #[arg(long, default_value_t = 20.0)]
+    pub window_s: f64,
+    /// Runtime loop: time before the probe (s).
+    #[arg(long, default_value_t = 4.0)]
+    pub settle_s: f64,
+    /// Runtime loop: free response after the probe, judged for stability (s).
+    #[arg(long, default_value_t = 8.0)]
+    pub free_s: f64,
     /// Injected delays: `START:END:STEPms` (e.g. `0:60:5ms`) or a list `0,10,20ms`.
     #[arg(long, default_value = "0:60:5ms")]
     pub delays: String,
@@ -45,12 +88,46 @@ pub struct MarginArgs {
     /// Host servo integral gain (1/s); default 2 pi 3.
     #[arg(long, default_value_t = 2.0 * std::f64::consts::PI * 3.0)]
     pub ki: f64,
-    /// Probe amplitude in rad.
-    #[arg(long, default_value_t = 1e-3)]
-    pub amplitude_rad: f64,
+    /// Probe amplitude in rad (each component; default 1 mrad for the reference
+    /// loop, 2 mrad for the runtime loop).
+    #[arg(long)]
+    pub amplitude_rad: Option<f64>,
     /// Output directory for margin.json and margin.svg/.png.
     #[arg(long, default_value = "runs/margin")]
     pub out: PathBuf,
+}
+
+/// The loop `chunkrt margin` measures.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    /// The runtime's own loop.
+    Runtime,
+    /// The host servo on one simulated joint (docs/margin.md).
+    Reference,
+}
+
+/// Where the runtime loop's delay goes in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectAt {
+    /// `[inject] transport_delay_ms`.
+    Transport,
+    /// `[inject] observation_delay_ms`.
+    Observation,
+    /// `[inject] feedback_delay_ms`.
+    Feedback,
+    /// `[inject] inference_delay`.
+    Inference,
+}
+
+/// A compensation measured beside the plain loop.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compensation {
+    /// Nothing.
+    None,
+    /// `executor.lookahead_ms` set to the injected delay.
+    Lookahead,
+    /// `inference.extrapolate_observation`.
+    Extrapolate,
 }
 
 /// Parses `0:60:5ms`, `0,10,20ms`, `0:0.06:0.005s` into nanoseconds.
@@ -106,9 +183,20 @@ fn setup(args: &MarginArgs) -> anyhow::Result<(MarginSetup, String)> {
     let name = match &args.config {
         Some(path) => {
             let cfg = Config::load(path)?;
+            if cfg.backend.kind != chunkrt_config::BackendKind::Sim {
+                bail!(
+                    "--loop reference closes its own servo on a simulated joint, but {} names \
+                     the {:?} backend: measure that loop with --loop runtime",
+                    path.display(),
+                    cfg.backend.kind
+                );
+            }
             setup.arm = chunkrt_rt::build::sim_params(&cfg);
             setup.period_ns = cfg.period_ns();
-            path.display().to_string()
+            format!(
+                "reference servo on the simulated arm of {} (its policy is not in this loop)",
+                path.display()
+            )
         }
         None => "reference loop (docs/margin.md)".to_string(),
     };
@@ -117,13 +205,23 @@ fn setup(args: &MarginArgs) -> anyhow::Result<(MarginSetup, String)> {
         kp: args.kp,
         ki_per_s: args.ki,
     };
-    setup.amplitude_rad = args.amplitude_rad;
+    setup.amplitude_rad = args.amplitude_rad.unwrap_or(1e-3);
     setup.check()?;
     Ok((setup, name))
 }
 
 /// Runs `chunkrt margin`.
 pub fn margin(args: &MarginArgs) -> anyhow::Result<u8> {
+    if !(args.threshold_deg.is_finite() && (0.0..180.0).contains(&args.threshold_deg)) {
+        bail!("--threshold-deg {}: expected 0 to 180", args.threshold_deg);
+    }
+    let kind = args.loop_kind.unwrap_or(match args.config {
+        Some(_) => LoopKind::Runtime,
+        None => LoopKind::Reference,
+    });
+    if kind == LoopKind::Runtime {
+        return crate::margin_live::margin_live(args);
+    }
     let (setup, name) = setup(args)?;
     let delays = parse_delays(&args.delays).map_err(anyhow::Error::msg)?;
     if !(args.threshold_deg.is_finite() && (0.0..180.0).contains(&args.threshold_deg)) {
@@ -202,13 +300,35 @@ pub fn margin(args: &MarginArgs) -> anyhow::Result<u8> {
     let json_path = args.out.join("margin.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("writing {}", json_path.display()))?;
+    let dmax = rows
+        .iter()
+        .map(|r| r.effective_delay_ns as f64 * 1e-6)
+        .fold(1.0, f64::max);
     let fig = MarginFigure {
-        period_ms: setup.period_ns as f64 * 1e-6,
-        points: &points,
-        rows: &rows,
-        pm0,
-        fc,
+        title: "Phase margin vs injected delay (reference loop)".into(),
+        series: vec![(
+            "measured".into(),
+            rows.iter()
+                .filter_map(|r| Some((r.effective_delay_ns as f64 * 1e-6, r.pm_deg?)))
+                .collect(),
+        )],
+        prediction: Some((
+            "PM0 - 360 f_c tau".into(),
+            (0.0, pm0),
+            (dmax, pm0 - 0.36 * fc * dmax),
+        )),
+        dmax,
         threshold: args.threshold_deg,
+        bode: points
+            .iter()
+            .zip(unwrapped_phase_deg(&points))
+            .map(|(p, ph)| (p.freq_hz, p.mag(), ph))
+            .collect(),
+        bode_caption: format!(
+            "Bode plot of L at zero delay ({} ms bus period)",
+            setup.period_ns as f64 * 1e-6
+        ),
+        fc: Some(fc),
     };
     let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
     println!(
@@ -252,8 +372,8 @@ fn print_table(
         let tau = r.effective_delay_ns as f64 * 1e-9;
         let meas = match (r.pm_deg, r.crossover.status) {
             (Some(pm), _) => format!("{pm:.2}"),
-            (None, PointStatus::Unstable) => "unstable".into(),
-            (None, _) => "saturated".into(),
+            (None, PointStatus::Saturated) => "saturated".into(),
+            (None, _) => r.verdict.stability.explain(),
         };
         let model = model_margins(setup, tau).map_or("-".into(), |m| format!("{:.2}", m.pm_deg));
         println!(
@@ -320,6 +440,9 @@ fn report_json(
                 "crossover_hz": r.crossover.freq_hz,
                 "pm_deg": r.pm_deg,
                 "status": format!("{:?}", r.crossover.status).to_lowercase(),
+                "stability": r.verdict.stability.word(),
+                "stability_detail": r.verdict.stability.explain(),
+                "growth_per_s": r.verdict.growth_per_s.is_finite().then_some(r.verdict.growth_per_s),
                 "pm_expected_deg": pm0 - 360.0 * fc * tau,
                 "pm_model_deg": model_margins(setup, tau).map(|m| m.pm_deg),
             })
@@ -356,18 +479,28 @@ fn report_json(
     })
 }
 
-/// Two panels side by side: phase margin against delay (measured points, the line
-/// `PM0 - 360 f_c tau`, the threshold), and the Bode plot at zero delay.
-struct MarginFigure<'a> {
-    period_ms: f64,
-    points: &'a [LoopPoint],
-    rows: &'a [DelayRow],
-    pm0: f64,
-    fc: f64,
-    threshold: f64,
+/// A straight predicted line on the margin panel: label, from, to (delay ms, deg).
+pub(crate) type Prediction = (String, (f64, f64), (f64, f64));
+
+/// Two panels side by side: phase margin against delay (measured points per
+/// series, a dashed prediction line when there is one, the threshold), and the
+/// Bode plot of one measurement.
+pub(crate) struct MarginFigure {
+    pub title: String,
+    /// (label, points (delay ms, PM deg)).
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
+    /// A predicted line.
+    pub prediction: Option<Prediction>,
+    /// Largest delay swept (ms).
+    pub dmax: f64,
+    pub threshold: f64,
+    /// Bode points: (frequency Hz, |L|, unwrapped phase deg).
+    pub bode: Vec<(f64, f64, f64)>,
+    pub bode_caption: String,
+    pub fc: Option<f64>,
 }
 
-impl plot::Figure for MarginFigure<'_> {
+impl plot::Figure for MarginFigure {
     fn size(&self) -> (u32, u32) {
         (1200, 520)
     }
@@ -380,22 +513,20 @@ impl plot::Figure for MarginFigure<'_> {
     }
 }
 
-impl MarginFigure<'_> {
+impl MarginFigure {
     fn draw_pm<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (pm0, fc, threshold) = (self.pm0, self.fc, self.threshold);
-        let delay_ms = |r: &DelayRow| r.effective_delay_ns as f64 * 1e-6;
-        let dmax = self.rows.iter().map(delay_ms).fold(1.0, f64::max);
-        let pm_max = (pm0 / 10.0).ceil() * 10.0 + 10.0;
-        let pm_min = self
-            .rows
-            .iter()
-            .filter_map(|r| r.pm_deg)
-            .fold(0.0f64, f64::min)
-            .min(pm0 - 0.36 * fc * dmax)
-            .floor()
-            .min(0.0);
+        let dmax = self.dmax.max(1.0);
+        let all_pm = self.series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
+        let pm_hi = all_pm.clone().fold(self.threshold, f64::max);
+        let pm_lo = all_pm.fold(0.0f64, f64::min);
+        let (pm_lo, pm_hi) = match &self.prediction {
+            Some((_, a, b)) => (pm_lo.min(a.1).min(b.1), pm_hi.max(a.1).max(b.1)),
+            None => (pm_lo, pm_hi),
+        };
+        let pm_max = (pm_hi / 10.0).ceil() * 10.0 + 10.0;
+        let pm_min = pm_lo.floor().min(0.0);
         let mut chart = ChartBuilder::on(area)
-            .caption("Phase margin vs injected delay", (plot::FONT, 16))
+            .caption(&self.title, (plot::FONT, 16))
             .margin(12)
             .x_label_area_size(42)
             .y_label_area_size(55)
@@ -408,39 +539,36 @@ impl MarginFigure<'_> {
             .label_style((plot::FONT, 12))
             .draw()
             .map_err(plot::err)?;
-        let [blue, vermillion, ..] = plot::COLOURS;
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, pm0), (dmax, pm0 - 0.36 * fc * dmax)],
-                vermillion.stroke_width(2),
-            ))
-            .map_err(plot::err)?
-            .label("PM0 - 360 f_c tau")
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], vermillion.stroke_width(2))
-            });
+        if let Some((label, a, b)) = &self.prediction {
+            let c = plot::COLOURS[5];
+            chart
+                .draw_series(DashedLineSeries::new([*a, *b], 6, 4, c.stroke_width(1)))
+                .map_err(plot::err)?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        }
+        let grey = RGBColor(0x99, 0x99, 0x99);
         chart
             .draw_series(DashedLineSeries::new(
-                [(0.0, threshold), (dmax, threshold)],
+                [(0.0, self.threshold), (dmax, self.threshold)],
                 5,
                 4,
-                RGBColor(0x99, 0x99, 0x99).into(),
+                grey.into(),
             ))
             .map_err(plot::err)?
-            .label(format!("threshold {threshold} deg"))
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(0x99, 0x99, 0x99))
-            });
-        chart
-            .draw_series(
-                self.rows
-                    .iter()
-                    .filter_map(|r| Some((delay_ms(r), r.pm_deg?)))
-                    .map(|p| Circle::new(p, 4, blue.filled())),
-            )
-            .map_err(plot::err)?
-            .label("measured")
-            .legend(move |(x, y)| Circle::new((x + 10, y), 4, blue.filled()));
+            .label(format!("threshold {} deg", self.threshold))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
+        for (i, (label, pts)) in self.series.iter().enumerate() {
+            let c = plot::COLOURS[i % 5];
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(plot::err)?;
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))
+                .map_err(plot::err)?
+                .label(label.clone())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
+        }
         plot::legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         Ok(())
     }
@@ -450,31 +578,22 @@ impl MarginFigure<'_> {
         mag: &DrawingArea<DB, Shift>,
         phase: &DrawingArea<DB, Shift>,
     ) -> Result<(), String> {
-        let phases = unwrapped_phase_deg(self.points);
-        let f_lo = 10f64.powf(
-            self.points
-                .first()
-                .map_or(0.1, |p| p.freq_hz)
-                .log10()
-                .floor(),
-        );
-        let f_hi = 10f64.powf(
-            self.points
-                .last()
-                .map_or(100.0, |p| p.freq_hz)
-                .log10()
-                .ceil(),
-        );
-        let db: Vec<f64> = self.points.iter().map(|p| 20.0 * p.mag().log10()).collect();
+        let f_lo = 10f64.powf(self.bode.first().map_or(0.1, |p| p.0).log10().floor());
+        let f_hi = 10f64.powf(self.bode.last().map_or(100.0, |p| p.0).log10().ceil());
+        let db: Vec<f64> = self.bode.iter().map(|p| 20.0 * p.1.log10()).collect();
+        let phases: Vec<f64> = self.bode.iter().map(|p| p.2).collect();
         let db_range = (
             (db.iter().cloned().fold(0.0, f64::min) / 10.0).floor() * 10.0,
             (db.iter().cloned().fold(0.0, f64::max) / 10.0).ceil() * 10.0 + 1.0,
         );
         let ph_range = (
             (phases.iter().cloned().fold(-180.0, f64::min) / 45.0).floor() * 45.0,
-            0.0,
+            (phases.iter().cloned().fold(0.0, f64::max) / 45.0).ceil() * 45.0,
         );
         let [blue, vermillion, ..] = plot::COLOURS;
+        let fc_caption = self.fc.map_or("no gain crossover".to_string(), |f| {
+            format!("f_c = {f:.2} Hz (vertical line)")
+        });
         for (area, (lo, hi), vals, label, reference, caption) in [
             (
                 mag,
@@ -482,10 +601,7 @@ impl MarginFigure<'_> {
                 &db,
                 "|L| (dB)",
                 0.0,
-                format!(
-                    "Bode plot of L at zero delay ({} ms bus period)",
-                    self.period_ms
-                ),
+                self.bode_caption.clone(),
             ),
             (
                 phase,
@@ -493,7 +609,7 @@ impl MarginFigure<'_> {
                 &phases,
                 "phase L (deg)",
                 -180.0,
-                format!("f_c = {:.2} Hz (vertical line)", self.fc),
+                fc_caption,
             ),
         ] {
             let mut chart = ChartBuilder::on(area)
@@ -512,10 +628,7 @@ impl MarginFigure<'_> {
                 .map_err(plot::err)?;
             chart
                 .draw_series(LineSeries::new(
-                    self.points
-                        .iter()
-                        .zip(vals.iter())
-                        .map(|(p, v)| (p.freq_hz, *v)),
+                    self.bode.iter().zip(vals.iter()).map(|(p, v)| (p.0, *v)),
                     blue.stroke_width(2),
                 ))
                 .map_err(plot::err)?;
@@ -527,12 +640,14 @@ impl MarginFigure<'_> {
                     RGBColor(0x99, 0x99, 0x99).into(),
                 ))
                 .map_err(plot::err)?;
-            chart
-                .draw_series(LineSeries::new(
-                    [(self.fc, lo), (self.fc, hi)],
-                    vermillion.stroke_width(1),
-                ))
-                .map_err(plot::err)?;
+            if let Some(fc) = self.fc {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(fc, lo), (fc, hi)],
+                        vermillion.stroke_width(1),
+                    ))
+                    .map_err(plot::err)?;
+            }
         }
         Ok(())
     }

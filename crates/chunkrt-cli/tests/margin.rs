@@ -78,3 +78,135 @@ fn run_refuses_an_out_of_range_injection_override() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("inject.drop_chunk_probability"), "{stderr}");
 }
+
+fn repo_file(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+/// `chunkrt margin --loop runtime` on the servo policy with gain `k` and `delay`
+/// of transport delay: the JSON row, and stdout.
+fn runtime_margin(k: f64, delay: &str, name: &str) -> (serde_json::Value, String) {
+    let out = std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = chunkrt()
+        .args(["margin", "--config"])
+        .arg(repo_file("rt-config/sim-servo.toml"))
+        .args(["--servo-gain", &k.to_string(), "--delays", delay])
+        .args([
+            "--window-s",
+            "10",
+            "--settle-s",
+            "2",
+            "--free-s",
+            "5",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    assert_eq!(json["loop"]["kind"], "runtime");
+    let row = json["rows"][0].clone();
+    // Each point is a whole run of the runtime, kept for a person to look at.
+    let run_dir = std::path::PathBuf::from(row["run_dir"].as_str().unwrap());
+    assert!(run_dir.join("report.json").exists() && run_dir.join("recording.mcap").exists());
+    let _ = std::fs::remove_dir_all(&out);
+    (row, stdout)
+}
+
+/// Issue 14: the runtime loop's measurement goes through the policy. The servo
+/// policy is an integral law `du/dt = k e` sampled every chunk, so its crossover
+/// sits near `k / 2 pi` (the drive tracks well at 0.5-1 Hz): doubling k must double
+/// the measured crossover, and each must sit near its prediction. A measurement
+/// that did not pass through the policy (the probe seen directly, or the loop
+/// closed elsewhere) would not move with k.
+#[test]
+fn the_policys_gain_moves_the_measured_crossover_as_predicted() {
+    let pi = std::f64::consts::PI;
+    let (a, _) = runtime_margin(pi, "0ms", "k1");
+    let (b, stdout) = runtime_margin(2.0 * pi, "0ms", "k2");
+    assert!(stdout.contains("servo policy (k = 6.28"), "{stdout}");
+    let fc = |r: &serde_json::Value| {
+        r["crossover_hz"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no margin measured: {r}"))
+    };
+    let (fa, fb) = (fc(&a), fc(&b));
+    assert!(
+        (fa / 0.5 - 1.0).abs() < 0.2,
+        "k = pi: f_c {fa} Hz, predicted 0.5 Hz"
+    );
+    assert!(
+        (fb / 1.0 - 1.0).abs() < 0.2,
+        "k = 2 pi: f_c {fb} Hz, predicted 1 Hz"
+    );
+    assert!(
+        (fb / fa - 2.0).abs() < 0.2,
+        "doubling k moved f_c from {fa} to {fb} Hz"
+    );
+    for r in [&a, &b] {
+        assert_eq!(r["stability"], "stable", "{r}");
+        // An integral law with ~ 1.5 bus periods of delay: a phase margin near 90.
+        let pm = r["pm_deg"].as_f64().unwrap();
+        assert!((70.0..95.0).contains(&pm), "{r}");
+    }
+}
+
+/// Past its delay margin the runtime loop is called unstable (or hunting, or
+/// undetermined), never given a margin: k = 2 pi has about 210 ms of delay margin
+/// at 20 ms; 300 ms of transport delay is past it.
+#[test]
+fn the_runtime_loop_past_its_delay_margin_gets_no_margin() {
+    let (r, _) = runtime_margin(2.0 * std::f64::consts::PI, "300ms", "late");
+    assert!(r["pm_deg"].is_null(), "{r}");
+    let status = r["status"].as_str().unwrap();
+    assert!(
+        status.starts_with("unstable")
+            || status.starts_with("limit cycle")
+            || status.starts_with("undetermined"),
+        "{r}"
+    );
+}
+
+#[test]
+fn runtime_margin_refusals_say_what_is_wrong() {
+    let servo = repo_file("rt-config/sim-servo.toml");
+    let eth = repo_file("rt-config/arm-ethercat.toml");
+    for (args, needle) in [
+        // A probe whose own acceleration would take most of the joint's limit.
+        (
+            vec!["--amplitude-rad", "0.05", "--freqs", "3"],
+            "inject.probe.amplitude_rad",
+        ),
+        (vec!["--joint", "9"], "--joint 9"),
+        (vec!["--servo-gain", "0"], "--servo-gain"),
+        (vec!["--jitter-ms", "5"], "--jitter-ms"),
+    ] {
+        let run = chunkrt()
+            .args(["margin", "--config"])
+            .arg(&servo)
+            .args(&args)
+            .args(["--out", "/tmp/chunkrt-margin-refused"])
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    // The reference servo is closed on a simulated joint: pointed at an EtherCAT
+    // config it says so instead of measuring a default arm.
+    let run = chunkrt()
+        .args(["margin", "--loop", "reference", "--config"])
+        .arg(&eth)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("--loop runtime"), "{stderr}");
+}

@@ -11,6 +11,13 @@
 //! cycle_stall_ms = 2.0          # the control thread busy for 2 ms ...
 //! cycle_stall_every = 20        # ... every 20th cycle (a periodic hiccup)
 //! cycle_slowdown = 5.0          # each cycle's work stretched to 5x its time
+//!
+//! [inject.probe]                 # a multisine added to one joint's setpoint (chunkrt margin)
+//! joint = 0
+//! amplitude_rad = 0.002          # each component
+//! freqs_hz = [0.2, 0.5, 1.0]
+//! start_s = 3.0                  # after the loop has settled
+//! duration_s = 20.0              # then off: the free response judges stability
 //! ```
 //!
 //! Everything defaults to zero: a config without `[inject]` injects nothing, and the
@@ -55,6 +62,121 @@ pub struct InjectConfig {
     /// measured time by spinning (1: no slowdown): a slower tick.
     #[serde(default = "default_slowdown")]
     pub cycle_slowdown: f64,
+    /// A probe signal added to one joint's setpoint while the policy plays (the
+    /// loop-transfer measurement of `chunkrt margin`).
+    #[serde(default)]
+    pub probe: Option<ProbeConfig>,
+}
+
+/// Most sine components of a probe.
+pub const MAX_PROBE_FREQS: usize = 16;
+
+/// Share of a joint's velocity, acceleration and jerk limits the probe may take at
+/// its peak (the rest is left to the motion it rides on).
+pub const PROBE_LIMIT_SHARE: f64 = 0.25;
+
+/// `[inject.probe]`: `sum_k a sin(2 pi f_k t + phi_k)` (Schroeder phases) added to
+/// one joint's setpoint before the permission gate, only while the policy plays,
+/// faded in and out over `ramp_s`. The gate checks the probed setpoint like any other.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// The joint probed.
+    pub joint: usize,
+    /// Amplitude of each component (rad).
+    pub amplitude_rad: f64,
+    /// Component frequencies (Hz), 1 to 16, below the bus's Nyquist frequency.
+    pub freqs_hz: Vec<f64>,
+    /// When the probe starts (s after the loop's first deadline).
+    #[serde(default = "default_probe_start")]
+    pub start_s: f64,
+    /// How long it runs (s, ramps included).
+    pub duration_s: f64,
+    /// Fade in and out (raised cosine, s).
+    #[serde(default = "default_probe_ramp")]
+    pub ramp_s: f64,
+}
+
+fn default_probe_start() -> f64 {
+    3.0
+}
+
+fn default_probe_ramp() -> f64 {
+    0.25
+}
+
+impl ProbeConfig {
+    /// Schroeder phase of component `k` of `n` (a low crest factor: the peak of the
+    /// sum stays near `sqrt(n)` amplitudes on smooth spectra).
+    pub fn phase(k: usize, n: usize) -> f64 {
+        -core::f64::consts::PI * (k * (k + 1)) as f64 / n.max(1) as f64
+    }
+
+    /// Peak |d|, |d'|, |d''|, |d'''| the probe can reach (sums over the components).
+    pub fn peaks(&self) -> [f64; 4] {
+        let mut p = [0.0; 4];
+        for f in &self.freqs_hz {
+            let w = 2.0 * core::f64::consts::PI * f;
+            for (i, v) in p.iter_mut().enumerate() {
+                *v += self.amplitude_rad * w.powi(i as i32);
+            }
+        }
+        p
+    }
+
+    pub(crate) fn validate(&self, period_ms: f64, joints: usize) -> Result<(), (String, String)> {
+        let err = |k: &str, m: String| Err((format!("inject.probe.{k}"), m));
+        if self.joint >= joints {
+            return err(
+                "joint",
+                format!("joint {} does not exist (the arm has {joints})", self.joint),
+            );
+        }
+        let a = self.amplitude_rad;
+        if !(a.is_finite() && a > 0.0 && a <= 0.1) {
+            return err(
+                "amplitude_rad",
+                format!("expected an amplitude in (0, 0.1] rad, got {a}"),
+            );
+        }
+        let nyquist = 500.0 / period_ms;
+        let n = self.freqs_hz.len();
+        if n == 0 || n > MAX_PROBE_FREQS {
+            return err(
+                "freqs_hz",
+                format!("expected 1 to {MAX_PROBE_FREQS} frequencies, got {n}"),
+            );
+        }
+        if let Some(f) = self
+            .freqs_hz
+            .iter()
+            .find(|f| !(f.is_finite() && **f > 0.0 && **f < nyquist))
+        {
+            return err(
+                "freqs_hz",
+                format!("{f} Hz is not in (0, {nyquist} Hz) (the bus's Nyquist frequency)"),
+            );
+        }
+        for (k, v) in [
+            ("start_s", self.start_s),
+            ("duration_s", self.duration_s),
+            ("ramp_s", self.ramp_s),
+        ] {
+            if !(v.is_finite() && (0.0..=3600.0).contains(&v)) {
+                return err(k, format!("expected a time in [0, 3600] s, got {v}"));
+            }
+        }
+        if self.duration_s <= 2.0 * self.ramp_s {
+            return err(
+                "duration_s",
+                format!(
+                    "expected more than both ramps (2 x {} s), got {}",
+                    self.ramp_s, self.duration_s
+                ),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for InjectConfig {
@@ -70,6 +192,7 @@ impl Default for InjectConfig {
             cycle_stall_ms: 0.0,
             cycle_stall_every: default_stall_every(),
             cycle_slowdown: default_slowdown(),
+            probe: None,
         }
     }
 }
@@ -158,6 +281,7 @@ impl InjectConfig {
             || self.drop_chunk_probability > 0.0
             || !self.inference_delay.model().is_zero()
             || self.burns_control_thread()
+            || self.probe.is_some()
     }
 
     /// Whether the control thread is made to work longer (stall or slowdown).
@@ -311,10 +435,17 @@ impl InferenceDelayConfig {
 }
 
 impl crate::Config {
+    /// Re-checks the whole config after changes made in code (a tool's overrides):
+    /// every check a file gets (`key: message` on error).
+    pub fn check(&self) -> Result<(), String> {
+        self.validate().map_err(|(k, m)| format!("{k}: {m}"))
+    }
+
     /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
     pub fn check_inject(&self) -> Result<(), String> {
         self.inject
             .validate(self.control.period_ms)
+            .and_then(|()| self.validate_probe())
             .map_err(|(k, m)| format!("{k}: {m}"))
     }
 }

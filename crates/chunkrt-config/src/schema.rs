@@ -79,6 +79,12 @@ pub struct InferenceConfig {
     /// Time of setpoint 0 relative to the observation's capture time.
     #[serde(default)]
     pub start_offset_ms: f64,
+    /// Kinematic extrapolation (Smith-predictor style): the measured positions the
+    /// policy is given are moved on by the measured velocity times the
+    /// observation's age when inference begins (its capture to now: a delayed
+    /// observation or feedback path included). Times are left as they are.
+    #[serde(default)]
+    pub extrapolate_observation: bool,
 }
 
 impl Default for InferenceConfig {
@@ -87,6 +93,7 @@ impl Default for InferenceConfig {
             chunk_period_ms: default_chunk_period(),
             cpu: -1,
             start_offset_ms: 0.0,
+            extrapolate_observation: false,
         }
     }
 }
@@ -97,6 +104,10 @@ impl Default for InferenceConfig {
 pub enum PolicyKind {
     /// The analytic closed-loop planner (no ONNX).
     Scripted,
+    /// An integral servo as a policy: holds `goals_rad[0]` (without goals: where the
+    /// arm was first observed) by integrating the measured error at `gain_per_s`
+    /// (the loop `chunkrt margin` can predict).
+    Servo,
     /// An ONNX denoiser with its manifest, run through ONNX Runtime.
     Onnx,
 }
@@ -105,8 +116,12 @@ pub enum PolicyKind {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// `scripted` or `onnx`.
+    /// `scripted`, `servo` or `onnx`.
     pub kind: PolicyKind,
+    /// Integral gain of the `servo` policy (1/s): its crossover is near
+    /// `gain_per_s / 2 pi` Hz.
+    #[serde(default = "default_servo_gain")]
+    pub gain_per_s: f64,
     /// Setpoints per chunk (scripted policy; ONNX models take it from the manifest).
     #[serde(default = "default_horizon")]
     pub horizon: usize,
@@ -161,6 +176,10 @@ pub struct PolicyConfig {
     /// (removes setpoint-to-setpoint jitter a sampler run with few steps leaves; 0: off).
     #[serde(default = "default_smoothing_modes")]
     pub smoothing_modes: usize,
+}
+
+fn default_servo_gain() -> f64 {
+    core::f64::consts::PI
 }
 
 fn default_smoothing_modes() -> usize {

@@ -149,7 +149,42 @@ impl Config {
             range(key, v, lo, 1_000_000.0)?;
         }
         self.inject.validate(self.control.period_ms)?;
+        self.validate_probe()?;
         self.validate_playable()
+    }
+
+    /// The probe of `[inject.probe]` against the arm and the gate's limits: a probe
+    /// whose own speed, acceleration or jerk would take more than a quarter of the
+    /// probed joint's limit is refused before anything moves (the gate would clamp
+    /// it, and a clamped probe measures the gate, not the loop).
+    pub(crate) fn validate_probe(&self) -> Check {
+        let Some(p) = &self.inject.probe else {
+            return Ok(());
+        };
+        p.validate(self.control.period_ms, self.control.joints)?;
+        let [_, v, a, jk] = p.peaks();
+        let l = &self.limits;
+        let j = p.joint;
+        let share = crate::inject::PROBE_LIMIT_SHARE;
+        for (what, peak, limit, key) in [
+            ("speed", v, l.max_vel_rad_s.get(j), "max_vel_rad_s"),
+            ("acceleration", a, l.max_acc_rad_s2.get(j), "max_acc_rad_s2"),
+            ("jerk", jk, l.max_jerk_rad_s3.get(j), "max_jerk_rad_s3"),
+        ] {
+            if peak > share * limit {
+                return fail(
+                    "inject.probe.amplitude_rad",
+                    format!(
+                        "the probe's peak {what} {peak:.4} (sum over its {} components of \
+                         amplitude x (2 pi f)^k) is more than {}% of joint {j}'s \
+                         limits.{key} ({limit}): lower the amplitude or the frequencies",
+                        p.freqs_hz.len(),
+                        share * 100.0
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Cross-field checks: settings each in range that together leave no chunk
@@ -189,7 +224,7 @@ impl Config {
                 ),
             );
         }
-        if p.kind == PolicyKind::Scripted {
+        if matches!(p.kind, PolicyKind::Scripted | PolicyKind::Servo) {
             // ONNX models take horizon and dt from their manifest, checked at bring-up.
             if p.dt_ms < e.dt_min_ms || p.dt_ms > e.dt_max_ms {
                 return fail(
@@ -315,6 +350,14 @@ impl Config {
                 "policy.goals_rad",
                 "the scripted policy needs at least one goal pose",
             ),
+            PolicyKind::Servo
+                if !(p.gain_per_s.is_finite() && p.gain_per_s > 0.0 && p.gain_per_s <= 1000.0) =>
+            {
+                fail(
+                    "policy.gain_per_s",
+                    format!("expected a gain in (0, 1000] 1/s, got {}", p.gain_per_s),
+                )
+            }
             PolicyKind::Onnx if p.manifest.is_none() => fail(
                 "policy.manifest",
                 "an `onnx` policy needs the path of its manifest",

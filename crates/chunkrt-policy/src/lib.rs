@@ -19,6 +19,7 @@ pub mod quintic;
 pub mod sample;
 pub mod sampler;
 pub mod scripted;
+pub mod servo;
 pub mod session;
 pub mod smoothing;
 
@@ -35,5 +36,6 @@ pub use sample::{
     SampleOptions, SampleReport, SampledChunk,
 };
 pub use scripted::{ScriptedParams, ScriptedParamsError, ScriptedPolicy};
+pub use servo::{ServoParams, ServoPolicy};
 pub use session::{ExecutionProvider, SessionOptions};
 pub use smoothing::ChunkSmoother;

@@ -67,6 +67,17 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
                 .map_err(|e| RunError::Policy(e.to_string()))?;
             Ok(Box::new(policy))
         }
+        PolicyKind::Servo => {
+            let policy = chunkrt_policy::ServoPolicy::new(chunkrt_policy::ServoParams {
+                dof: cfg.control.joints,
+                horizon: p.horizon,
+                dt_ns: ms_to_ns(p.dt_ms),
+                goal_rad: p.goals_rad.first().cloned().unwrap_or_default(),
+                gain_per_s: p.gain_per_s,
+            })
+            .map_err(|e| RunError::Policy(e.to_string()))?;
+            Ok(Box::new(policy))
+        }
         PolicyKind::Onnx => {
             let manifest = p
                 .manifest

@@ -318,7 +318,19 @@ impl ControlLoop {
         // period); freshness is judged at the wake time. The executor is told what
         // left the gate: a fallback plans its stop from there.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
+        // The loop-transfer probe of `[inject.probe]`, before the gate (which checks
+        // it like any setpoint), only while the policy plays.
+        let probed = match self.inject.as_deref_mut() {
+            Some(inj) => {
+                let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
+                inj.probe(deadline, playing, &mut self.setpoint)
+            }
+            None => None,
+        };
         let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
+        if let Some(added) = probed {
+            crate::inject::ControlInjection::unprobe(&mut self.setpoint, added);
+        }
         let commanded = self.gate.commanded_state();
         self.executor.note_command(&commanded);
         if mask.0 != 0 {

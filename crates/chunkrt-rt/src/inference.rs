@@ -37,6 +37,8 @@ pub struct InferenceParts {
     pub grid: Arc<ControlGrid>,
     /// Time of setpoint 0 relative to the observation (signed ns).
     pub start_offset_ns: i64,
+    /// Extrapolate the measured positions by velocity x the observation's age.
+    pub extrapolate: bool,
     /// Set by the runtime to end the loop.
     pub stop: Arc<AtomicBool>,
     /// Set by this thread when the policy panicked (the control loop then stops safely).
@@ -150,6 +152,21 @@ pub enum InferenceExit {
     Panicked(String),
 }
 
+/// `obs` with its measured positions moved on by the measured velocity times its
+/// age at `now` (a joint with a non-finite velocity is left where it was measured).
+pub fn extrapolated(obs: &Observation, now: MonoTime) -> Observation {
+    let age_s = now.saturating_since(obs.t_capture) as f64 * 1e-9;
+    let mut out = *obs;
+    let dof = (obs.dof as usize).min(chunkrt_core::MAX_DOF);
+    for j in 0..dof {
+        let v = obs.vel_rad_s[j];
+        if v.is_finite() {
+            out.pos_rad[j] += v * age_s;
+        }
+    }
+    out
+}
+
 /// Runs until `stop`: every period, the observation of a control tick -> policy ->
 /// stamped chunk.
 pub fn run(mut p: InferenceParts) -> InferenceExit {
@@ -181,6 +198,11 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             continue; // the control loop has not measured anything yet
         }
         let t_begin = os::now();
+        let obs = if p.extrapolate {
+            extrapolated(&obs, t_begin)
+        } else {
+            obs
+        };
         // The new chunk is first played on the next control deadline.
         let t_first = tick.add_ns(control_period_ns);
         let mut best: Option<(usize, f64)> = None;

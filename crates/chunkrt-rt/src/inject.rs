@@ -73,8 +73,71 @@ pub struct ControlInjection {
     observation: Option<Delayed<Observation>>,
     raw_fb: Feedback,
     burn: Burn,
+    probe: Option<Probe>,
 }
 
+/// The probe of `[inject.probe]`, evaluated on the loop's deadlines: a multisine
+/// (Schroeder phases) under a raised-cosine fade, in fixed arrays.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    joint: usize,
+    amplitude: f64,
+    n: usize,
+    w: [f64; chunkrt_config::MAX_PROBE_FREQS],
+    phase: [f64; chunkrt_config::MAX_PROBE_FREQS],
+    start_ns: u64,
+    duration_ns: u64,
+    ramp_ns: u64,
+    origin: Option<MonoTime>,
+}
+
+impl Probe {
+    fn new(cfg: &chunkrt_config::ProbeConfig) -> Self {
+        let mut p = Probe {
+            joint: cfg.joint,
+            amplitude: cfg.amplitude_rad,
+            n: cfg.freqs_hz.len().min(chunkrt_config::MAX_PROBE_FREQS),
+            w: [0.0; chunkrt_config::MAX_PROBE_FREQS],
+            phase: [0.0; chunkrt_config::MAX_PROBE_FREQS],
+            start_ns: (cfg.start_s * 1e9) as u64,
+            duration_ns: (cfg.duration_s * 1e9) as u64,
+            ramp_ns: (cfg.ramp_s * 1e9) as u64,
+            origin: None,
+        };
+        for k in 0..p.n {
+            p.w[k] = 2.0 * core::f64::consts::PI * cfg.freqs_hz[k];
+            p.phase[k] = chunkrt_config::ProbeConfig::phase(k, p.n);
+        }
+        p
+    }
+
+    /// Position, velocity and acceleration of the probe at `deadline` (zero outside
+    /// its span). The first call sets the origin.
+    fn at(&mut self, deadline: MonoTime) -> [f64; 3] {
+        let origin = *self.origin.get_or_insert(deadline);
+        let since = deadline.saturating_since(origin);
+        if since < self.start_ns || since >= self.start_ns + self.duration_ns {
+            return [0.0; 3];
+        }
+        let t_ns = since - self.start_ns;
+        let edge = t_ns.min(self.duration_ns - t_ns);
+        let fade = if edge >= self.ramp_ns || self.ramp_ns == 0 {
+            1.0
+        } else {
+            0.5 - 0.5 * (core::f64::consts::PI * edge as f64 / self.ramp_ns as f64).cos()
+        };
+        let t = t_ns as f64 * 1e-9;
+        let mut out = [0.0; 3];
+        for k in 0..self.n {
+            let (s, c) = (self.w[k] * t + self.phase[k]).sin_cos();
+            let w = self.w[k];
+            out[0] += s;
+            out[1] += w * c;
+            out[2] -= w * w * s;
+        }
+        out.map(|v| v * self.amplitude * fade)
+    }
+}
 /// Extra work on the control thread: a stall every N-th cycle and a slowdown
 /// factor, spun on the real monotonic clock (not the loop's clock, which a test may
 /// hold still).
@@ -109,6 +172,7 @@ impl ControlInjection {
             observation: (cfg.observation_delay_ns() > 0)
                 .then(|| Delayed::new(cfg.observation_delay_ns(), obs)),
             raw_fb: *first,
+            probe: cfg.probe.as_ref().map(Probe::new),
             burn: Burn {
                 stall_ns: ms_to_ns(cfg.cycle_stall_ms),
                 every: cfg.cycle_stall_every.max(1),
@@ -176,6 +240,34 @@ impl ControlInjection {
                 result
             }
         }
+    }
+
+    /// Adds the probe of `[inject.probe]` at `deadline` to `sp` when `playing` (the
+    /// probe clock runs regardless); returns what was added, for [`Self::unprobe`].
+    pub fn probe(
+        &mut self,
+        deadline: MonoTime,
+        playing: bool,
+        sp: &mut chunkrt_core::Setpoint,
+    ) -> Option<(usize, [f64; 3])> {
+        let probe = self.probe.as_mut()?;
+        let d = probe.at(deadline);
+        if !playing || d == [0.0; 3] {
+            return None;
+        }
+        let j = probe.joint;
+        sp.pos_rad[j] += d[0];
+        sp.vel_rad_s[j] += d[1];
+        sp.acc_rad_s2[j] += d[2];
+        Some((j, d))
+    }
+
+    /// Takes the probe back out of `sp` (the record keeps the executor's setpoint:
+    /// the loop's own output `U`, while the command carries `U + d`).
+    pub fn unprobe(sp: &mut chunkrt_core::Setpoint, (j, d): (usize, [f64; 3])) {
+        sp.pos_rad[j] -= d[0];
+        sp.vel_rad_s[j] -= d[1];
+        sp.acc_rad_s2[j] -= d[2];
     }
 
     /// Whether observations are delayed.
@@ -278,6 +370,7 @@ pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> Con
         && cfg.feedback_delay_ns() == 0
         && cfg.observation_delay_ns() == 0
         && !cfg.burns_control_thread()
+        && cfg.probe.is_none()
     {
         return control;
     }
@@ -319,5 +412,13 @@ pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts
         "cycle_stall_every": cfg.cycle_stall_every,
         "cycle_slowdown": cfg.cycle_slowdown,
         "cycles_stalled": control.injection().map_or(0, ControlInjection::stalls),
+        "probe": cfg.probe.as_ref().map(|p| json!({
+            "joint": p.joint,
+            "amplitude_rad": p.amplitude_rad,
+            "freqs_hz": p.freqs_hz,
+            "start_s": p.start_s,
+            "duration_s": p.duration_s,
+            "ramp_s": p.ramp_s,
+        })),
     })
 }

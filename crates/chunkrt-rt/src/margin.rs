@@ -20,9 +20,12 @@
 //! runtime computes a command before the exchange that measures). [`model_loop`] is
 //! the same loop written down by hand (docs/margin.md), for comparison.
 
+pub mod live;
 mod model;
+pub mod verdict;
 
 pub use model::{model_loop, model_margins, Complex, ModelMargins};
+pub use verdict::{envelope_verdict, Stability, Verdict};
 
 use crate::inject::Delayed;
 use chunkrt_core::{Backend, Command, DriveRequest, Feedback, MonoTime, NS_PER_S};
@@ -55,6 +58,8 @@ pub struct MarginSetup {
     pub settle_s: f64,
     /// Shortest DFT window (also at least 4 probe periods).
     pub window_s: f64,
+    /// Free response watched after the probe stops, for the stability verdict.
+    pub verdict_s: f64,
 }
 
 impl MarginSetup {
@@ -78,6 +83,7 @@ impl MarginSetup {
             amplitude_rad: 1e-3,
             settle_s: 3.0,
             window_s: 2.0,
+            verdict_s: 10.0,
         }
     }
 
@@ -104,8 +110,9 @@ impl MarginSetup {
         }
         let settle_ok = self.settle_s.is_finite() && self.settle_s >= 0.0;
         let window_ok = self.window_s.is_finite() && self.window_s > 0.0;
-        if !(settle_ok && window_ok) {
-            return bad("settle and window times must be positive");
+        let verdict_ok = self.verdict_s.is_finite() && self.verdict_s > 0.0;
+        if !(settle_ok && window_ok && verdict_ok) {
+            return bad("settle, window and verdict times must be positive");
         }
         Ok(())
     }
@@ -169,6 +176,9 @@ pub enum MarginError {
     /// The arm could not start.
     #[error("simulated arm start: {0}")]
     Start(String),
+    /// A run of the runtime's loop failed, or its recording could not be read.
+    #[error("runtime loop: {0}")]
+    Run(String),
     /// `|L|` does not cross 1 in the frequency range.
     #[error(
         "no gain crossover between {lo_hz} Hz and {hi_hz} Hz (|L| from {mag_lo:.3} to {mag_hi:.3})"
@@ -191,6 +201,39 @@ pub fn measure_point(
     delay_ns: u64,
     freq_hz: f64,
 ) -> Result<LoopPoint, MarginError> {
+    run_loop(setup, delay_ns, freq_hz, 0).map(|(p, _)| p)
+}
+
+/// Whether the loop with `delay_ns` of transport delay is stable: the probe at
+/// `freq_hz` (the crossover: it excites the loop where it rings) runs as for
+/// [`measure_point`], then stops, and the free response over `verdict_s` is judged
+/// by its envelope ([`envelope_verdict`]).
+pub fn verdict(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    freq_hz: f64,
+) -> Result<(LoopPoint, Verdict), MarginError> {
+    let free = (setup.verdict_s / setup.period_s()).ceil() as u64;
+    let (p, x) = run_loop(setup, delay_ns, freq_hz, free)?;
+    // The arm is simulated exactly: the floor is rounding, far below the probe.
+    let floor = 1e-9 * setup.amplitude_rad;
+    let diverged = p.status == PointStatus::Unstable;
+    // A sustained ring past ten probe amplitudes is hunting, not a slow decay.
+    let sustained = 10.0 * setup.amplitude_rad;
+    Ok((
+        p,
+        envelope_verdict(&x, setup.period_s(), floor, sustained, diverged),
+    ))
+}
+
+/// The loop with the probe for settle + window, then `free` cycles without it;
+/// returns the point and the free response `u - r`.
+fn run_loop(
+    setup: &MarginSetup,
+    delay_ns: u64,
+    freq_hz: f64,
+    free: u64,
+) -> Result<(LoopPoint, Vec<f64>), MarginError> {
     setup.check()?;
     if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
         return Err(MarginError::Setup(format!(
@@ -227,13 +270,21 @@ pub fn measure_point(
 
     let (mut integral, mut su, mut sc) = (0.0, Complex::ZERO, Complex::ZERO);
     let mut status = PointStatus::Ok;
-    for k in 1..=settle + window {
+    let mut free_x = Vec::with_capacity(free as usize);
+    for k in 1..=settle + window + free {
         let t = t0.add_ns(k * setup.period_ns);
         // The controller uses the last measurement, as the control loop does.
         let e = r - fb.pos_rad[j];
         integral += setup.gains.ki_per_s * e * t_s;
         let u = r + setup.gains.kp * e + integral;
-        let c = u + setup.amplitude_rad * (w * k as f64 * t_s).sin();
+        let probing = k <= settle + window;
+        let d = if probing {
+            setup.amplitude_rad * (w * k as f64 * t_s).sin()
+        } else {
+            free_x.push(u - r);
+            0.0
+        };
+        let c = u + d;
         cmd.t_cmd = t;
         cmd.pos_rad[j] = c;
         let wire = transport.pass(t, &cmd);
@@ -242,10 +293,10 @@ pub fn measure_point(
             status = PointStatus::Unstable;
             break;
         }
-        if fb.torque_nm[j].abs() >= 0.99 * max_torque {
+        if probing && fb.torque_nm[j].abs() >= 0.99 * max_torque {
             status = PointStatus::Saturated;
         }
-        if k > settle {
+        if k > settle && probing {
             let ph = Complex::from_polar(1.0, -w * k as f64 * t_s);
             su = su + ph.scale(u - r);
             sc = sc + ph.scale(c - r);
@@ -256,11 +307,14 @@ pub fn measure_point(
     } else {
         -(su / sc)
     };
-    Ok(LoopPoint {
-        freq_hz: f,
-        l,
-        status,
-    })
+    Ok((
+        LoopPoint {
+            freq_hz: f,
+            l,
+            status,
+        },
+        free_x,
+    ))
 }
 
 /// Measures `L` at each frequency (a Bode plot).
@@ -393,7 +447,10 @@ pub struct DelayRow {
     pub effective_delay_ns: u64,
     /// The measured point at the gain crossover.
     pub crossover: LoopPoint,
-    /// Measured phase margin (`None` when the loop diverged or saturated).
+    /// Whether the loop is stable at this delay (its free response after the probe).
+    pub verdict: Verdict,
+    /// Measured phase margin: `None` unless the loop is judged stable and the point
+    /// was linear (not saturated).
     pub pm_deg: Option<f64>,
 }
 
@@ -409,6 +466,9 @@ pub fn phase_margin_deg(p: &LoopPoint) -> Option<f64> {
 
 /// Measures the phase margin at each delay, searching the crossover in
 /// `[lo_hz, hi_hz]` (a bracket found at zero delay: delay does not change `|L|`).
+/// A margin is reported only where the free response says the loop is stable
+/// ([`verdict`]); near and past the delay margin the DFT alone would read a
+/// growing transient as a small positive margin.
 pub fn sweep(
     setup: &MarginSetup,
     delays_ns: &[u64],
@@ -419,11 +479,22 @@ pub fn sweep(
         .iter()
         .map(|&d| {
             let crossover = gain_crossover_widening(setup, d, lo_hz, hi_hz)?;
+            let freq = if crossover.status == PointStatus::Unstable {
+                (lo_hz * hi_hz).sqrt()
+            } else {
+                crossover.freq_hz
+            };
+            let (_, verdict) = verdict(setup, d, freq)?;
+            let pm_deg = match verdict.stability {
+                Stability::Stable => phase_margin_deg(&crossover),
+                _ => None,
+            };
             Ok(DelayRow {
                 delay_ns: d,
                 effective_delay_ns: effective_delay_ns(d, setup.period_ns),
                 crossover,
-                pm_deg: phase_margin_deg(&crossover),
+                verdict,
+                pm_deg,
             })
         })
         .collect()

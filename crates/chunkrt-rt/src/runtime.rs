@@ -188,6 +188,7 @@ impl Runtime {
             period_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms),
             grid: grid.clone(),
             start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
+            extrapolate: cfg.inference.extrapolate_observation,
             stop: stop_inference.clone(),
             failed: policy_failed.clone(),
             inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
@@ -195,7 +196,7 @@ impl Runtime {
             selection: crate::select::SelectionConfig {
                 // The scripted policy is deterministic: its candidates would be equal.
                 candidates: match cfg.policy.kind {
-                    chunkrt_config::PolicyKind::Scripted => 1,
+                    chunkrt_config::PolicyKind::Scripted | chunkrt_config::PolicyKind::Servo => 1,
                     _ => cfg.policy.candidates,
                 },
                 dof: cfg.control.joints,

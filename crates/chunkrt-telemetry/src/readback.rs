@@ -97,11 +97,30 @@ pub struct RunData {
     pub truncated: Option<String>,
 }
 
+/// One cycle as recorded, handed to the visitor of [`read_with`].
+#[derive(Debug)]
+pub struct CycleSample<'a> {
+    /// The cycle's deadline (s since the run's start).
+    pub t_s: f64,
+    /// The executor's mode.
+    pub mode: &'a str,
+    /// Bit i: gate constraint i acted in this cycle (any joint).
+    pub gate_mask: u64,
+    /// The executor's setpoint per joint.
+    pub setpoint_rad: &'a [f64],
+    /// The command after the gate per joint.
+    pub command_rad: &'a [f64],
+    /// The measurement per joint.
+    pub feedback_rad: &'a [f64],
+}
+
 #[derive(Deserialize)]
 struct CycleMsg {
     t_s: f64,
     t_deadline_ns: u64,
     mode: String,
+    #[serde(default)]
+    gate_mask: u64,
     chunk_seq: u64,
     #[serde(default)]
     chunk_age_ms: f64,
@@ -180,7 +199,18 @@ pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// or everything. Each file is streamed through a small buffer (the MCAP chunk being
 /// read), never loaded whole: a 512 MB segment costs no more memory than a small one.
 pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, String> {
+    read_with(files, window, |_| {})
+}
+
+/// [`read`], handing every cycle in the window to `visit` as well (in time order,
+/// one at a time: the caller keeps what it needs).
+pub fn read_with(
+    files: &[PathBuf],
+    window: Option<(f64, f64)>,
+    mut visit: impl FnMut(&CycleSample),
+) -> Result<RunData, String> {
     let mut r = Reader::new(window);
+    r.visit = Some(&mut visit);
     for f in files {
         if let Err(e) = r.segment(f) {
             // A killed run's last segment has no summary and may end inside a
@@ -193,13 +223,14 @@ pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, St
     Ok(r.finish())
 }
 
-struct Reader {
+struct Reader<'v> {
     data: RunData,
     t0_ns: Option<u64>,
     last_seq: u64,
+    visit: Option<&'v mut dyn FnMut(&CycleSample)>,
 }
 
-impl Reader {
+impl Reader<'_> {
     fn new(window: Option<(f64, f64)>) -> Self {
         Reader {
             data: RunData {
@@ -222,6 +253,7 @@ impl Reader {
             },
             t0_ns: None,
             last_seq: 0,
+            visit: None,
         }
     }
 
@@ -315,6 +347,16 @@ impl Reader {
                 self.data.first_mode = Some(c.mode);
             }
             return;
+        }
+        if let Some(visit) = self.visit.as_mut() {
+            visit(&CycleSample {
+                t_s: t,
+                mode: &c.mode,
+                gate_mask: c.gate_mask,
+                setpoint_rad: &c.setpoint_rad,
+                command_rad: &c.command_rad,
+                feedback_rad: &c.feedback_rad,
+            });
         }
         let d = &mut self.data;
         if d.first_mode.is_none() {

@@ -99,17 +99,25 @@ fn too_much_delay_is_reported_unstable_not_as_a_margin() {
     let p = measure_point(&setup, 120 * MS, 3.0).unwrap();
     assert_eq!(p.status, PointStatus::Unstable);
     assert_eq!(phase_margin_deg(&p), None);
+    let stable = Verdict {
+        stability: Stability::Stable,
+        growth_per_s: -1.0,
+        first_peak: 1.0,
+        last_peak: 0.1,
+    };
     let rows = [
         DelayRow {
             delay_ns: 0,
             effective_delay_ns: 0,
             crossover: p,
+            verdict: stable,
             pm_deg: Some(60.0),
         },
         DelayRow {
             delay_ns: 10 * MS,
             effective_delay_ns: 10 * MS,
             crossover: p,
+            verdict: stable,
             pm_deg: Some(20.0),
         },
     ];
@@ -136,4 +144,50 @@ fn bad_setups_are_refused_with_a_reason() {
         Err(MarginError::NoCrossover { .. })
     ));
     assert_eq!(effective_delay_ns(2_500_000, MS), 3 * MS);
+}
+
+/// Issue 14: on a loop with a known delay margin (the reference loop: the hand model
+/// of docs/margin.md, PM0 80.5 deg at 2.97 Hz, about 75 ms), no delay past the
+/// margin is given a positive margin (the old instrument said +0.7 to +3.9 deg at
+/// 76-85 ms), and every delay below it is measured within 2 degrees of the model.
+#[test]
+fn no_margin_past_the_delay_margin_and_the_model_below_it() {
+    let setup = MarginSetup::reference();
+    let m0 = model_margins(&setup, 0.0).unwrap();
+    // The analytic delay margin: PM0 / (360 f_c), delay leaves |L| alone.
+    let dm_ms = m0.pm_deg / (0.36 * m0.crossover_hz);
+    assert!(
+        (dm_ms - 75.4).abs() < 1.0,
+        "analytic delay margin {dm_ms} ms"
+    );
+    let below: Vec<u64> = [0, 20, 40, 60, 70].iter().map(|d| d * MS).collect();
+    let above: Vec<u64> = [77, 80, 85, 90, 100].iter().map(|d| d * MS).collect();
+    for r in sweep(&setup, &below, 0.5, 20.0).unwrap() {
+        let model = model_margins(&setup, r.effective_delay_ns as f64 * 1e-9).unwrap();
+        let pm = r
+            .pm_deg
+            .unwrap_or_else(|| panic!("stable below the margin: {r:?}"));
+        assert!(
+            (pm - model.pm_deg).abs() < 2.0,
+            "{} ms: measured {pm:.2} deg, model {:.2} deg",
+            r.delay_ns / MS,
+            model.pm_deg
+        );
+        assert_eq!(r.verdict.stability, Stability::Stable, "{r:?}");
+    }
+    for r in sweep(&setup, &above, 0.5, 20.0).unwrap() {
+        assert_eq!(
+            r.pm_deg,
+            None,
+            "{} ms past the margin: {r:?}",
+            r.delay_ns / MS
+        );
+        assert!(
+            matches!(
+                r.verdict.stability,
+                Stability::Unstable | Stability::Undetermined { .. }
+            ),
+            "{r:?}"
+        );
+    }
 }

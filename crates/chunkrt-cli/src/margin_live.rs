@@ -1,0 +1,431 @@
+//! `chunkrt margin --loop runtime`: the phase and delay margin of the runtime's own
+//! loop (policy, executor, gate, backend) against injected delay, with the
+//! compensations measured beside it and what a user sees of each point.
+
+use crate::margin::{parse_delays, Compensation, InjectAt, MarginArgs, MarginFigure};
+use anyhow::{bail, Context};
+use chunkrt_config::{Config, InferenceDelayConfig, InjectConfig};
+use chunkrt_rt::margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
+use chunkrt_telemetry::plot;
+use serde_json::json;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// The injection of one point: the config's own `[inject]` plus `delay_ms` at
+/// the chosen point.
+fn inject_for(base: &InjectConfig, at: InjectAt, delay_ms: f64, jitter_ms: f64) -> InjectConfig {
+    let mut inj = base.clone();
+    match at {
+        InjectAt::Transport => inj.transport_delay_ms += delay_ms,
+        InjectAt::Observation => inj.observation_delay_ms += delay_ms,
+        InjectAt::Feedback => inj.feedback_delay_ms += delay_ms,
+        InjectAt::Inference => {
+            inj.inference_delay = if jitter_ms > 0.0 {
+                InferenceDelayConfig::Normal {
+                    mean_ms: delay_ms,
+                    std_ms: jitter_ms,
+                }
+            } else {
+                InferenceDelayConfig::Fixed { ms: delay_ms }
+            }
+        }
+    }
+    inj
+}
+
+/// The config of one compensation at one delay.
+fn compensated(cfg: &Config, comp: Compensation, delay_ms: f64) -> Config {
+    let mut c = cfg.clone();
+    match comp {
+        Compensation::None => {}
+        Compensation::Lookahead => c.executor.lookahead_ms += delay_ms,
+        Compensation::Extrapolate => c.inference.extrapolate_observation = true,
+    }
+    c
+}
+
+fn comp_name(c: Compensation) -> &'static str {
+    match c {
+        Compensation::None => "none",
+        Compensation::Lookahead => "lookahead",
+        Compensation::Extrapolate => "extrapolate",
+    }
+}
+
+/// A one-line description of the loop measured.
+fn describe(cfg: &Config, joint: usize) -> String {
+    let policy = match cfg.policy.kind {
+        chunkrt_config::PolicyKind::Servo => {
+            format!("servo policy (k = {} 1/s)", cfg.policy.gain_per_s)
+        }
+        chunkrt_config::PolicyKind::Scripted => "scripted policy".into(),
+        chunkrt_config::PolicyKind::Onnx => format!(
+            "ONNX policy {} (state source {})",
+            cfg.policy
+                .manifest
+                .as_ref()
+                .map_or("?".into(), |m| m.display().to_string()),
+            cfg.policy.state_source
+        ),
+    };
+    let backend = match cfg.backend.kind {
+        chunkrt_config::BackendKind::Sim => "simulated arm".to_string(),
+        chunkrt_config::BackendKind::Ethercat => {
+            let iface = cfg
+                .ethercat
+                .as_ref()
+                .map_or("?".to_string(), |e| e.interface.clone());
+            format!("EtherCAT on {iface}")
+        }
+    };
+    format!(
+        "runtime loop: {policy} -> chunk buffer -> executor -> gate -> {backend} -> \
+         observation; probe on joint {joint}'s setpoint; {} ms bus, {} ms chunk period",
+        cfg.control.period_ms, cfg.inference.chunk_period_ms
+    )
+}
+
+/// Runs `chunkrt margin --loop runtime`.
+pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
+    let path = args
+        .config
+        .as_ref()
+        .context("--loop runtime needs --config (the loop it measures)")?;
+    let mut cfg = Config::load(path)?;
+    if let Some(k) = args.servo_gain {
+        if !(k.is_finite() && k > 0.0 && k <= 1000.0) {
+            bail!("--servo-gain {k}: expected a gain in (0, 1000] 1/s");
+        }
+        cfg.policy.kind = chunkrt_config::PolicyKind::Servo;
+        cfg.policy.gain_per_s = k;
+        cfg.policy.goals_rad.clear();
+        cfg.policy.candidates = 1;
+    }
+    if let Some(src) = &args.state_source {
+        if !matches!(
+            src.as_str(),
+            "manifest" | "measured" | "commanded" | "planned"
+        ) {
+            bail!("--state-source {src}: expected manifest, measured, commanded or planned");
+        }
+        cfg.policy.state_source = src.clone();
+    }
+    if let Some(p) = args.bus_period_ms {
+        if !(1.0..=20.0).contains(&p) {
+            bail!("--bus-period-ms {p}: expected 1 to 20");
+        }
+        cfg.control.period_ms = p;
+    }
+    let delays = parse_delays(&args.delays).map_err(anyhow::Error::msg)?;
+    for (name, v, lo) in [
+        ("--window-s", args.window_s, 2.0),
+        ("--settle-s", args.settle_s, 0.5),
+        ("--free-s", args.free_s, 1.0),
+    ] {
+        if !(v.is_finite() && v >= lo && v <= 600.0) {
+            bail!("{name} {v}: expected {lo} to 600 s");
+        }
+    }
+    if !(args.jitter_ms.is_finite() && args.jitter_ms >= 0.0) {
+        bail!("--jitter-ms {}: expected >= 0", args.jitter_ms);
+    }
+    if args.jitter_ms > 0.0 && args.inject_at != InjectAt::Inference {
+        bail!(
+            "--jitter-ms goes with --inject-at inference (the other points are fixed delay lines)"
+        );
+    }
+    if args.joint >= cfg.control.joints {
+        bail!(
+            "--joint {}: the arm has {} joints",
+            args.joint,
+            cfg.control.joints
+        );
+    }
+    let mut setup = LiveSetup::new(cfg.clone(), path.display().to_string());
+    setup.joint = args.joint;
+    setup.window_s = args.window_s;
+    setup.settle_s = args.settle_s;
+    setup.free_s = args.free_s;
+    if let Some(a) = args.amplitude_rad {
+        setup.amplitude_rad = a;
+    }
+    let top = (0.4 * 500.0 / cfg.inference.chunk_period_ms).min(4.0);
+    setup.freqs_hz = match &args.freqs {
+        Some(f) => {
+            let base = 1.0 / setup.window_s;
+            let mut v: Vec<f64> = f
+                .iter()
+                .map(|x| (x / base).round().max(1.0) * base)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v
+        }
+        None => default_freqs(setup.window_s, (2.0 / setup.window_s).max(0.1), top, 11),
+    };
+    // The probe against the gate's limits (and every other check) before anything
+    // moves.
+    setup
+        .config_for(&cfg.inject)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut comps = args.compensate.clone();
+    comps.dedup();
+    let desc = describe(&cfg, args.joint);
+    eprintln!("chunkrt margin: {desc}");
+    eprintln!(
+        "chunkrt margin: {} delays x {} compensation(s) at `{}`, {:.0} s each; probe {} x {} mrad at {} Hz",
+        delays.len(),
+        comps.len(),
+        format!("{:?}", args.inject_at).to_lowercase(),
+        setup.run_s(),
+        setup.freqs_hz.len(),
+        setup.amplitude_rad * 1e3,
+        setup
+            .freqs_hz
+            .iter()
+            .map(|f| format!("{f:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+
+    println!(
+        "{:>11} {:>8} {:>7} {:>28} {:>8} {:>7} {:>9} {:>9} {:>16} {:>5} {:>5}",
+        "comp",
+        "delay_ms",
+        "f_c_Hz",
+        "PM_deg",
+        "DM_ms",
+        "GM_dB",
+        "hold_mrad",
+        "ovsh_mrad",
+        "oscillation",
+        "fallb",
+        "expir"
+    );
+    let mut rows: Vec<(Compensation, u64, LiveRow)> = Vec::new();
+    for &comp in &comps {
+        for &d in &delays {
+            if chunkrt_rt::signals::requested() {
+                bail!("stopped");
+            }
+            let delay_ms = d as f64 * 1e-6;
+            let mut s = setup.clone();
+            s.cfg = compensated(&cfg, comp, delay_ms);
+            let inj = inject_for(&cfg.inject, args.inject_at, delay_ms, args.jitter_ms);
+            let dir = args
+                .out
+                .join(comp_name(comp))
+                .join(format!("delay-{delay_ms}ms"));
+            clear_point_dir(&dir)?;
+            let row = measure(&s, &inj, &dir, Arc::new(AtomicBool::new(false)))
+                .with_context(|| format!("{} at {delay_ms} ms", comp_name(comp)))?;
+            print_row(comp, delay_ms, &row);
+            rows.push((comp, d, row));
+        }
+    }
+    let json = report_json(args, &setup, &desc, &rows);
+    let json_path = args.out.join("margin.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let fig = figure(args, &setup, &rows);
+    let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
+    println!(
+        "wrote {}, {} and {} (each point's run: {}/<comp>/delay-<ms>ms)",
+        json_path.display(),
+        written[0].display(),
+        written[1].display(),
+        args.out.display()
+    );
+    Ok(0)
+}
+
+/// A point's directory from an earlier `chunkrt margin` is replaced; anything else
+/// there is refused (it is not ours to delete).
+fn clear_point_dir(dir: &Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if dir.join("report.json").exists() || dir.join("recording.mcap").exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+        return Ok(());
+    }
+    if std::fs::read_dir(dir)?.next().is_some() {
+        bail!(
+            "{} exists and does not hold an earlier margin run: choose another --out",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn print_row(comp: Compensation, delay_ms: f64, r: &LiveRow) {
+    let (fc, dm) = match &r.status {
+        LiveStatus::Margin {
+            crossover_hz,
+            delay_margin_ms,
+            ..
+        } => (
+            format!("{crossover_hz:.3}"),
+            format!("{delay_margin_ms:.1}"),
+        ),
+        _ => ("-".into(), "-".into()),
+    };
+    let c = &r.consequences;
+    let osc = match c.oscillation {
+        Some((f, a)) => format!(
+            "{:.2}Hz {:.2}mrad{}",
+            f,
+            a * 1e3,
+            if c.limit_cycle { " LC" } else { "" }
+        ),
+        None => "-".into(),
+    };
+    println!(
+        "{:>11} {:>8.1} {:>7} {:>28} {:>8} {:>7} {:>9.3} {:>9.3} {:>16} {:>5} {:>5}",
+        comp_name(comp),
+        delay_ms,
+        fc,
+        r.status.explain(),
+        dm,
+        r.gain_margin.map_or("-".into(), |g| format!("{:.1}", g.1)),
+        c.hold_err_rms_rad * 1e3,
+        c.overshoot_rad * 1e3,
+        osc,
+        c.fallbacks,
+        c.chunks_expired
+    );
+}
+
+fn report_json(
+    args: &MarginArgs,
+    setup: &LiveSetup,
+    desc: &str,
+    rows: &[(Compensation, u64, LiveRow)],
+) -> serde_json::Value {
+    let rows: Vec<_> = rows
+        .iter()
+        .map(|(comp, d, r)| {
+            let c = &r.consequences;
+            let (fc, pm, dm) = match r.status {
+                LiveStatus::Margin {
+                    crossover_hz,
+                    pm_deg,
+                    delay_margin_ms,
+                } => (Some(crossover_hz), Some(pm_deg), Some(delay_margin_ms)),
+                _ => (None, None, None),
+            };
+            json!({
+                "compensation": comp_name(*comp),
+                "delay_ms": *d as f64 * 1e-6,
+                "status": r.status.explain(),
+                "stability": r.verdict.stability.word(),
+                "growth_per_s": r.verdict.growth_per_s.is_finite().then_some(r.verdict.growth_per_s),
+                "envelope_first_rad": r.verdict.first_peak,
+                "envelope_last_rad": r.verdict.last_peak,
+                "residual_rms_rad": r.residual_rms_rad,
+                "crossover_hz": fc,
+                "pm_deg": pm,
+                "delay_margin_ms": dm,
+                "gain_margin": r.gain_margin.map(|(f, db)| json!({"freq_hz": f, "db": db})),
+                "hold_err_rms_rad": c.hold_err_rms_rad,
+                "hold_err_max_rad": c.hold_err_max_rad,
+                "overshoot_rad": c.overshoot_rad,
+                "time_to_goal_s": c.time_to_goal_s,
+                "oscillation": c.oscillation.map(|(f, a)| json!({"freq_hz": f, "amplitude_rad": a, "limit_cycle": c.limit_cycle})),
+                "gate_cycles_in_window": c.gate_cycles,
+                "fallbacks": c.fallbacks,
+                "chunks_expired": c.chunks_expired,
+                "backend": r.backend,
+                "run_dir": r.run_dir.display().to_string(),
+                "bode": r.points.iter().map(|p| json!({
+                    "freq_hz": p.freq_hz, "mag": p.l.abs(), "phase_deg": p.phase_deg,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "loop": {
+            "kind": "runtime",
+            "description": desc,
+            "config": setup.config_name,
+            "joint": setup.joint,
+            "probe_amplitude_rad": setup.amplitude_rad,
+            "probe_freqs_hz": setup.freqs_hz,
+            "window_s": setup.window_s,
+            "settle_s": setup.settle_s,
+            "free_s": setup.free_s,
+            "inject_at": format!("{:?}", args.inject_at).to_lowercase(),
+            "jitter_ms": args.jitter_ms,
+        },
+        "threshold_deg": args.threshold_deg,
+        "rows": rows,
+    })
+}
+
+fn figure(
+    args: &MarginArgs,
+    setup: &LiveSetup,
+    rows: &[(Compensation, u64, LiveRow)],
+) -> MarginFigure {
+    let mut comps: Vec<Compensation> = rows.iter().map(|r| r.0).collect();
+    comps.dedup();
+    let series = comps
+        .iter()
+        .map(|&c| {
+            (
+                format!("PM, compensation: {}", comp_name(c)),
+                rows.iter()
+                    .filter(|r| r.0 == c)
+                    .filter_map(|r| Some((r.1 as f64 * 1e-6, r.2.status.pm_deg()?)))
+                    .collect(),
+            )
+        })
+        .collect();
+    let first = rows.first().map(|r| &r.2);
+    let fc = first.and_then(|r| match r.status {
+        LiveStatus::Margin { crossover_hz, .. } => Some(crossover_hz),
+        _ => None,
+    });
+    let dmax = rows.iter().map(|r| r.1 as f64 * 1e-6).fold(1.0, f64::max);
+    let prediction = first.and_then(|r| match r.status {
+        LiveStatus::Margin {
+            crossover_hz,
+            pm_deg,
+            ..
+        } if rows[0].1 == 0 => Some((
+            "first point - 360 f_c tau".to_string(),
+            (0.0, pm_deg),
+            (dmax, pm_deg - 0.36 * crossover_hz * dmax),
+        )),
+        _ => None,
+    });
+    MarginFigure {
+        title: format!(
+            "Phase margin vs {} delay (runtime loop)",
+            format!("{:?}", args.inject_at).to_lowercase()
+        ),
+        series,
+        prediction,
+        dmax,
+        threshold: args.threshold_deg,
+        bode: first.map_or(Vec::new(), |r| {
+            r.points
+                .iter()
+                .map(|p| (p.freq_hz, p.l.abs(), p.phase_deg))
+                .collect()
+        }),
+        bode_caption: format!(
+            "L of the first point ({}, joint {}, {} ms bus)",
+            Path::new(&setup.config_name)
+                .file_name()
+                .map_or(String::new(), |f| f.to_string_lossy().into_owned()),
+            setup.joint,
+            setup.cfg.control.period_ms
+        ),
+        fc,
+    }
+}

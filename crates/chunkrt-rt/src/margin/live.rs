@@ -1,0 +1,593 @@
+//! Phase margin of the runtime's own loop: observation -> inference thread (the
+//! real policy) -> chunk buffer -> executor and spline -> permission gate ->
+//! backend -> observation, run by the real [`Runtime`](crate::Runtime) on its real
+//! threads and clock, against whatever backend the config names (the simulated
+//! arm, EtherCAT through ecsim in-process or over a wire, a real arm).
+//!
+//! The probe is `[inject.probe]`: a multisine added to one joint's setpoint before
+//! the gate while the policy plays ([`crate::inject::ControlInjection::probe`]).
+//! The recording keeps, per cycle, the executor's setpoint `U` (the loop's own
+//! output) and the command that left the gate `C = U + d`, so
+//! `L(jw) = -U(w) / C(w)` at every probe frequency (DFTs over a whole number of
+//! periods of each), whatever lies inside the loop. Delays go in at the real
+//! injection points of `[inject]`.
+//!
+//! After the probe the loop runs free; its envelope decides stability
+//! ([`envelope_verdict`]): no margin is reported for a loop that is not shown to be
+//! stable, nor for one that lost authority (a fallback) while it was measured.
+
+use super::{envelope_verdict, Complex, MarginError, Stability, Verdict};
+use crate::{RunOptions, Runtime};
+use chunkrt_config::{Config, InjectConfig, ProbeConfig};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to measure on the runtime's loop.
+#[derive(Clone, Debug)]
+pub struct LiveSetup {
+    /// The run config (backend, policy, executor, gate); `[inject]` is replaced
+    /// per point.
+    pub cfg: Config,
+    /// Its name, for the report.
+    pub config_name: String,
+    /// The joint probed.
+    pub joint: usize,
+    /// Amplitude of each probe component (rad).
+    pub amplitude_rad: f64,
+    /// Probe frequencies: whole multiples of `1 / window_s`.
+    pub freqs_hz: Vec<f64>,
+    /// Time before the probe starts (the approach to the goal, settling).
+    pub settle_s: f64,
+    /// The DFT window (the probe at full amplitude).
+    pub window_s: f64,
+    /// Fade in and out of the probe.
+    pub ramp_s: f64,
+    /// Free response after the probe, for the stability verdict.
+    pub free_s: f64,
+}
+
+impl LiveSetup {
+    /// Defaults: joint 0, 2 mrad per component, a 20 s window with 11 frequencies
+    /// from 0.1 Hz to 0.4 x the chunk rate's Nyquist frequency (at most 4 Hz), 4 s
+    /// to settle, 8 s of free response.
+    pub fn new(cfg: Config, config_name: String) -> LiveSetup {
+        let window_s = 20.0;
+        let top = (0.4 * 500.0 / cfg.inference.chunk_period_ms).min(4.0);
+        LiveSetup {
+            freqs_hz: default_freqs(window_s, 0.1, top, 11),
+            cfg,
+            config_name,
+            joint: 0,
+            amplitude_rad: 2e-3,
+            settle_s: 4.0,
+            window_s,
+            ramp_s: 0.5,
+            free_s: 8.0,
+        }
+    }
+
+    /// The probe this setup adds.
+    pub fn probe(&self) -> ProbeConfig {
+        ProbeConfig {
+            joint: self.joint,
+            amplitude_rad: self.amplitude_rad,
+            freqs_hz: self.freqs_hz.clone(),
+            start_s: self.settle_s,
+            duration_s: self.window_s + 2.0 * self.ramp_s,
+            ramp_s: self.ramp_s,
+        }
+    }
+
+    /// The length of one measured run.
+    pub fn run_s(&self) -> f64 {
+        self.settle_s + self.window_s + 2.0 * self.ramp_s + self.free_s
+    }
+
+    /// The config of one point: `inject` with this setup's probe, checked as a
+    /// config file would be (a probe beyond the gate's limits is refused here).
+    pub fn config_for(&self, inject: &InjectConfig) -> Result<Config, MarginError> {
+        let mut cfg = self.cfg.clone();
+        cfg.inject = inject.clone();
+        cfg.inject.probe = Some(self.probe());
+        cfg.check().map_err(MarginError::Setup)?;
+        Ok(cfg)
+    }
+}
+
+/// `n` frequencies spaced about evenly in log from `lo` to `hi`, each a whole
+/// multiple of `1 / window_s` (so every one has a whole number of periods in the
+/// window), without repeats.
+pub fn default_freqs(window_s: f64, lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let base = 1.0 / window_s;
+    let mut out: Vec<f64> = (0..n)
+        .map(|i| {
+            let f = lo * (hi / lo).powf(i as f64 / (n.max(2) - 1) as f64);
+            (f / base).round().max(1.0) * base
+        })
+        .collect();
+    out.dedup_by(|a, b| (*a - *b).abs() < 0.5 * base);
+    out
+}
+
+/// One frequency of the measured loop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LivePoint {
+    /// Probe frequency.
+    pub freq_hz: f64,
+    /// `L(jw) = -U / C`.
+    pub l: Complex,
+    /// Unwrapped phase of `L` (degrees).
+    pub phase_deg: f64,
+}
+
+/// How the loop turned out at one delay.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveStatus {
+    /// Stable, with a gain crossover in the probed band.
+    Margin {
+        /// Gain crossover (Hz).
+        crossover_hz: f64,
+        /// Phase margin (degrees).
+        pm_deg: f64,
+        /// Delay margin: how much more pure delay the loop takes (ms).
+        delay_margin_ms: f64,
+    },
+    /// Stable, but `|L|` does not cross 1 in the probed band.
+    NoCrossover {
+        /// Largest `|L|` measured.
+        max_mag: f64,
+        /// Smallest `|L|` measured.
+        min_mag: f64,
+    },
+    /// The free response grew, or the loop diverged.
+    Unstable,
+    /// After the probe the loop kept oscillating on its own, larger than the probe
+    /// (hunting): no margin.
+    LimitCycle {
+        /// Its frequency (Hz).
+        freq_hz: f64,
+        /// Its amplitude (rad).
+        amplitude_rad: f64,
+    },
+    /// The free response changed too little to tell.
+    Undetermined {
+        /// Free-response time it would take.
+        run_longer_s: f64,
+    },
+    /// The policy lost authority (a fallback) while it was measured: no margin.
+    LostAuthority {
+        /// Cycles outside `Playing` after the probe started.
+        cycles: u64,
+    },
+}
+
+impl LiveStatus {
+    /// The phase margin, only for a stable loop with a crossover.
+    pub fn pm_deg(&self) -> Option<f64> {
+        match self {
+            LiveStatus::Margin { pm_deg, .. } => Some(*pm_deg),
+            _ => None,
+        }
+    }
+
+    /// What a table prints in the margin column.
+    pub fn explain(&self) -> String {
+        match self {
+            LiveStatus::Margin { pm_deg, .. } => format!("{pm_deg:.1}"),
+            LiveStatus::NoCrossover { max_mag, min_mag } => {
+                format!("no crossover (|L| {min_mag:.2}..{max_mag:.2})")
+            }
+            LiveStatus::Unstable => "unstable".into(),
+            LiveStatus::LimitCycle {
+                freq_hz,
+                amplitude_rad,
+            } => format!(
+                "limit cycle {freq_hz:.2} Hz {:.1} mrad",
+                amplitude_rad * 1e3
+            ),
+            LiveStatus::Undetermined { run_longer_s } => {
+                format!("undetermined (run longer: {run_longer_s:.0} s)")
+            }
+            LiveStatus::LostAuthority { cycles } => format!("lost authority ({cycles} cycles)"),
+        }
+    }
+}
+
+/// What a user sees of the loop at one delay, beside its margin.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Consequences {
+    /// RMS of `goal - measured` on the probed joint over the free response (rad).
+    pub hold_err_rms_rad: f64,
+    /// Largest `|goal - measured|` there (rad).
+    pub hold_err_max_rad: f64,
+    /// Overshoot of the approach to the goal before the probe (rad, 0: none).
+    pub overshoot_rad: f64,
+    /// Time from the first cycle until the joint stayed within 5 mrad of the goal
+    /// (s; `None`: it did not before the probe).
+    pub time_to_goal_s: Option<f64>,
+    /// The strongest oscillation in the free response: frequency (Hz) and amplitude
+    /// (rad).
+    pub oscillation: Option<(f64, f64)>,
+    /// That oscillation kept at least half its amplitude from the first half of the
+    /// free response to the second: a limit cycle (hunting), not a decaying ring.
+    pub limit_cycle: bool,
+    /// Cycles the gate changed the probed joint's command in the DFT window.
+    pub gate_cycles: u64,
+    /// Chunks expired over the run (report counter).
+    pub chunks_expired: u64,
+    /// Fallbacks entered over the run, the one at shutdown excluded.
+    pub fallbacks: u64,
+}
+
+/// One measured point of the runtime's loop.
+#[derive(Clone, Debug)]
+pub struct LiveRow {
+    /// The loop's `L` at each probe frequency.
+    pub points: Vec<LivePoint>,
+    /// The verdict on the free response.
+    pub verdict: Verdict,
+    /// RMS of what the probe frequencies do not explain of `U` in the window (rad):
+    /// noise, and the probe's intermodulation through a nonlinear or sampled loop.
+    /// Small beside the probe's response, the measurement is linear.
+    pub residual_rms_rad: f64,
+    /// Margin, or why there is none.
+    pub status: LiveStatus,
+    /// Gain margin (frequency, dB) where the phase crosses -180 degrees in the band.
+    pub gain_margin: Option<(f64, f64)>,
+    /// What a user sees.
+    pub consequences: Consequences,
+    /// The run's directory (report, recording, plots).
+    pub run_dir: PathBuf,
+    /// The backend measured.
+    pub backend: String,
+}
+
+/// One probed cycle read back from the recording.
+struct Sample {
+    t: f64,
+    u: f64,
+    c: f64,
+    y: f64,
+    playing: bool,
+}
+
+/// Runs the runtime once with `inject` plus the probe, writing into `run_dir`, and
+/// measures its loop.
+pub fn measure(
+    setup: &LiveSetup,
+    inject: &InjectConfig,
+    run_dir: &Path,
+    stop: Arc<AtomicBool>,
+) -> Result<LiveRow, MarginError> {
+    let mut cfg = setup.config_for(inject)?;
+    cfg.telemetry.record = true;
+    let backend = format!("{:?}", cfg.backend.kind).to_lowercase();
+    let opts = RunOptions {
+        duration: Some(Duration::from_secs_f64(setup.run_s())),
+        out_dir: Some(run_dir.to_path_buf()),
+        live_status: false,
+        stop,
+        config_name: setup.config_name.clone(),
+    };
+    let outcome = Runtime::from_config(&cfg)
+        .map_err(|e| MarginError::Run(e.to_string()))?
+        .run(&opts)
+        .map_err(|e| MarginError::Run(e.to_string()))?;
+    if let Some(p) = &outcome.inference_panicked {
+        return Err(MarginError::Run(format!("the policy panicked: {p}")));
+    }
+    let files = chunkrt_telemetry::readback::segments(run_dir).map_err(MarginError::Run)?;
+    let j = setup.joint;
+    let mut samples: Vec<Sample> = Vec::new();
+    let data = chunkrt_telemetry::readback::read_with(&files, None, |c| {
+        let get = |v: &[f64]| v.get(j).copied().unwrap_or(f64::NAN);
+        samples.push(Sample {
+            t: c.t_s,
+            u: get(c.setpoint_rad),
+            c: get(c.command_rad),
+            y: get(c.feedback_rad),
+            playing: c.mode == "Playing",
+        });
+    })
+    .map_err(MarginError::Run)?;
+    let gate_times: &[f64] = data.gate.get(j).map_or(&[], |v| v.as_slice());
+    let counter = |k: &str| outcome.report.counters.get(k).copied().unwrap_or(0);
+    let goal = cfg.policy.goals_rad.first().and_then(|g| g.get(j).copied());
+    let mut row = analyse(setup, &samples, gate_times, goal)?;
+    row.consequences.chunks_expired = counter("chunks_expired");
+    row.consequences.fallbacks = counter("fallback_entries").saturating_sub(1);
+    row.run_dir = run_dir.to_path_buf();
+    row.backend = backend;
+    Ok(row)
+}
+
+/// The measurement from the recorded cycles (see the module docs).
+fn analyse(
+    setup: &LiveSetup,
+    s: &[Sample],
+    gate_times: &[f64],
+    goal: Option<f64>,
+) -> Result<LiveRow, MarginError> {
+    let first = s
+        .first()
+        .ok_or_else(|| MarginError::Run("the recording holds no cycles".into()))?;
+    let t0 = first.t;
+    let on = t0 + setup.settle_s;
+    let win = (on + setup.ramp_s, on + setup.ramp_s + setup.window_s);
+    let free_from = on + setup.window_s + 2.0 * setup.ramp_s;
+    let in_win: Vec<&Sample> = s.iter().filter(|x| x.t >= win.0 && x.t < win.1).collect();
+    let after = s
+        .iter()
+        .filter(|x| x.t >= free_from && x.t < t0 + setup.run_s() - 0.1)
+        .count();
+    let expected = setup.window_s / (setup.cfg.period_ns() as f64 * 1e-9);
+    if (in_win.len() as f64) < 0.5 * expected || after < 32 {
+        return Err(MarginError::Run(format!(
+            "the recording holds {} cycles in the DFT window (expected about {expected:.0}) and \
+             {} after the probe: the run ended early",
+            in_win.len(),
+            after
+        )));
+    }
+
+    // L at each probe frequency from detrended U and C over the window.
+    let detrend = |f: &dyn Fn(&Sample) -> f64| -> Vec<f64> {
+        let n = in_win.len() as f64;
+        let mt = in_win.iter().map(|x| x.t).sum::<f64>() / n;
+        let mv = in_win.iter().map(|x| f(x)).sum::<f64>() / n;
+        let stt: f64 = in_win.iter().map(|x| (x.t - mt).powi(2)).sum();
+        let stv: f64 = in_win.iter().map(|x| (x.t - mt) * (f(x) - mv)).sum();
+        let slope = if stt > 0.0 { stv / stt } else { 0.0 };
+        in_win
+            .iter()
+            .map(|x| f(x) - mv - slope * (x.t - mt))
+            .collect()
+    };
+    let u = detrend(&|x: &Sample| x.u);
+    let c = detrend(&|x: &Sample| x.c);
+    let mut points: Vec<LivePoint> = Vec::with_capacity(setup.freqs_hz.len());
+    let mut freqs = setup.freqs_hz.clone();
+    freqs.sort_by(f64::total_cmp);
+    for &f in &freqs {
+        let w = 2.0 * core::f64::consts::PI * f;
+        let (mut su, mut sc) = (Complex::ZERO, Complex::ZERO);
+        for (k, x) in in_win.iter().enumerate() {
+            let ph = Complex::from_polar(1.0, -w * (x.t - win.0));
+            su = su + ph.scale(u[k]);
+            sc = sc + ph.scale(c[k]);
+        }
+        let l = if sc.abs() > 0.0 {
+            -(su / sc)
+        } else {
+            Complex::ZERO
+        };
+        let mut phase = l.arg().to_degrees();
+        if phase > 0.0 {
+            phase -= 360.0;
+        }
+        if let Some(prev) = points.last() {
+            while phase - prev.phase_deg > 180.0 {
+                phase -= 360.0;
+            }
+            while phase - prev.phase_deg < -180.0 {
+                phase += 360.0;
+            }
+        }
+        points.push(LivePoint {
+            freq_hz: f,
+            l,
+            phase_deg: phase,
+        });
+    }
+
+    // Stability from the free response of the loop's own output, from the start of
+    // the probe's fade-out (block 0 holds the last of the forced response, so a
+    // loop that goes quiet at once is seen decaying). The noise floor is what the
+    // probe frequencies do not explain of U in the window: the residual after the
+    // fitted sines.
+    let fade_from = win.1;
+    let free: Vec<&Sample> = s
+        .iter()
+        .filter(|x| x.t >= fade_from && x.t < t0 + setup.run_s() - 0.1)
+        .collect();
+    let tail = &free[free.len() * 3 / 4..];
+    let rest = tail.iter().map(|x| x.u).sum::<f64>() / tail.len() as f64;
+    let xs: Vec<f64> = free.iter().map(|x| x.u - rest).collect();
+    let n = in_win.len() as f64;
+    let coeffs: Vec<(f64, Complex)> = freqs
+        .iter()
+        .map(|&f| {
+            let w = 2.0 * core::f64::consts::PI * f;
+            let mut acc = Complex::ZERO;
+            for (k, x) in in_win.iter().enumerate() {
+                acc = acc + Complex::from_polar(u[k], -w * (x.t - win.0));
+            }
+            (w, acc.scale(2.0 / n))
+        })
+        .collect();
+    let resid2: f64 = in_win
+        .iter()
+        .enumerate()
+        .map(|(k, x)| {
+            let fit: f64 = coeffs
+                .iter()
+                .map(|(w, a)| {
+                    let ph = w * (x.t - win.0);
+                    a.re * ph.cos() - a.im * ph.sin()
+                })
+                .sum();
+            (u[k] - fit).powi(2)
+        })
+        .sum();
+    let noise = (resid2 / n).sqrt();
+    let peak = setup.amplitude_rad * setup.freqs_hz.len() as f64;
+    // The envelope is judged down to a small share of the probe (the residual
+    // above is mostly the probe's own intermodulation through the chunked loop,
+    // gone with the probe); a free oscillation sustained past ten probe
+    // amplitudes is hunting.
+    let floor = 1e-3 * setup.amplitude_rad;
+    let sustained = 10.0 * setup.amplitude_rad;
+    let diverged = xs.iter().any(|v| v.abs() > 25.0 * peak);
+    let dt = setup.cfg.period_ns() as f64 * 1e-9;
+    let verdict = envelope_verdict(&xs, dt, floor, sustained, diverged);
+
+    // The controlled stop at the end of the run is not a loss of authority.
+    let end = t0 + setup.run_s() - 0.1;
+    let lost = s
+        .iter()
+        .filter(|x| x.t >= on && x.t < end && !x.playing)
+        .count() as u64;
+    let gain_margin = (1..points.len()).find_map(|k| {
+        let (a, b) = (&points[k - 1], &points[k]);
+        (a.phase_deg > -180.0 && b.phase_deg <= -180.0).then(|| {
+            let r = (-180.0 - a.phase_deg) / (b.phase_deg - a.phase_deg);
+            let f = (a.freq_hz.ln() + r * (b.freq_hz / a.freq_hz).ln()).exp();
+            let mag = (a.l.abs().ln() + r * (b.l.abs() / a.l.abs()).ln()).exp();
+            (f, -20.0 * mag.log10())
+        })
+    });
+    let mut cons = Consequences {
+        gate_cycles: gate_times
+            .iter()
+            .filter(|&&t| t >= win.0 && t < win.1)
+            .count() as u64,
+        ..Consequences::default()
+    };
+    let goal = goal.unwrap_or(rest);
+    // What a user sees after the probe has faded out.
+    let k0 = free
+        .iter()
+        .position(|x| x.t >= free_from)
+        .unwrap_or(free.len());
+    let errs: Vec<f64> = free[k0..].iter().map(|x| goal - x.y).collect();
+    cons.hold_err_rms_rad =
+        (errs.iter().map(|e| e * e).sum::<f64>() / errs.len().max(1) as f64).sqrt();
+    cons.hold_err_max_rad = errs.iter().fold(0.0f64, |m, e| m.max(e.abs()));
+    let approach: Vec<&Sample> = s.iter().filter(|x| x.t < on).collect();
+    if let Some(a0) = approach.first() {
+        let dir = (goal - a0.y).signum();
+        cons.overshoot_rad = approach
+            .iter()
+            .map(|x| (x.y - goal) * dir)
+            .fold(0.0f64, f64::max);
+        let last_out = approach.iter().rposition(|x| (x.y - goal).abs() > 5e-3);
+        cons.time_to_goal_s = match last_out {
+            None => Some(0.0),
+            Some(i) if i + 1 < approach.len() => Some(approach[i + 1].t - t0),
+            Some(_) => None,
+        };
+    }
+    let (osc, limit) = oscillation(
+        &free[k0..],
+        &xs[k0..],
+        floor,
+        setup.cfg.inference.chunk_period_ms,
+    );
+    cons.oscillation = osc;
+    cons.limit_cycle = limit;
+    let hunting = osc.filter(|o| limit && o.1 > setup.amplitude_rad);
+    let status = match (verdict.stability, hunting) {
+        (Stability::Unstable, _) => LiveStatus::Unstable,
+        (_, Some((freq_hz, amplitude_rad))) => LiveStatus::LimitCycle {
+            freq_hz,
+            amplitude_rad,
+        },
+        _ if lost > 0 => LiveStatus::LostAuthority { cycles: lost },
+        (Stability::Undetermined { run_longer_s }, _) => LiveStatus::Undetermined { run_longer_s },
+        (Stability::Stable, _) => crossover(&points),
+    };
+    Ok(LiveRow {
+        points,
+        verdict,
+        residual_rms_rad: noise,
+        status,
+        gain_margin,
+        consequences: cons,
+        run_dir: PathBuf::new(),
+        backend: String::new(),
+    })
+}
+
+/// Gain crossover: every crossing of `|L|` through 1 between neighbouring probe
+/// frequencies, interpolated in log frequency, with the phase there interpolated
+/// the same way; the one with the least phase margin counts (near instability
+/// `|L|` can cross 1 more than once).
+fn crossover(points: &[LivePoint]) -> LiveStatus {
+    let mut worst: Option<LiveStatus> = None;
+    for k in 1..points.len() {
+        let (a, b) = (&points[k - 1], &points[k]);
+        let (ma, mb) = (a.l.abs(), b.l.abs());
+        if (ma >= 1.0) != (mb >= 1.0) && ma > 0.0 && mb > 0.0 {
+            let r = ma.ln() / (ma.ln() - mb.ln());
+            let f = (a.freq_hz.ln() + r * (b.freq_hz / a.freq_hz).ln()).exp();
+            let phase = a.phase_deg + r * (b.phase_deg - a.phase_deg);
+            // The margin to the nearest -180 (+ k 360) below the phase.
+            let pm = (180.0 + phase).rem_euclid(360.0);
+            let pm = if pm > 180.0 { pm - 360.0 } else { pm };
+            if worst
+                .as_ref()
+                .and_then(LiveStatus::pm_deg)
+                .is_none_or(|w| pm < w)
+            {
+                worst = Some(LiveStatus::Margin {
+                    crossover_hz: f,
+                    pm_deg: pm,
+                    delay_margin_ms: pm / (0.36 * f),
+                });
+            }
+        }
+    }
+    worst.unwrap_or_else(|| {
+        let mags = points.iter().map(|p| p.l.abs());
+        LiveStatus::NoCrossover {
+            max_mag: mags.clone().fold(0.0, f64::max),
+            min_mag: mags.fold(f64::INFINITY, f64::min),
+        }
+    })
+}
+
+/// The strongest spectral peak of the free response between 0.1 Hz and the chunk
+/// rate's Nyquist frequency, and whether it is a limit cycle (it holds at least
+/// half its amplitude from the first half of the free response to the second, above
+/// five noise floors).
+fn oscillation(
+    free: &[&Sample],
+    xs: &[f64],
+    floor: f64,
+    chunk_period_ms: f64,
+) -> (Option<(f64, f64)>, bool) {
+    let n = xs.len();
+    if n < 64 {
+        return (None, false);
+    }
+    let span = free[n - 1].t - free[0].t;
+    if span <= 0.0 {
+        return (None, false);
+    }
+    let top = 500.0 / chunk_period_ms;
+    let amp = |lo: usize, hi: usize, f: f64| -> f64 {
+        let w = 2.0 * core::f64::consts::PI * f;
+        let mut acc = Complex::ZERO;
+        for k in lo..hi {
+            acc = acc + Complex::from_polar(xs[k], -w * free[k].t);
+        }
+        2.0 * acc.abs() / (hi - lo) as f64
+    };
+    let mut best = (0.0, 0.0);
+    let mut f = 1.0 / span;
+    while f <= top {
+        let a = amp(0, n, f);
+        if a > best.1 {
+            best = (f, a);
+        }
+        f += 0.5 / span;
+    }
+    if best.1 <= floor {
+        return (None, false);
+    }
+    let (first, second) = (amp(0, n / 2, best.0), amp(n / 2, n, best.0));
+    let limit = second >= 0.5 * first && second > 5.0 * floor;
+    (Some(best), limit)
+}
