@@ -18,6 +18,9 @@
 #   5. SIGTERM during a run          -> exit 0, drives quick-stopped, disabled, bus to INIT
 #   6. the drives die mid-run (simulator killed), then SIGTERM
 #                                 -> exit 4, "shutdown failed" on stderr, shutdown_error
+#   7. chunkrt margin over the wire -> the runtime's loop (servo policy, k = 2 pi) measured
+#                                    on the EtherCAT backend: margin.json names the backend;
+#                                    a crossover, when the loop kept authority, near 1 Hz
 #
 # Timing gates only where a budget file says so (scripts/test.d/30-bench.sh); this test
 # judges correctness, so a noisy moment on a shared 2-core host cannot fail it.
@@ -296,3 +299,35 @@ if [ "$status" -ne 4 ] || ! grep -q "shutdown failed" "$work/dead.log" \
     tail -20 "$work/dead.log"; exit 1
 fi
 echo "ok: drives gone at shutdown: exit 4: $(grep -m1 "shutdown failed" "$work/dead.log" | cut -c1-200)"
+
+# 7. The phase margin of the runtime's loop over the wire: the servo policy (an integral law
+#    of known crossover, k / 2 pi = 1 Hz) through the EtherCAT backend and ecsim's drives.
+stop_sim
+start_sim 7
+mout="$root/runs/margin-veth"
+rm -rf "$mout"
+status=0
+"$bin" margin --config "$work/veth.toml" --servo-gain 6.2832 --delays 0ms --window-s 10 \
+    --settle-s 2 --free-s 5 --out "$mout" >"$work/margin.log" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: margin over veth exited $status:"; tail -20 "$work/margin.log"; exit 1
+fi
+if ! python3 - "$mout/margin.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+row = m["rows"][0]
+assert "EtherCAT on" in m["loop"]["description"], m["loop"]["description"]
+assert row["backend"] == "ethercat", row["backend"]
+fc = row["crossover_hz"]
+print(f"margin over veth: {row['status']}, f_c {fc} Hz, fallbacks {row['fallbacks']} (run in {row['run_dir']})")
+# A loop that lost authority to a burst of late frames (timing on a shared host) has no
+# margin to judge; one that kept it must show the policy's crossover.
+if fc is not None:
+    assert abs(fc - 1.0) < 0.25, f"crossover {fc} Hz, expected near 1 Hz"
+else:
+    assert row["status"].startswith(("lost authority", "undetermined")), row["status"]
+PY
+then
+    echo "FAIL: margin over veth (see $mout/margin.json)"; tail -5 "$work/margin.log"; exit 1
+fi
+echo "ok: margin of the runtime loop over veth: $(tail -2 "$work/margin.log" | head -1 | tr -s ' ')"

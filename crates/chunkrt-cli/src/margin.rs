@@ -58,6 +58,10 @@ pub struct MarginArgs {
     /// loop through the arm; `planned` policies observe their own plan).
     #[arg(long)]
     pub state_source: Option<String>,
+    /// Runtime loop: the policy's only goal is the simulated arm's start pose
+    /// (`[sim] initial_pos_rad`): it holds there while it is measured.
+    #[arg(long)]
+    pub hold: bool,
     /// Runtime loop: override `control.period_ms` (1 to 20).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,

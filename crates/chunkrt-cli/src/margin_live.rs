@@ -102,6 +102,14 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         cfg.policy.goals_rad.clear();
         cfg.policy.candidates = 1;
     }
+    if args.hold {
+        let start = cfg
+            .sim
+            .as_ref()
+            .and_then(|s| s.initial_pos_rad.clone())
+            .context("--hold takes the goal from [sim] initial_pos_rad, which this config lacks")?;
+        cfg.policy.goals_rad = vec![(0..cfg.control.joints).map(|j| start.get(j)).collect()];
+    }
     if let Some(src) = &args.state_source {
         if !matches!(
             src.as_str(),
