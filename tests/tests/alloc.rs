@@ -125,11 +125,20 @@ fn ten_thousand_cycles_at_1ms_allocate_nothing() {
 
 #[test]
 fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
-    // Transport, feedback and observation delay lines on the control thread (issue 8).
+    // Transport, feedback and observation delay lines on the control thread (issue 8),
+    // and the margin probe (issue 14) on from the second cycle to the last.
     let inject = chunkrt_config::InjectConfig {
         transport_delay_ms: 5.0,
         feedback_delay_ms: 3.0,
         observation_delay_ms: 30.0,
+        probe: Some(chunkrt_config::ProbeConfig {
+            joint: 0,
+            amplitude_rad: 1e-3,
+            freqs_hz: vec![0.5, 1.0, 2.0],
+            start_s: 0.001,
+            duration_s: 9.0,
+            ramp_s: 0.5,
+        }),
         ..Default::default()
     };
     assert_eq!(allocations_with(1.0, 10_000, true, Some(inject)), 0);

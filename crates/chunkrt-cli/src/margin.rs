@@ -356,7 +356,10 @@ fn print_table(
     threshold: f64,
     model0: Option<margin::ModelMargins>,
 ) {
-    println!("gain crossover f_c = {fc:.3} Hz, phase margin PM0 = {pm0:.2} deg (measured)");
+    println!(
+        "gain crossover f_c = {fc:.3} Hz, phase margin PM0 = {pm0:.2} deg (measured; \
+         whether the loop is stable: the table)"
+    );
     if let Some(m) = model0 {
         println!(
             "hand model:      f_c = {:.3} Hz, PM0 = {:.2} deg (exact only without Coulomb friction)",
@@ -374,14 +377,17 @@ fn print_table(
     );
     for r in rows {
         let tau = r.effective_delay_ns as f64 * 1e-9;
-        let meas = match (r.pm_deg, r.crossover.status) {
-            (Some(pm), _) => format!("{pm:.2}"),
-            (None, PointStatus::Saturated) => "saturated".into(),
-            (None, _) => r.verdict.stability.explain(),
+        let (meas, why) = match (r.pm_deg, r.crossover.status) {
+            (Some(pm), _) => (format!("{pm:.2}"), String::new()),
+            (None, PointStatus::Saturated) => ("saturated".into(), String::new()),
+            (None, _) => match r.verdict.stability {
+                margin::Stability::Unstable => ("unstable".into(), String::new()),
+                other => ("-".into(), format!("  {}", other.explain())),
+            },
         };
         let model = model_margins(setup, tau).map_or("-".into(), |m| format!("{:.2}", m.pm_deg));
         println!(
-            "{:>9.2} {:>9.2} {:>9.3} {:>12} {:>16.2} {:>10}",
+            "{:>9.2} {:>9.2} {:>9.3} {:>12} {:>16.2} {:>10}{why}",
             r.delay_ns as f64 * 1e-6,
             tau * 1e3,
             r.crossover.freq_hz,

@@ -519,11 +519,15 @@ pub fn pm_slope_deg_per_ms(rows: &[DelayRow]) -> Option<f64> {
 }
 
 /// The first delay (ms, linearly interpolated between rows) at which the margin falls
-/// below `threshold_deg`; a row without margin counts as below.
+/// below `threshold_deg`; a row without margin counts as below, unless its
+/// stability is undetermined (it is then skipped: neither above nor below).
 pub fn delay_at_threshold_ms(rows: &[DelayRow], threshold_deg: f64) -> Option<f64> {
     let mut prev: Option<(f64, f64)> = None;
     for r in rows {
         let d = r.effective_delay_ns as f64 * 1e-6;
+        if r.pm_deg.is_none() && matches!(r.verdict.stability, Stability::Undetermined { .. }) {
+            continue;
+        }
         match r.pm_deg {
             Some(pm) if pm >= threshold_deg => prev = Some((d, pm)),
             Some(pm) => {
