@@ -261,6 +261,20 @@ pub fn measure(
     run_dir: &Path,
     stop: Arc<AtomicBool>,
 ) -> Result<LiveRow, MarginError> {
+    measure_with(setup, inject, run_dir, stop, |cfg| {
+        Runtime::from_config(cfg).map_err(|e| MarginError::Run(e.to_string()))
+    })
+}
+
+/// [`measure`] with the runtime built by `build` from the point's config (a backend
+/// the config cannot name, such as EtherCAT on an in-process simulated chain).
+pub fn measure_with(
+    setup: &LiveSetup,
+    inject: &InjectConfig,
+    run_dir: &Path,
+    stop: Arc<AtomicBool>,
+    build: impl FnOnce(&Config) -> Result<Runtime, MarginError>,
+) -> Result<LiveRow, MarginError> {
     let mut cfg = setup.config_for(inject)?;
     cfg.telemetry.record = true;
     let backend = format!("{:?}", cfg.backend.kind).to_lowercase();
@@ -271,12 +285,16 @@ pub fn measure(
         stop,
         config_name: setup.config_name.clone(),
     };
-    let outcome = Runtime::from_config(&cfg)
-        .map_err(|e| MarginError::Run(e.to_string()))?
+    let outcome = build(&cfg)?
         .run(&opts)
         .map_err(|e| MarginError::Run(e.to_string()))?;
     if let Some(p) = &outcome.inference_panicked {
         return Err(MarginError::Run(format!("the policy panicked: {p}")));
+    }
+    if let Some(e) = &outcome.shutdown_error {
+        return Err(MarginError::Run(format!(
+            "the shutdown failed: {e}: check the drives"
+        )));
     }
     let files = chunkrt_telemetry::readback::segments(run_dir).map_err(MarginError::Run)?;
     let j = setup.joint;
