@@ -588,10 +588,20 @@ impl MarginFigure {
         mag: &DrawingArea<DB, Shift>,
         phase: &DrawingArea<DB, Shift>,
     ) -> Result<(), String> {
-        let f_lo = 10f64.powf(self.bode.first().map_or(0.1, |p| p.0).log10().floor());
-        let f_hi = 10f64.powf(self.bode.last().map_or(100.0, |p| p.0).log10().ceil());
-        let db: Vec<f64> = self.bode.iter().map(|p| 20.0 * p.1.log10()).collect();
-        let phases: Vec<f64> = self.bode.iter().map(|p| p.2).collect();
+        // Points with no response (|L| = 0: a loop that does not answer the probe)
+        // have no place on a log scale.
+        let bode: Vec<(f64, f64, f64)> = self
+            .bode
+            .iter()
+            .copied()
+            .filter(|p| {
+                p.0 > 0.0 && p.1 > 0.0 && p.0.is_finite() && p.1.is_finite() && p.2.is_finite()
+            })
+            .collect();
+        let f_lo = 10f64.powf(bode.first().map_or(0.1, |p| p.0).log10().floor());
+        let f_hi = 10f64.powf(bode.last().map_or(100.0, |p| p.0).log10().ceil());
+        let db: Vec<f64> = bode.iter().map(|p| 20.0 * p.1.log10()).collect();
+        let phases: Vec<f64> = bode.iter().map(|p| p.2).collect();
         let db_range = (
             (db.iter().cloned().fold(0.0, f64::min) / 10.0).floor() * 10.0,
             (db.iter().cloned().fold(0.0, f64::max) / 10.0).ceil() * 10.0 + 1.0,
@@ -638,7 +648,7 @@ impl MarginFigure {
                 .map_err(plot::err)?;
             chart
                 .draw_series(LineSeries::new(
-                    self.bode.iter().zip(vals.iter()).map(|(p, v)| (p.0, *v)),
+                    bode.iter().zip(vals.iter()).map(|(p, v)| (p.0, *v)),
                     blue.stroke_width(2),
                 ))
                 .map_err(plot::err)?;

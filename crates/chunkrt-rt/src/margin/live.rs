@@ -459,7 +459,8 @@ fn analyse(
         .count() as u64;
     let gain_margin = (1..points.len()).find_map(|k| {
         let (a, b) = (&points[k - 1], &points[k]);
-        (a.phase_deg > -180.0 && b.phase_deg <= -180.0).then(|| {
+        let ok = a.l.abs() > 0.0 && b.l.abs() > 0.0;
+        (ok && a.phase_deg > -180.0 && b.phase_deg <= -180.0).then(|| {
             let r = (-180.0 - a.phase_deg) / (b.phase_deg - a.phase_deg);
             let f = (a.freq_hz.ln() + r * (b.freq_hz / a.freq_hz).ln()).exp();
             let mag = (a.l.abs().ln() + r * (b.l.abs() / a.l.abs()).ln()).exp();
@@ -506,8 +507,14 @@ fn analyse(
     cons.oscillation = osc;
     cons.limit_cycle = limit;
     let hunting = osc.filter(|o| limit && o.1 > setup.amplitude_rad);
+    // |L| far below 1 at every probed frequency: the loop's output barely answers
+    // the probe (a policy that follows its own plan, not the arm); stable by the
+    // small-gain theorem within the band, and nothing to cross.
+    let max_mag = points.iter().map(|p| p.l.abs()).fold(0.0, f64::max);
+    let small_gain = max_mag < 0.5;
     let status = match (verdict.stability, hunting) {
         (Stability::Unstable, _) => LiveStatus::Unstable,
+        (Stability::Undetermined { .. }, None) if small_gain && lost == 0 => crossover(&points),
         (_, Some((freq_hz, amplitude_rad))) => LiveStatus::LimitCycle {
             freq_hz,
             amplitude_rad,
