@@ -33,6 +33,18 @@ pub fn sim_config(edit: impl FnOnce(&mut Config)) -> Config {
     cfg
 }
 
+/// `rt-config/arm-ethercat-veth.toml` made fit for a test process (no memory lock,
+/// no pinning, no status line).
+pub fn veth_config() -> Config {
+    let path = repo_root().join("rt-config/arm-ethercat-veth.toml");
+    let mut cfg = Config::load(&path).expect("rt-config/arm-ethercat-veth.toml loads");
+    cfg.control.lock_memory = false;
+    cfg.control.cpu = -1;
+    cfg.inference.cpu = -1;
+    cfg.telemetry.status_interval_ms = 0.0;
+    cfg
+}
+
 /// One cycle as a test saw it: the command handed to the backend and the feedback.
 #[derive(Clone, Copy, Debug)]
 pub struct Seen {

@@ -22,13 +22,7 @@ use std::time::Duration;
 
 /// `rt-config/arm-ethercat-veth.toml` made fit for a test process.
 fn config() -> Config {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rt-config/arm-ethercat-veth.toml");
-    let mut cfg = Config::load(&path).expect("rt-config/arm-ethercat-veth.toml loads");
-    cfg.control.lock_memory = false;
-    cfg.control.cpu = -1;
-    cfg.inference.cpu = -1;
-    cfg.telemetry.status_interval_ms = 0.0;
-    cfg
+    chunkrt_tests::veth_config()
 }
 
 fn run(

@@ -3,30 +3,24 @@
 //! the servo policy's crossover appears where its gain puts it, as it does on the
 //! simulated arm and over the veth wire (scripts/test.d/40-ethercat-veth.sh).
 
-use chunkrt_config::{Config, InjectConfig, PolicyKind};
+use chunkrt_config::{InjectConfig, PolicyKind};
 use chunkrt_ecsim::{SimConfig, SimNetwork};
 use chunkrt_ethercat::{EthercatBackend, EthercatParams};
 use chunkrt_rt::margin::live::{measure_with, LiveSetup, LiveStatus};
 use chunkrt_rt::margin::MarginError;
 use chunkrt_rt::Runtime;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[test]
 fn the_runtime_loop_is_measured_on_the_ethercat_backend() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rt-config/arm-ethercat-veth.toml");
-    let mut cfg = Config::load(&path).expect("rt-config/arm-ethercat-veth.toml loads");
-    cfg.control.lock_memory = false;
-    cfg.control.cpu = -1;
-    cfg.inference.cpu = -1;
-    cfg.telemetry.status_interval_ms = 0.0;
+    let mut cfg = chunkrt_tests::veth_config();
     // The servo policy, k = 2 pi: crossover near 1 Hz, holding where the arm starts.
     cfg.policy.kind = PolicyKind::Servo;
     cfg.policy.gain_per_s = 2.0 * std::f64::consts::PI;
     cfg.policy.goals_rad.clear();
-    let mut setup = LiveSetup::new(cfg, path.display().to_string());
+    let mut setup = LiveSetup::new(cfg, "rt-config/arm-ethercat-veth.toml".into());
     setup.window_s = 10.0;
     setup.settle_s = 2.0;
     setup.free_s = 5.0;

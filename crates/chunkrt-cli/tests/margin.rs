@@ -222,18 +222,29 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
     let run = chunkrt()
         .args(["margin", "--config"])
         .arg(repo_file("rt-config/sim-scripted.toml"))
-        .args(["--hold", "--delays", "0ms", "--window-s", "5", "--settle-s", "1"])
+        .args([
+            "--hold",
+            "--delays",
+            "0ms",
+            "--window-s",
+            "5",
+            "--settle-s",
+            "1",
+        ])
         .args(["--free-s", "2", "--freqs", "0.4,0.8,1.6,3.2", "--out"])
         .arg(&out)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&run.stdout).into_owned()
-        + &String::from_utf8_lossy(&run.stderr);
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
     let row = &json["rows"][0];
-    assert!(row["status"].as_str().unwrap().starts_with("no crossover"), "{row}");
+    assert!(
+        row["status"].as_str().unwrap().starts_with("no crossover"),
+        "{row}"
+    );
     assert!(row["pm_deg"].is_null(), "{row}");
     for p in row["bode"].as_array().unwrap() {
         assert!(p["mag"].as_f64().unwrap() < 0.1, "{row}");

@@ -168,18 +168,7 @@ impl Policy for ScriptedPolicy {
     /// Setpoint `i` is for `obs.t_capture + i * dt` (offset 0: setpoint 0 is "now").
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
         let dof = self.params.dof;
-        if obs.dof as usize != dof {
-            return Err(PolicyError(format!(
-                "scripted policy: observation has {} joints, policy expects {dof}",
-                obs.dof
-            )));
-        }
-        if let Some(j) = (0..dof).find(|&j| !obs.pos_rad[j].is_finite()) {
-            return Err(PolicyError(format!(
-                "scripted policy: observed position of joint {j} is not finite ({})",
-                obs.pos_rad[j]
-            )));
-        }
+        check_observation("scripted policy", dof, obs)?;
         let t = obs.t_capture;
         let q = &obs.pos_rad;
 
@@ -235,6 +224,28 @@ impl Policy for ScriptedPolicy {
         }
         Ok(InferInfo::default())
     }
+}
+
+/// The analytic policies' check of an observation: `dof` joints, every measured
+/// position finite (`who` names the policy in the message).
+pub(crate) fn check_observation(
+    who: &str,
+    dof: usize,
+    obs: &Observation,
+) -> Result<(), PolicyError> {
+    if obs.dof as usize != dof {
+        return Err(PolicyError(format!(
+            "{who}: observation has {} joints, policy expects {dof}",
+            obs.dof
+        )));
+    }
+    if let Some(j) = (0..dof).find(|&j| !obs.pos_rad[j].is_finite()) {
+        return Err(PolicyError(format!(
+            "{who}: observed position of joint {j} is not finite ({})",
+            obs.pos_rad[j]
+        )));
+    }
+    Ok(())
 }
 
 fn max_abs_diff(dof: usize, a: &JointVec, b: &JointVec) -> f64 {

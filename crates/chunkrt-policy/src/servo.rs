@@ -95,18 +95,7 @@ impl Policy for ServoPolicy {
     /// Setpoint `i` is for `obs.t_capture + i * dt`.
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
         let dof = self.params.dof;
-        if obs.dof as usize != dof {
-            return Err(PolicyError(format!(
-                "servo policy: observation has {} joints, policy expects {dof}",
-                obs.dof
-            )));
-        }
-        if let Some(j) = (0..dof).find(|&j| !obs.pos_rad[j].is_finite()) {
-            return Err(PolicyError(format!(
-                "servo policy: observed position of joint {j} is not finite ({})",
-                obs.pos_rad[j]
-            )));
-        }
+        crate::scripted::check_observation("servo policy", dof, obs)?;
         let t = obs.t_capture;
         let k = self.params.gain_per_s;
         // The integrator's output now: the last chunk's line continued to `t`, or the
