@@ -521,7 +521,18 @@ fn analyse(
         },
         _ if lost > 0 => LiveStatus::LostAuthority { cycles: lost },
         (Stability::Undetermined { run_longer_s }, _) => LiveStatus::Undetermined { run_longer_s },
-        (Stability::Stable, _) => crossover(&points),
+        (Stability::Stable, _) => match crossover(&points) {
+            // A measured crossover with the phase past -180: the linear loop is
+            // unstable; what keeps it bounded (the gate, the sampler) makes it ring.
+            LiveStatus::Margin { pm_deg, .. } if pm_deg < 0.0 => match osc {
+                Some((freq_hz, amplitude_rad)) if limit => LiveStatus::LimitCycle {
+                    freq_hz,
+                    amplitude_rad,
+                },
+                _ => LiveStatus::Unstable,
+            },
+            other => other,
+        },
     };
     Ok(LiveRow {
         points,
