@@ -138,6 +138,7 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
             start_s: 0.001,
             duration_s: 9.0,
             ramp_s: 0.5,
+            max_excursion_rad: 0.1,
         }),
         ..Default::default()
     };

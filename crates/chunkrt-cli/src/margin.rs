@@ -65,6 +65,11 @@ pub struct MarginArgs {
     /// Runtime loop: override `control.period_ms` (1 to 20).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,
+    /// Runtime loop: the excursion guard. Once the probed joint's setpoint has moved
+    /// this far from where it was when the probe started, the policy loses
+    /// authority for the rest of that point's run (an unstable loop is stopped).
+    #[arg(long, default_value_t = 0.1)]
+    pub max_excursion_rad: f64,
     /// Runtime loop: DFT window per delay (s).
     #[arg(long, default_value_t = 20.0)]
     pub window_s: f64,

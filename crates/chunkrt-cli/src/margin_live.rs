@@ -155,6 +155,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
     setup.window_s = args.window_s;
     setup.settle_s = args.settle_s;
     setup.free_s = args.free_s;
+    setup.max_excursion_rad = args.max_excursion_rad;
     if let Some(a) = args.amplitude_rad {
         setup.amplitude_rad = a;
     }

@@ -18,6 +18,7 @@
 //! freqs_hz = [0.2, 0.5, 1.0]
 //! start_s = 3.0                  # after the loop has settled
 //! duration_s = 20.0              # then off: the free response judges stability
+//! max_excursion_rad = 0.1        # past this the policy loses authority for good
 //! ```
 //!
 //! Everything defaults to zero: a config without `[inject]` injects nothing, and the
@@ -95,6 +96,15 @@ pub struct ProbeConfig {
     /// Fade in and out (raised cosine, s).
     #[serde(default = "default_probe_ramp")]
     pub ramp_s: f64,
+    /// The excursion guard: once the probed joint's setpoint has moved this far from
+    /// where it was when the probe started, the policy loses authority for the rest
+    /// of the run (an unstable loop is stopped, not measured to its end).
+    #[serde(default = "default_probe_excursion")]
+    pub max_excursion_rad: f64,
+}
+
+fn default_probe_excursion() -> f64 {
+    0.1
 }
 
 fn default_probe_start() -> f64 {
@@ -165,6 +175,16 @@ impl ProbeConfig {
             if !(v.is_finite() && (0.0..=3600.0).contains(&v)) {
                 return err(k, format!("expected a time in [0, 3600] s, got {v}"));
             }
+        }
+        let x = self.max_excursion_rad;
+        if !(x.is_finite() && x > self.amplitude_rad * self.freqs_hz.len() as f64 && x <= 1.0) {
+            return err(
+                "max_excursion_rad",
+                format!(
+                    "expected a bound above the probe's own peak ({} rad) and at most 1 rad, got {x}",
+                    self.amplitude_rad * self.freqs_hz.len() as f64
+                ),
+            );
         }
         if self.duration_s <= 2.0 * self.ramp_s {
             return err(

@@ -323,7 +323,15 @@ impl ControlLoop {
         let probed = match self.inject.as_deref_mut() {
             Some(inj) => {
                 let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
-                inj.probe(deadline, playing, &mut self.setpoint)
+                let added = inj.probe(deadline, playing, &mut self.setpoint);
+                if let Some(j) = inj.probe_tripped() {
+                    // The probed loop ran away: authority is taken every cycle from
+                    // here on, as outside the operating domain.
+                    self.executor
+                        .force_fallback(wake, ModeChangeReason::OutOfDomain);
+                    self.gate.flag_out_of_domain(Some(j));
+                }
+                added
             }
             None => None,
         };

@@ -89,6 +89,11 @@ struct Probe {
     duration_ns: u64,
     ramp_ns: u64,
     origin: Option<MonoTime>,
+    max_excursion: f64,
+    /// The probed joint's setpoint when the probe started.
+    reference: Option<f64>,
+    /// The guard tripped: the policy has lost authority for good.
+    tripped: bool,
 }
 
 impl Probe {
@@ -103,6 +108,9 @@ impl Probe {
             duration_ns: (cfg.duration_s * 1e9) as u64,
             ramp_ns: (cfg.ramp_s * 1e9) as u64,
             origin: None,
+            max_excursion: cfg.max_excursion_rad,
+            reference: None,
+            tripped: false,
         };
         for k in 0..p.n {
             p.w[k] = 2.0 * core::f64::consts::PI * cfg.freqs_hz[k];
@@ -252,14 +260,31 @@ impl ControlInjection {
     ) -> Option<(usize, [f64; 3])> {
         let probe = self.probe.as_mut()?;
         let d = probe.at(deadline);
-        if !playing || d == [0.0; 3] {
+        let j = probe.joint;
+        // The excursion guard, from the probe's start to the end of the run.
+        let since = probe.origin.map_or(0, |o| deadline.saturating_since(o));
+        if since >= probe.start_ns {
+            let reference = *probe.reference.get_or_insert(sp.pos_rad[j]);
+            if (sp.pos_rad[j] - reference).abs() > probe.max_excursion {
+                probe.tripped = true;
+            }
+        }
+        if !playing || d == [0.0; 3] || probe.tripped {
             return None;
         }
-        let j = probe.joint;
         sp.pos_rad[j] += d[0];
         sp.vel_rad_s[j] += d[1];
         sp.acc_rad_s2[j] += d[2];
         Some((j, d))
+    }
+
+    /// The probe's excursion guard has tripped: the probed joint moved further than
+    /// `max_excursion_rad` from where it was when the probe started.
+    pub fn probe_tripped(&self) -> Option<u16> {
+        self.probe
+            .as_ref()
+            .filter(|p| p.tripped)
+            .map(|p| p.joint as u16)
     }
 
     /// Takes the probe back out of `sp` (the record keeps the executor's setpoint:

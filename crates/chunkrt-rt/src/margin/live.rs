@@ -46,6 +46,8 @@ pub struct LiveSetup {
     pub ramp_s: f64,
     /// Free response after the probe, for the stability verdict.
     pub free_s: f64,
+    /// The excursion guard of the probe (`[inject.probe] max_excursion_rad`).
+    pub max_excursion_rad: f64,
 }
 
 impl LiveSetup {
@@ -65,6 +67,7 @@ impl LiveSetup {
             window_s,
             ramp_s: 0.5,
             free_s: 8.0,
+            max_excursion_rad: 0.1,
         }
     }
 
@@ -77,6 +80,7 @@ impl LiveSetup {
             start_s: self.settle_s,
             duration_s: self.window_s + 2.0 * self.ramp_s,
             ramp_s: self.ramp_s,
+            max_excursion_rad: self.max_excursion_rad,
         }
     }
 
