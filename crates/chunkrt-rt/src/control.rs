@@ -290,6 +290,15 @@ impl ControlLoop {
             self.out_of_domain = outside.is_some();
         }
 
+        // 2a. The margin probe's excursion guard (tripped in an earlier cycle): the
+        // probed loop ran away, and authority is taken every cycle from here on, as
+        // outside the operating domain, before the tick could resume playing.
+        if let Some(j) = self.inject.as_deref().and_then(|i| i.probe_tripped()) {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::OutOfDomain);
+            self.gate.flag_out_of_domain(Some(j));
+        }
+
         // 2b. Drive faults: answered with the fallback (the backend error below), a
         // fault reset when `resume = auto`, and a re-seed at the measured position
         // once every drive is enabled again, so nothing jumps on re-enable.
@@ -323,15 +332,7 @@ impl ControlLoop {
         let probed = match self.inject.as_deref_mut() {
             Some(inj) => {
                 let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
-                let added = inj.probe(deadline, playing, &mut self.setpoint);
-                if let Some(j) = inj.probe_tripped() {
-                    // The probed loop ran away: authority is taken every cycle from
-                    // here on, as outside the operating domain.
-                    self.executor
-                        .force_fallback(wake, ModeChangeReason::OutOfDomain);
-                    self.gate.flag_out_of_domain(Some(j));
-                }
-                added
+                inj.probe(deadline, playing, &mut self.setpoint)
             }
             None => None,
         };
