@@ -293,6 +293,11 @@ pub struct LimitsConfig {
     pub max_jerk_rad_s3: PerJoint,
     /// Deceleration assumed by the braking envelope.
     pub brake_acc_rad_s2: PerJoint,
+    /// Following-error limit: a joint measured further than this from the command
+    /// it was sent takes authority from the policy (event `following_error`, the
+    /// fallback ladder). Not set: no limit.
+    #[serde(default)]
+    pub max_following_error_rad: Option<PerJoint>,
 }
 
 /// A box on the observed joint positions outside which the policy loses authority.

@@ -428,6 +428,14 @@ impl Config {
             .check("limits.max_jerk_rad_s3", n, pos, "a positive number")?;
         l.brake_acc_rad_s2
             .check("limits.brake_acc_rad_s2", n, pos, "a positive number")?;
+        if let Some(f) = &l.max_following_error_rad {
+            f.check(
+                "limits.max_following_error_rad",
+                n,
+                pos,
+                "a positive number",
+            )?;
+        }
         for j in 0..n {
             // The gate's braking bounds assume the limits can be met together: a
             // joint must be able to reach its acceleration limit before its speed
@@ -514,6 +522,20 @@ impl Config {
             min_len: e.min_len,
             max_time_offset_ns: ms_to_ns(e.max_time_offset_ms),
         }
+    }
+
+    /// Per-joint following-error limits (`limits.max_following_error_rad`), when set.
+    pub fn following_error_limits(&self) -> Option<[f64; MAX_DOF]> {
+        let f = self.limits.max_following_error_rad.as_ref()?;
+        let mut out = [f64::INFINITY; MAX_DOF];
+        for (j, v) in out
+            .iter_mut()
+            .enumerate()
+            .take(self.control.joints.min(MAX_DOF))
+        {
+            *v = f.get(j);
+        }
+        Some(out)
     }
 
     /// `(event, fallback)` thresholds of gate saturation in control cycles (see

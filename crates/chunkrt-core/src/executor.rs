@@ -135,6 +135,10 @@ pub enum ModeChangeReason {
     /// The gate held a joint's command off the policy's proposal for too long: the
     /// executor's intent and what the drives are sent no longer agree.
     GateSaturated,
+    /// A joint's measured position was further from its command than
+    /// `limits.max_following_error_rad`: the arm is not following (blocked, a
+    /// collision, a weak or failing drive).
+    FollowingError,
 }
 
 /// A timestamped mode change.

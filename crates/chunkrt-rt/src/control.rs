@@ -7,8 +7,9 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback, Gate, Mode,
-    ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume, Setpoint, MAX_DOF,
+    Backend, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback, Gate,
+    JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume, Setpoint,
+    MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -46,6 +47,12 @@ pub struct ControlLoop {
     /// away at the second.
     saturation_event_cycles: u32,
     saturation_fallback_cycles: u32,
+    /// Following-error limits per joint (`limits.max_following_error_rad`).
+    following_limit: Option<[f64; MAX_DOF]>,
+    /// Joints over their limit now (an event is logged when one goes over).
+    following_over: [bool; MAX_DOF],
+    /// The command sent in the previous cycle: what this cycle's measurement follows.
+    prev_cmd_pos: JointVec,
 }
 
 /// Default gate-saturation thresholds (`executor.gate_saturated_*_ms`), in ms.
@@ -118,6 +125,45 @@ impl ControlLoop {
             saturation_fallback_cycles: (SATURATION_FALLBACK_MS * 1_000_000)
                 .div_ceil(p.period_ns.max(1))
                 .max(1) as u32,
+            following_limit: None,
+            following_over: [false; MAX_DOF],
+            prev_cmd_pos: p.first_feedback.pos_rad,
+        }
+    }
+
+    /// Following-error limits per joint (`Config::following_error_limits`): a joint
+    /// measured further than its limit from the command it was sent the cycle before
+    /// takes authority from the policy (`FollowingError` event and fallback, every
+    /// cycle while it lasts).
+    pub fn with_following_error(mut self, limits: Option<[f64; MAX_DOF]>) -> Self {
+        self.following_limit = limits;
+        self
+    }
+
+    /// Checks the measurement against the previous command (after a good exchange
+    /// of fresh, not held, feedback, while no drive is recovering).
+    fn check_following(&mut self, t: MonoTime) {
+        let Some(limit) = self.following_limit else {
+            return;
+        };
+        let mut over_any = false;
+        for j in 0..self.dof.min(MAX_DOF) {
+            let err = (self.prev_cmd_pos[j] - self.fb.pos_rad[j]).abs();
+            let over = err > limit[j] || !err.is_finite();
+            if over && !self.following_over[j] {
+                self.events_out.push(EventRecord::FollowingError {
+                    t,
+                    joint: j as u16,
+                    error_rad: err,
+                    limit_rad: limit[j],
+                });
+            }
+            self.following_over[j] = over;
+            over_any |= over;
+        }
+        if over_any {
+            self.executor
+                .force_fallback(t, ModeChangeReason::FollowingError);
         }
     }
 
@@ -380,6 +426,9 @@ impl ControlLoop {
         let backend_error = match result {
             Ok(()) => {
                 self.backend_failing = false;
+                if !self.fb.held && !self.recovering {
+                    self.check_following(t_cmd);
+                }
                 false
             }
             Err(error) => {
@@ -395,6 +444,8 @@ impl ControlLoop {
                 true
             }
         };
+
+        self.prev_cmd_pos = self.cmd.pos_rad;
 
         // 7. Observation for the inference thread.
         self.executor.plan_state(self.fb.t_capture, &mut self.plan);

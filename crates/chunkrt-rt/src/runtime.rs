@@ -151,7 +151,9 @@ impl Runtime {
             clock: os::now,
         });
         let (sat_event, sat_fallback) = cfg.gate_saturation_cycles();
-        control = control.with_gate_saturation(sat_event, sat_fallback);
+        control = control
+            .with_gate_saturation(sat_event, sat_fallback)
+            .with_following_error(cfg.following_error_limits());
         // Delay lines of `[inject]` (issue 8); none when nothing is injected.
         control = crate::inject::attach(control, &cfg.inject, &first);
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());

@@ -354,6 +354,7 @@ impl Collector {
             EventRecord::Mode(m) if m.from == Mode::Playing => self.bump("fallback_entries", 1),
             EventRecord::Reject { .. } => self.bump("chunks_rejected_logged", 1),
             EventRecord::GateSaturated { .. } => self.bump("gate_saturated", 1),
+            EventRecord::FollowingError { .. } => self.bump("following_errors", 1),
             _ => {}
         }
         let value = self.event_json(e);
@@ -392,6 +393,18 @@ impl Collector {
                 "event": "gate",
                 "joint": intervention.joint,
                 "constraint": constraint_name(intervention.constraint),
+            }),
+            EventRecord::FollowingError {
+                t,
+                joint,
+                error_rad,
+                limit_rad,
+            } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "following_error",
+                "joint": joint,
+                "error_rad": error_rad,
+                "limit_rad": limit_rad,
             }),
             EventRecord::GateSaturated {
                 t,

@@ -127,6 +127,18 @@ pub enum EventRecord {
         /// Consecutive cycles so far.
         cycles: u32,
     },
+    /// A joint's measured position was further from its command than its
+    /// following-error limit (logged once per excursion).
+    FollowingError {
+        /// When.
+        t: MonoTime,
+        /// Joint index.
+        joint: u16,
+        /// |command - measurement| (rad).
+        error_rad: f64,
+        /// The limit (rad).
+        limit_rad: f64,
+    },
     /// The backend exchange failed.
     Backend {
         /// When.
