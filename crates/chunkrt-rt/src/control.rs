@@ -147,15 +147,15 @@ impl ControlLoop {
             return;
         };
         let mut over_any = false;
-        for j in 0..self.dof.min(MAX_DOF) {
+        for (j, &lim) in limit.iter().enumerate().take(self.dof.min(MAX_DOF)) {
             let err = (self.prev_cmd_pos[j] - self.fb.pos_rad[j]).abs();
-            let over = err > limit[j] || !err.is_finite();
+            let over = err > lim || !err.is_finite();
             if over && !self.following_over[j] {
                 self.events_out.push(EventRecord::FollowingError {
                     t,
                     joint: j as u16,
                     error_rad: err,
-                    limit_rad: limit[j],
+                    limit_rad: lim,
                 });
             }
             self.following_over[j] = over;
