@@ -72,6 +72,9 @@ fn allocations_with(
     if let Some(inject) = &inject {
         control = chunkrt_rt::inject::attach(control, inject, &first);
         assert!(control.injection().is_some());
+        // And a following-error limit tight enough to trip on every moving cycle:
+        // its events and fallbacks are on the counted path too (issue 16).
+        control = control.with_following_error(Some([1e-4; chunkrt_core::MAX_DOF]));
     }
 
     let chunk_period_ns = 50_000_000;

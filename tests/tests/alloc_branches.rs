@@ -371,6 +371,8 @@ impl Rig {
                     }
                 }
                 EventRecord::GateSaturated { .. } => seen.gate_saturated += 1,
+                // No following-error limit here: tests/tests/alloc.rs counts that path.
+                EventRecord::FollowingError { .. } => {}
                 EventRecord::Backend { error, .. } => {
                     *seen
                         .backend_errors
