@@ -152,12 +152,17 @@ impl LoopPoint {
 
     /// Phase of `L` in degrees, in (-360, 0] (loops here lag).
     pub fn phase_deg(&self) -> f64 {
-        let p = self.l.arg().to_degrees();
-        if p > 0.0 {
-            p - 360.0
-        } else {
-            p
-        }
+        lag_deg(self.l)
+    }
+}
+
+/// The phase of `l` in degrees, in (-360, 0] (loops here lag).
+pub fn lag_deg(l: Complex) -> f64 {
+    let p = l.arg().to_degrees();
+    if p > 0.0 {
+        p - 360.0
+    } else {
+        p
     }
 }
 
@@ -422,9 +427,15 @@ pub fn phase_crossover(
 
 /// Unwrapped phases (degrees) of a Bode list ordered by frequency.
 pub fn unwrapped_phase_deg(points: &[LoopPoint]) -> Vec<f64> {
-    let mut out: Vec<f64> = Vec::with_capacity(points.len());
-    for p in points {
-        let mut ph = p.phase_deg();
+    unwrap_deg(points.iter().map(LoopPoint::phase_deg))
+}
+
+/// Phases (degrees, in frequency order) unwrapped: each within 180 degrees of the
+/// one before.
+pub fn unwrap_deg(phases: impl IntoIterator<Item = f64>) -> Vec<f64> {
+    let phases = phases.into_iter();
+    let mut out: Vec<f64> = Vec::with_capacity(phases.size_hint().0);
+    for mut ph in phases {
         if let Some(&prev) = out.last() {
             while ph - prev > 180.0 {
                 ph -= 360.0;

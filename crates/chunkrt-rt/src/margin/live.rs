@@ -369,9 +369,13 @@ fn analyse(
     };
     let u = detrend(&|x: &Sample| x.u);
     let c = detrend(&|x: &Sample| x.c);
-    let mut points: Vec<LivePoint> = Vec::with_capacity(setup.freqs_hz.len());
+    // U and C at each probe frequency (single-frequency DFTs over the window); the
+    // DFT of U also fits the sines whose residual is the noise figure below.
     let mut freqs = setup.freqs_hz.clone();
     freqs.sort_by(f64::total_cmp);
+    let n = in_win.len() as f64;
+    let mut ls: Vec<Complex> = Vec::with_capacity(freqs.len());
+    let mut coeffs: Vec<(f64, Complex)> = Vec::with_capacity(freqs.len());
     for &f in &freqs {
         let w = 2.0 * core::f64::consts::PI * f;
         let (mut su, mut sc) = (Complex::ZERO, Complex::ZERO);
@@ -380,29 +384,23 @@ fn analyse(
             su = su + ph.scale(u[k]);
             sc = sc + ph.scale(c[k]);
         }
-        let l = if sc.abs() > 0.0 {
+        ls.push(if sc.abs() > 0.0 {
             -(su / sc)
         } else {
             Complex::ZERO
-        };
-        let mut phase = l.arg().to_degrees();
-        if phase > 0.0 {
-            phase -= 360.0;
-        }
-        if let Some(prev) = points.last() {
-            while phase - prev.phase_deg > 180.0 {
-                phase -= 360.0;
-            }
-            while phase - prev.phase_deg < -180.0 {
-                phase += 360.0;
-            }
-        }
-        points.push(LivePoint {
-            freq_hz: f,
-            l,
-            phase_deg: phase,
         });
+        coeffs.push((w, su.scale(2.0 / n)));
     }
+    let phases = super::unwrap_deg(ls.iter().map(|&l| super::lag_deg(l)));
+    let points: Vec<LivePoint> = freqs
+        .iter()
+        .zip(ls.iter().zip(phases))
+        .map(|(&freq_hz, (&l, phase_deg))| LivePoint {
+            freq_hz,
+            l,
+            phase_deg,
+        })
+        .collect();
 
     // Stability from the free response of the loop's own output, from the start of
     // the probe's fade-out (block 0 holds the last of the forced response, so a
@@ -417,18 +415,6 @@ fn analyse(
     let tail = &free[free.len() * 3 / 4..];
     let rest = tail.iter().map(|x| x.u).sum::<f64>() / tail.len() as f64;
     let xs: Vec<f64> = free.iter().map(|x| x.u - rest).collect();
-    let n = in_win.len() as f64;
-    let coeffs: Vec<(f64, Complex)> = freqs
-        .iter()
-        .map(|&f| {
-            let w = 2.0 * core::f64::consts::PI * f;
-            let mut acc = Complex::ZERO;
-            for (k, x) in in_win.iter().enumerate() {
-                acc = acc + Complex::from_polar(u[k], -w * (x.t - win.0));
-            }
-            (w, acc.scale(2.0 / n))
-        })
-        .collect();
     let resid2: f64 = in_win
         .iter()
         .enumerate()
