@@ -112,10 +112,16 @@ fn runtime_margin(k: f64, delay: &str, name: &str) -> (serde_json::Value, String
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
     assert_eq!(json["loop"]["kind"], "runtime");
-    let row = json["rows"][0].clone();
+    let mut row = json["rows"][0].clone();
     // Each point is a whole run of the runtime, kept for a person to look at.
     let run_dir = std::path::PathBuf::from(row["run_dir"].as_str().unwrap());
     assert!(run_dir.join("report.json").exists() && run_dir.join("recording.mcap").exists());
+    // The run's own event log: how often the excursion guard took authority.
+    let guard = std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .matches("\"ProbeExcursion\"")
+        .count();
+    row["guard_fallbacks_in_events"] = guard.into();
     let _ = std::fs::remove_dir_all(&out);
     (row, stdout)
 }
@@ -185,6 +191,8 @@ fn an_unstable_loop_is_stopped_by_the_excursion_guard() {
     assert!(r["pm_deg"].is_null(), "{r}");
     let worst = r["hold_err_max_rad"].as_f64().unwrap();
     assert!(worst < 0.15, "the arm went {worst} rad from its goal: {r}");
+    // The run's events say why the policy lost authority, once (it is not given back).
+    assert_eq!(r["guard_fallbacks_in_events"], 1, "{r}");
 }
 
 #[test]

@@ -338,10 +338,10 @@ impl ControlLoop {
 
         // 2a. The margin probe's excursion guard (tripped in an earlier cycle): the
         // probed loop ran away, and authority is taken every cycle from here on, as
-        // outside the operating domain, before the tick could resume playing.
+        // the domain monitor does, before the tick could resume playing.
         if let Some(j) = self.inject.as_deref().and_then(|i| i.probe_tripped()) {
             self.executor
-                .force_fallback(wake, ModeChangeReason::OutOfDomain);
+                .force_fallback(wake, ModeChangeReason::ProbeExcursion);
             self.gate.flag_out_of_domain(Some(j));
         }
 
