@@ -32,6 +32,8 @@ fn config() -> ExecutorConfig {
         dt_max_ns: 100 * NS_PER_MS,
         min_len: 2,
         max_time_offset_ns: 1_000 * NS_PER_MS,
+        ensemble_coeff: 0.0,
+        ensemble_chunks: 8,
     }
 }
 

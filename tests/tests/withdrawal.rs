@@ -190,6 +190,8 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
         dt_max_ns: 100 * NS_PER_MS,
         min_len: 2,
         max_time_offset_ns: 1_000 * NS_PER_MS,
+        ensemble_coeff: 0.0,
+        ensemble_chunks: 8,
     };
     let period_ns = c.period_ms * NS_PER_MS;
     let t = period_ns as f64 * 1e-9;

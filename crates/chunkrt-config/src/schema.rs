@@ -182,6 +182,14 @@ fn default_servo_gain() -> f64 {
     core::f64::consts::PI
 }
 
+fn default_ensemble_coeff() -> f64 {
+    0.01
+}
+
+fn default_ensemble_chunks() -> usize {
+    8
+}
+
 fn default_smoothing_modes() -> usize {
     6
 }
@@ -210,6 +218,9 @@ pub enum SeamKind {
     /// The new chunk at once, the seam's offset faded out over the blend: for policies
     /// that continue the trajectory being played.
     Transition,
+    /// ACT's temporal ensembling: the weighted mean of the recent chunks
+    /// (`ensemble_coeff`, `ensemble_chunks`), each fading in and out over the blend.
+    Ensemble,
 }
 
 /// The executor.
@@ -222,9 +233,16 @@ pub struct ExecutorSection {
     /// Seam blend length (0: newest chunk wins at once).
     #[serde(default = "default_blend")]
     pub blend_ms: f64,
-    /// `crossfade` (default) or `transition`.
+    /// `crossfade` (default), `transition` or `ensemble`.
     #[serde(default)]
     pub seam: SeamKind,
+    /// `seam = "ensemble"`: chunk `k` from the oldest weighs `exp(-coeff * k)` (ACT's
+    /// temporal ensembling; its paper used 0.01 with a chunk per frame).
+    #[serde(default = "default_ensemble_coeff")]
+    pub ensemble_coeff: f64,
+    /// `seam = "ensemble"`: most chunks in the mean at full weight (1 to 12).
+    #[serde(default = "default_ensemble_chunks")]
+    pub ensemble_chunks: usize,
     /// Sample the trajectory this far ahead (drive + bus delay).
     #[serde(default)]
     pub lookahead_ms: f64,
@@ -261,6 +279,8 @@ impl Default for ExecutorSection {
             max_chunk_age_ms: default_max_age(),
             blend_ms: default_blend(),
             seam: SeamKind::default(),
+            ensemble_coeff: default_ensemble_coeff(),
+            ensemble_chunks: default_ensemble_chunks(),
             lookahead_ms: 0.0,
             safe_stop_after_ms: default_safe_stop(),
             resume: default_resume(),

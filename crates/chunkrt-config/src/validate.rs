@@ -375,6 +375,13 @@ impl Config {
             10_000.0,
         )?;
         range("executor.blend_ms", e.blend_ms, 0.0, 1000.0)?;
+        range("executor.ensemble_coeff", e.ensemble_coeff, -5.0, 5.0)?;
+        if !(1..=12).contains(&e.ensemble_chunks) {
+            return fail(
+                "executor.ensemble_chunks",
+                format!("expected 1 to 12, got {}", e.ensemble_chunks),
+            );
+        }
         range("executor.lookahead_ms", e.lookahead_ms, 0.0, 1000.0)?;
         range(
             "executor.safe_stop_after_ms",
@@ -510,6 +517,7 @@ impl Config {
             seam: match e.seam {
                 SeamKind::Crossfade => SeamMode::Crossfade,
                 SeamKind::Transition => SeamMode::Transition,
+                SeamKind::Ensemble => SeamMode::Ensemble,
             },
             lookahead_ns: ms_to_ns(e.lookahead_ms),
             safe_stop_after_ns: ms_to_ns(e.safe_stop_after_ms),
@@ -521,6 +529,8 @@ impl Config {
             dt_max_ns: ms_to_ns(e.dt_max_ms),
             min_len: e.min_len,
             max_time_offset_ns: ms_to_ns(e.max_time_offset_ms),
+            ensemble_coeff: e.ensemble_coeff,
+            ensemble_chunks: e.ensemble_chunks,
         }
     }
 

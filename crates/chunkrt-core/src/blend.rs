@@ -25,6 +25,16 @@
 //! (`2 s' dv + s'' dp` of a difference that keeps growing): for chunks that already
 //! continue the trajectory being played (a policy observing the plan), that is most of
 //! the seam's acceleration.
+//!
+//! An *ensemble* ([`BlendChain::ensemble_push`], `executor.seam = "ensemble"`) is ACT's
+//! temporal ensembling made continuous: the output is the weighted mean of every recent
+//! chunk's spline, chunk `k` weighted `exp(-coeff * k)` counted from the oldest (ACT's
+//! weights: with `coeff > 0` older predictions weigh more). A chunk's weight fades in
+//! over the blend from its seam and out over the blend when it is evicted (more than
+//! `ensemble_chunks` members) or nears the end of its horizon, by the quintic
+//! smoothstep; the quotient rule carries velocity and acceleration, so the output is C2.
+//! With `blend_ms = 0` the weights switch at once and the output at the chunks' own
+//! setpoint times is exactly ACT's `ACTTemporalEnsembler`.
 
 use crate::spline::{ChunkSpline, Pva};
 use crate::time::MonoTime;
@@ -99,6 +109,30 @@ struct Offset {
     active: bool,
 }
 
+/// One member of an ensemble (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+struct Member {
+    slot: usize,
+    /// Its seam: the weight fades in from here.
+    t_in: MonoTime,
+    /// Where its weight starts fading out (`None`: the newest member, never).
+    t_out: Option<MonoTime>,
+    /// Its chunk's last setpoint time.
+    t_end: MonoTime,
+    /// Arrival count: weights are `exp(-coeff * (index - oldest index))`.
+    index: u64,
+}
+
+/// ACT-style temporal ensembling: the members and their weights.
+#[derive(Clone, Debug)]
+struct Ensemble {
+    coeff: f64,
+    max: usize,
+    members: [Member; SLOTS],
+    n: usize,
+    next_index: u64,
+}
+
 /// The base and the layers blending in over it (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct BlendChain {
@@ -110,8 +144,10 @@ pub(crate) struct BlendChain {
     state_t0: MonoTime,
     layers: [Layer; SLOTS],
     n: usize,
-    /// Seams that found the chain full and restarted it from the output state.
+    /// Seams that found the chain full and restarted it from the output state (or, for
+    /// an ensemble, dropped a member before its fade was over).
     collapsed: u64,
+    ensemble: Ensemble,
 }
 
 impl BlendChain {
@@ -126,7 +162,21 @@ impl BlendChain {
             layers: [Layer::default(); SLOTS],
             n: 0,
             collapsed: 0,
+            ensemble: Ensemble {
+                coeff: 0.0,
+                max: 1,
+                members: [Member::default(); SLOTS],
+                n: 0,
+                next_index: 0,
+            },
         }
+    }
+
+    /// Sets the ensemble's weight decay per chunk and its largest membership (at most
+    /// `SLOTS - 4`: fading members and the pending chunk need slots too).
+    pub(crate) fn set_ensemble(&mut self, coeff: f64, max: usize) {
+        self.ensemble.coeff = coeff;
+        self.ensemble.max = max.clamp(1, SLOTS - 4);
     }
 
     /// Plays `slot` alone from now on (no blend).
@@ -134,6 +184,80 @@ impl BlendChain {
         self.base = Base::Spline(slot);
         self.n = 0;
         self.offset.active = false;
+        self.ensemble.n = 0;
+    }
+
+    /// Adds `slot` (its chunk ends at `t_end`) to the ensemble at `ts`. A first member
+    /// (no ensemble playing) plays at full weight plus `offset` (the output minus the chunk
+    /// at `ts`) faded out, as a transition does. Returns whether a member had to be
+    /// dropped before its fade was over (no slot left).
+    pub(crate) fn ensemble_push(
+        &mut self,
+        slot: usize,
+        ts: MonoTime,
+        t_end: MonoTime,
+        offset: &Pva,
+    ) -> bool {
+        self.prune(ts);
+        let tb = self.blend_ns;
+        let e = &mut self.ensemble;
+        let member = Member {
+            slot,
+            t_in: ts,
+            t_out: None,
+            t_end,
+            index: e.next_index,
+        };
+        e.next_index += 1;
+        if e.n == 0 {
+            self.n = 0;
+            self.base = Base::Spline(slot);
+            self.offset = Offset {
+                t0: ts,
+                d: *offset,
+                active: tb > 0,
+            };
+            // Enters at full weight: nothing to fade in against.
+            e.members[0] = Member {
+                t_in: MonoTime::ZERO,
+                ..member
+            };
+            e.n = 1;
+            return false;
+        }
+        // (A first member's offset keeps fading out: it is part of what is playing.)
+        // The members so far start fading out where their horizon ends (not before now).
+        let horizon_fade = |m: &Member| m.t_end.add_signed_ns(-(tb as i64)).max(ts);
+        for m in &mut e.members[..e.n] {
+            let h = horizon_fade(m);
+            m.t_out = Some(m.t_out.map_or(h, |o| o.min(h)));
+        }
+        // Evict the oldest members still at full weight beyond `max`.
+        let staying = e.members[..e.n]
+            .iter()
+            .filter(|m| m.t_out.is_some_and(|o| o > ts))
+            .count();
+        let mut evict = (staying + 1).saturating_sub(e.max);
+        for m in &mut e.members[..e.n] {
+            if evict == 0 {
+                break;
+            }
+            if m.t_out.is_some_and(|o| o > ts) {
+                m.t_out = Some(ts);
+                evict -= 1;
+            }
+        }
+        // No slot left for the pending chunk after this one: drop the oldest now.
+        let mut dropped = false;
+        if e.n + 2 > SLOTS {
+            e.members.copy_within(1..e.n, 0);
+            e.n -= 1;
+            self.collapsed += 1;
+            dropped = true;
+        }
+        e.members[e.n] = member;
+        e.n += 1;
+        dropped
     }
 
     /// Plays `slot` from `ts` plus `offset` (the output minus the chunk at `ts`) faded
@@ -180,6 +304,20 @@ impl BlendChain {
     /// Drops what no longer contributes at `ts`: everything below the newest layer
     /// whose crossing is over (that layer becomes the base).
     pub(crate) fn prune(&mut self, ts: MonoTime) {
+        let (e, tb) = (&mut self.ensemble, self.blend_ns);
+        if e.n > 0 {
+            // Members whose fade-out is over (the newest never fades).
+            let mut k = 0;
+            for i in 0..e.n {
+                let m = e.members[i];
+                if m.t_out.is_none_or(|o| ts < o.add_ns(tb)) {
+                    e.members[k] = m;
+                    k += 1;
+                }
+            }
+            e.n = k;
+            return;
+        }
         if let Some(k) = self.settled_layer(ts) {
             self.base = Base::Spline(self.layers[k].slot);
             self.layers.copy_within(k + 1..self.n, 0);
@@ -196,7 +334,74 @@ impl BlendChain {
 
     /// Whether the chain holds `slot` (the base's or a layer's spline).
     pub(crate) fn uses(&self, slot: usize) -> bool {
-        self.base == Base::Spline(slot) || self.layers[..self.n].iter().any(|l| l.slot == slot)
+        self.base == Base::Spline(slot)
+            || self.layers[..self.n].iter().any(|l| l.slot == slot)
+            || self.ensemble.members[..self.ensemble.n]
+                .iter()
+                .any(|m| m.slot == slot)
+    }
+
+    /// The ensemble's weighted mean at `ts` (see the module docs); false when no member
+    /// has weight there.
+    fn eval_ensemble(
+        &self,
+        splines: &[ChunkSpline],
+        dof: usize,
+        ts: MonoTime,
+        out: &mut Pva,
+    ) -> bool {
+        let e = &self.ensemble;
+        let tb = self.blend_ns as f64 * 1e-9;
+        // Weight ramp at `tau` seconds past its start: (value, d/dt, d2/dt2).
+        let ramp = |tau: f64| -> (f64, f64, f64) {
+            if tb <= 0.0 {
+                (if tau >= 0.0 { 1.0 } else { 0.0 }, 0.0, 0.0)
+            } else {
+                let (s, ds, dds) = smoothstep5(tau / tb);
+                (s, ds / tb, dds / (tb * tb))
+            }
+        };
+        let oldest = e.members[..e.n].iter().map(|m| m.index).min().unwrap_or(0);
+        let (mut d0, mut d1, mut d2) = (0.0, 0.0, 0.0);
+        let (mut n0, mut n1, mut n2) = (Pva::default(), Pva::default(), Pva::default());
+        let mut p = Pva::default();
+        for m in &e.members[..e.n] {
+            let base = (-e.coeff * (m.index - oldest) as f64).exp();
+            let (si, dsi, ddsi) = ramp(ts.diff_ns(m.t_in) as f64 * 1e-9);
+            let (so, dso, ddso) = match m.t_out {
+                Some(o) => ramp(ts.diff_ns(o) as f64 * 1e-9),
+                None => (0.0, 0.0, 0.0),
+            };
+            let (r, dr, ddr) = (1.0 - so, -dso, -ddso);
+            let w = base * si * r;
+            let w1 = base * (dsi * r + si * dr);
+            let w2 = base * (ddsi * r + 2.0 * dsi * dr + si * ddr);
+            if w == 0.0 && w1 == 0.0 && w2 == 0.0 {
+                continue;
+            }
+            splines[m.slot].eval(ts, &mut p);
+            d0 += w;
+            d1 += w1;
+            d2 += w2;
+            for j in 0..dof {
+                let (x, v, a) = (p.pos_rad[j], p.vel_rad_s[j], p.acc_rad_s2[j]);
+                n0.pos_rad[j] += w * x;
+                n1.pos_rad[j] += w1 * x + w * v;
+                n2.pos_rad[j] += w2 * x + 2.0 * w1 * v + w * a;
+            }
+        }
+        if d0 <= 0.0 {
+            return false;
+        }
+        for j in 0..dof {
+            let f = n0.pos_rad[j] / d0;
+            let f1 = (n1.pos_rad[j] - f * d1) / d0;
+            let f2 = (n2.pos_rad[j] - 2.0 * f1 * d1 - f * d2) / d0;
+            out.pos_rad[j] = f;
+            out.vel_rad_s[j] = f1;
+            out.acc_rad_s2[j] = f2;
+        }
+        true
     }
 
     /// Seams that restarted a full chain from the output state.
@@ -206,27 +411,33 @@ impl BlendChain {
 
     /// The output at `ts` for the first `dof` joints. No allocation.
     pub(crate) fn eval(&self, splines: &[ChunkSpline], dof: usize, ts: MonoTime, out: &mut Pva) {
+        let ensemble = self.ensemble.n > 0 && self.eval_ensemble(splines, dof, ts, out);
         // A settled layer hides everything below it: start there.
-        let first = match self.settled_layer(ts) {
-            Some(k) => {
-                splines[self.layers[k].slot].eval(ts, out);
-                k + 1
-            }
-            None => {
-                match self.base {
-                    Base::Spline(slot) => splines[slot].eval(ts, out),
-                    Base::State => {
-                        let (state, tau) = (&self.state, ts.diff_ns(self.state_t0) as f64 * 1e-9);
-                        for j in 0..dof {
-                            let a = state.acc_rad_s2[j];
-                            out.pos_rad[j] =
-                                state.pos_rad[j] + tau * (state.vel_rad_s[j] + 0.5 * a * tau);
-                            out.vel_rad_s[j] = state.vel_rad_s[j] + a * tau;
-                            out.acc_rad_s2[j] = a;
+        let first = if ensemble {
+            self.n
+        } else {
+            match self.settled_layer(ts) {
+                Some(k) => {
+                    splines[self.layers[k].slot].eval(ts, out);
+                    k + 1
+                }
+                None => {
+                    match self.base {
+                        Base::Spline(slot) => splines[slot].eval(ts, out),
+                        Base::State => {
+                            let (state, tau) =
+                                (&self.state, ts.diff_ns(self.state_t0) as f64 * 1e-9);
+                            for j in 0..dof {
+                                let a = state.acc_rad_s2[j];
+                                out.pos_rad[j] =
+                                    state.pos_rad[j] + tau * (state.vel_rad_s[j] + 0.5 * a * tau);
+                                out.vel_rad_s[j] = state.vel_rad_s[j] + a * tau;
+                                out.acc_rad_s2[j] = a;
+                            }
                         }
                     }
+                    0
                 }
-                0
             }
         };
         let tb = self.blend_ns as f64 * 1e-9;

@@ -78,6 +78,10 @@ pub struct ExecutorConfig {
     pub min_len: usize,
     /// A chunk whose `t_start` is further than this from `now` is rejected.
     pub max_time_offset_ns: u64,
+    /// `SeamMode::Ensemble`: chunk `k` (from the oldest) weighs `exp(-coeff * k)`.
+    pub ensemble_coeff: f64,
+    /// `SeamMode::Ensemble`: most chunks averaged at full weight.
+    pub ensemble_chunks: usize,
 }
 
 /// How the executor crosses from the trajectory being played to a new chunk.
@@ -94,6 +98,11 @@ pub enum SeamMode {
     /// For policies that continue the trajectory being played (observing the plan):
     /// adds only what the seam differs by, not what the chunks' intents differ by later.
     Transition,
+    /// Temporal ensembling (ACT's): the weighted mean of the recent chunks, chunk `k`
+    /// from the oldest weighted `exp(-ensemble_coeff * k)`, each fading in and out over
+    /// the blend (see `blend`). For chunk models that predict the same future again at
+    /// every call: it averages their predictions for each instant.
+    Ensemble,
 }
 
 /// Where the ladder stands.
@@ -345,7 +354,11 @@ impl Executor {
             pending: 1,
             pending_valid: false,
             cur_valid: false,
-            chain: BlendChain::new(cfg.blend_ns),
+            chain: {
+                let mut c = BlendChain::new(cfg.blend_ns);
+                c.set_ensemble(cfg.ensemble_coeff, cfg.ensemble_chunks);
+                c
+            },
             stop: StopProfile::default(),
             stop_t0: MonoTime::ZERO,
             hold_pos: *initial_pos,
@@ -491,18 +504,20 @@ impl Executor {
         let mut old = Pva::default();
         self.eval_mode(ts, &mut old);
         let slot = self.pending;
-        if self.cfg.blend_ns == 0 {
+        if self.cfg.seam == SeamMode::Ensemble {
+            // A first member starts on the output (a transition's offset), later ones
+            // join the mean.
+            let offset = self.seam_offset(&old, slot, ts);
+            if !(self.mode == Mode::Playing && self.cur_valid) {
+                self.chain.solo(slot);
+            }
+            let t_end = self.splines[slot].t_end();
+            self.chain.ensemble_push(slot, ts, t_end, &offset);
+        } else if self.cfg.blend_ns == 0 {
             self.chain.solo(slot);
         } else if self.cfg.seam == SeamMode::Transition {
             // The new chunk at once, plus the output's offset from it faded out.
-            let state = self.within_limits(&old);
-            let mut offset = Pva::default();
-            self.splines[slot].eval(ts, &mut offset);
-            for j in 0..dof {
-                offset.pos_rad[j] = state.pos_rad[j] - offset.pos_rad[j];
-                offset.vel_rad_s[j] = state.vel_rad_s[j] - offset.vel_rad_s[j];
-                offset.acc_rad_s2[j] = state.acc_rad_s2[j] - offset.acc_rad_s2[j];
-            }
+            let offset = self.seam_offset(&old, slot, ts);
             self.chain.transition(slot, ts, &offset);
         } else if self.mode == Mode::Playing && self.cur_valid {
             let state = self.within_limits(&old);
@@ -529,6 +544,20 @@ impl Executor {
             da = da.max((new.acc_rad_s2[j] - old.acc_rad_s2[j]).abs());
         }
         self.seam.record(dp, dv, da);
+    }
+
+    /// The output `old` (within the limits) minus the chunk in `slot`, at `ts`: what a
+    /// transition fades out.
+    fn seam_offset(&self, old: &Pva, slot: usize, ts: MonoTime) -> Pva {
+        let state = self.within_limits(old);
+        let mut offset = Pva::default();
+        self.splines[slot].eval(ts, &mut offset);
+        for j in 0..self.cfg.dof {
+            offset.pos_rad[j] = state.pos_rad[j] - offset.pos_rad[j];
+            offset.vel_rad_s[j] = state.vel_rad_s[j] - offset.vel_rad_s[j];
+            offset.acc_rad_s2[j] = state.acc_rad_s2[j] - offset.acc_rad_s2[j];
+        }
+        offset
     }
 
     /// `state` with velocity and acceleration clipped to the joint limits.

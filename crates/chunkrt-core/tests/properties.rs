@@ -240,6 +240,8 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
         dt_max_ns: 100 * NS_PER_MS,
         min_len: 2,
         max_time_offset_ns: 100 * NS_PER_MS,
+        ensemble_coeff: 0.0,
+        ensemble_chunks: 8,
     };
     let period_ns = s.period_ms * NS_PER_MS;
     let t = period_ns as f64 * 1e-9;
