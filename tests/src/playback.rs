@@ -110,15 +110,23 @@ pub fn judge_run(cfg: &Config, run_dir: &Path) -> Result<Playback, String> {
         .as_ref()
         .map(|m| cfg.resolve(m))
         .ok_or("the config has no policy.manifest")?;
-    let m = Manifest::load(&manifest).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+    let (goals, tolerance) = match chunkrt_policy::manifest2::manifest_format(&manifest, &text)
+        .map_err(|e| e.to_string())?
+    {
+        2 => {
+            let m = chunkrt_policy::CheckedManifest2::parse(&manifest, &text)
+                .map_err(|e| e.to_string())?
+                .raw;
+            (m.task.goals, m.task.goal_tolerance_rad)
+        }
+        _ => {
+            let m = Manifest::parse(&manifest, &text).map_err(|e| e.to_string())?;
+            (m.encoding.goals, m.encoding.goal_tolerance_rad)
+        }
+    };
     let (cycles, _) = recording::read(&run_dir.join("recording.mcap"))?;
-    Ok(judge(
-        &cycles,
-        &acc,
-        &jerk,
-        &m.encoding.goals,
-        m.encoding.goal_tolerance_rad,
-    ))
+    Ok(judge(&cycles, &acc, &jerk, &goals, tolerance))
 }
 
 /// Judges `cycles` (file order) against the per-joint acceleration and jerk limits and

@@ -83,13 +83,7 @@ fn validate_as(
                 c.link_cut.len()
             )
         }
-        FileKind::PolicyManifest => {
-            let m = chunkrt_policy::Manifest::parse(file, text)?;
-            format!(
-                "{:?} model {}, {} joints, {} setpoints {} ms apart",
-                m.kind, m.model_file, m.d_a, m.horizon, m.dt_ms
-            )
-        }
+        FileKind::PolicyManifest => chunkrt_policy::manifest2::check_any_manifest(file, text)?,
     })
 }
 

@@ -1,4 +1,5 @@
-//! `chunkrt ecsim` and `chunkrt policy sample`: the tools around the runtime.
+//! `chunkrt ecsim`, `chunkrt policy sample` and `chunkrt policy inspect`: the tools around
+//! the runtime.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -22,6 +23,18 @@ pub struct EcsimArgs {
 pub enum PolicyCommand {
     /// Draw action chunks from a model at one observation.
     Sample(SampleArgs),
+    /// A graph's inputs and outputs, and a drafted manifest (format 2) for it.
+    Inspect(InspectArgs),
+}
+
+/// `chunkrt policy inspect`.
+#[derive(Parser, Debug, Clone)]
+pub struct InspectArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Print only the drafted manifest (to redirect into a file).
+    #[arg(long)]
+    pub manifest_only: bool,
 }
 
 /// `chunkrt policy sample`.
@@ -73,6 +86,22 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
 /// Runs a policy subcommand.
 pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
+        PolicyCommand::Inspect(a) => {
+            let i = chunkrt_policy::inspect::inspect(
+                &a.model,
+                &chunkrt_policy::SessionOptions::default(),
+            )?;
+            let draft = chunkrt_policy::inspect::draft_manifest(&a.model, &i);
+            if a.manifest_only {
+                print!("{draft}");
+            } else {
+                print!(
+                    "{}\ndrafted manifest:\n\n{draft}",
+                    chunkrt_policy::inspect::inspection_text(&a.model, &i)
+                );
+            }
+            Ok(0)
+        }
         PolicyCommand::Sample(a) => {
             let obs = a
                 .obs

@@ -129,6 +129,11 @@ impl Domain {
         self.dim
     }
 
+    /// The training observations' mean.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
     /// Mahalanobis distance of `obs` from the training mean (no bounds check).
     pub fn mahalanobis(&self, obs: &[f64]) -> f64 {
         let n = self.dim.min(obs.len());

@@ -146,6 +146,57 @@ impl GoalSequence {
     }
 }
 
+/// Moves a goal sequence on when a learned policy has settled near its goal without
+/// reaching the tolerance (model bias): within `radius_rad` of it on every joint, and
+/// every joint moving less than `motion_rad` between consecutive observations, for
+/// `chunks` observations in a row.
+#[derive(Clone, Debug)]
+pub struct Settler {
+    radius_rad: f64,
+    motion_rad: f64,
+    chunks: u32,
+    settled_for: u32,
+    prev_pos: JointVec,
+}
+
+impl Settler {
+    /// A settler with the given radius, stillness and count.
+    pub fn new(radius_rad: f64, motion_rad: f64, chunks: u32) -> Self {
+        Settler {
+            radius_rad,
+            motion_rad,
+            chunks: chunks.max(1),
+            settled_for: 0,
+            prev_pos: [f64::NAN; MAX_DOF],
+        }
+    }
+
+    /// Starts counting afresh (the goal changed).
+    pub fn restart(&mut self) {
+        self.settled_for = 0;
+    }
+
+    /// Takes one observation of the arm at `pos_rad`; advances `goals` and returns true
+    /// when the arm has settled near the current goal.
+    pub fn observe(&mut self, goals: &mut GoalSequence, pos_rad: &JointVec) -> bool {
+        let motion = (0..goals.dof).fold(0.0f64, |acc, j| {
+            acc.max((pos_rad[j] - self.prev_pos[j]).abs())
+        });
+        self.prev_pos = *pos_rad;
+        if goals.distance_rad(pos_rad) <= self.radius_rad && motion < self.motion_rad {
+            self.settled_for += 1;
+            if self.settled_for >= self.chunks {
+                goals.advance();
+                self.settled_for = 0;
+                return true;
+            }
+        } else {
+            self.settled_for = 0;
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,12 +5,20 @@
 //! - [`OnnxPolicy`]: a learned denoiser (flow matching or DDIM) run through ONNX Runtime
 //!   (`ort`, library loaded at run time, see [`ortlib`]), sampled in Rust, refused at load
 //!   when it disagrees with its [`Manifest`].
+//! - [`ImportedPolicy`]: a policy brought from elsewhere (manifest format 2: LeRobot's
+//!   Diffusion Policy under its diffusers scheduler, ACT-style chunk models), with named
+//!   observation inputs, history and LeRobot's normalisation.
 //! - [`sample_chunks`]: offline sampling for `chunkrt policy sample`.
 
+pub mod diffusers;
 pub mod domain;
 pub mod error;
 pub mod goals;
+pub mod graph;
+pub mod imported;
+pub mod inspect;
 pub mod manifest;
+pub mod manifest2;
 pub mod model;
 pub mod noise;
 pub mod onnx_policy;
@@ -25,8 +33,10 @@ pub mod smoothing;
 
 pub use domain::{Domain, DomainError, DomainVerdict};
 pub use error::PolicyLoadError;
-pub use goals::{GoalError, GoalSequence};
+pub use goals::{GoalError, GoalSequence, Settler};
+pub use imported::{ImportedModel, ImportedPolicy, ImportedPolicyConfig};
 pub use manifest::{Manifest, PolicyKind, SamplerMethod};
+pub use manifest2::{CheckedManifest2, Manifest2, ModelKind};
 pub use model::PolicyModel;
 pub use noise::GaussianNoise;
 pub use onnx_policy::{AnytimeStats, NoiseMode, OnnxPolicy, OnnxPolicyConfig, StateSource};

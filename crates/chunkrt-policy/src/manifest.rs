@@ -318,20 +318,7 @@ impl Manifest {
                 self.format
             ));
         }
-        if self.model_sha256.len() != 64
-            || !self
-                .model_sha256
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        {
-            return Err(format!(
-                "model_sha256 = \"{}\" is not 64 lowercase hex digits",
-                self.model_sha256
-            ));
-        }
-        if self.model_file.is_empty() {
-            return Err("model_file is empty".into());
-        }
+        check_digest_and_file(&self.model_sha256, &self.model_file)?;
         range("d_a", self.d_a, 1, MAX_DOF)?;
         range("horizon", self.horizon, 2, MAX_HORIZON)?;
         range("d_obs", self.d_obs, 1, MAX_OBS)?;
@@ -354,13 +341,13 @@ impl Manifest {
             return Err("encoding.goals is empty".into());
         }
         for (i, g) in self.encoding.goals.iter().enumerate() {
-            values(&format!("encoding.goals[{i}]"), g, self.d_a)?;
+            check_values(&format!("encoding.goals[{i}]"), g, self.d_a)?;
         }
         let n = &self.normalisation;
-        values("normalisation.obs_mean", &n.obs_mean, self.d_obs)?;
-        values("normalisation.obs_std", &n.obs_std, self.d_obs)?;
-        values("normalisation.act_mean", &n.act_mean, self.chunk_len())?;
-        values("normalisation.act_std", &n.act_std, self.chunk_len())?;
+        check_values("normalisation.obs_mean", &n.obs_mean, self.d_obs)?;
+        check_values("normalisation.obs_std", &n.obs_std, self.d_obs)?;
+        check_values("normalisation.act_mean", &n.act_mean, self.chunk_len())?;
+        check_values("normalisation.act_std", &n.act_std, self.chunk_len())?;
         for (name, v) in [
             ("normalisation.obs_std", &n.obs_std),
             ("normalisation.act_std", &n.act_std),
@@ -388,7 +375,7 @@ impl Manifest {
             }
             (Some(sch), PolicyKind::Ddim) => {
                 range("schedule.train_timesteps", sch.train_timesteps, 1, 100_000)?;
-                values(
+                check_values(
                     "schedule.alphas_cumprod",
                     &sch.alphas_cumprod,
                     sch.train_timesteps,
@@ -411,58 +398,86 @@ impl Manifest {
             }
             (None, PolicyKind::Flow) => {}
         }
-        let d = &self.domain;
-        values("domain.obs_min", &d.obs_min, self.d_obs)?;
-        values("domain.obs_max", &d.obs_max, self.d_obs)?;
-        values("domain.mean", &d.mean, self.d_obs)?;
-        if let Some(i) = (0..self.d_obs).find(|&i| d.obs_min[i] > d.obs_max[i]) {
-            return Err(format!(
-                "domain.obs_min[{i}] = {} exceeds domain.obs_max[{i}] = {}",
-                d.obs_min[i], d.obs_max[i]
-            ));
-        }
-        if !(d.ridge.is_finite() && d.ridge >= 0.0) {
-            return Err(format!(
-                "domain.ridge = {} must be finite and >= 0",
-                d.ridge
-            ));
-        }
-        positive("domain.mahalanobis_max", d.mahalanobis_max)?;
-        if d.covariance.len() != self.d_obs {
-            return Err(format!(
-                "domain.covariance has {} rows, expected d_obs = {}",
-                d.covariance.len(),
-                self.d_obs
-            ));
-        }
-        for (i, row) in d.covariance.iter().enumerate() {
-            values(&format!("domain.covariance[{i}]"), row, self.d_obs)?;
-        }
-        if self.training.data_sha256.len() != 64 {
-            return Err(format!(
-                "training.data_sha256 = \"{}\" is not a SHA-256 (64 hex digits)",
-                self.training.data_sha256
-            ));
-        }
+        check_domain(&self.domain, self.d_obs)?;
+        check_training(&self.training)?;
         Ok(())
     }
 }
 
-fn range(name: &str, v: usize, lo: usize, hi: usize) -> Result<(), String> {
+/// Checks a model digest (64 lowercase hex digits) and a model file name.
+pub(crate) fn check_digest_and_file(sha: &str, file: &str) -> Result<(), String> {
+    if sha.len() != 64
+        || !sha
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return Err(format!(
+            "model_sha256 = \"{sha}\" is not 64 lowercase hex digits"
+        ));
+    }
+    if file.is_empty() {
+        return Err("model_file is empty".into());
+    }
+    Ok(())
+}
+
+/// Checks a `[domain]` table over observations of `d_obs` values.
+pub(crate) fn check_domain(d: &DomainSpec, d_obs: usize) -> Result<(), String> {
+    check_values("domain.obs_min", &d.obs_min, d_obs)?;
+    check_values("domain.obs_max", &d.obs_max, d_obs)?;
+    check_values("domain.mean", &d.mean, d_obs)?;
+    if let Some(i) = (0..d_obs).find(|&i| d.obs_min[i] > d.obs_max[i]) {
+        return Err(format!(
+            "domain.obs_min[{i}] = {} exceeds domain.obs_max[{i}] = {}",
+            d.obs_min[i], d.obs_max[i]
+        ));
+    }
+    if !(d.ridge.is_finite() && d.ridge >= 0.0) {
+        return Err(format!(
+            "domain.ridge = {} must be finite and >= 0",
+            d.ridge
+        ));
+    }
+    positive("domain.mahalanobis_max", d.mahalanobis_max)?;
+    if d.covariance.len() != d_obs {
+        return Err(format!(
+            "domain.covariance has {} rows, expected d_obs = {}",
+            d.covariance.len(),
+            d_obs
+        ));
+    }
+    for (i, row) in d.covariance.iter().enumerate() {
+        check_values(&format!("domain.covariance[{i}]"), row, d_obs)?;
+    }
+    Ok(())
+}
+
+/// Checks a `[training]` table.
+pub(crate) fn check_training(t: &Training) -> Result<(), String> {
+    if t.data_sha256.len() != 64 {
+        return Err(format!(
+            "training.data_sha256 = \"{}\" is not a SHA-256 (64 hex digits)",
+            t.data_sha256
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn range(name: &str, v: usize, lo: usize, hi: usize) -> Result<(), String> {
     if v < lo || v > hi {
         return Err(format!("{name} = {v} is outside {lo}..={hi}"));
     }
     Ok(())
 }
 
-fn positive(name: &str, v: f64) -> Result<(), String> {
+pub(crate) fn positive(name: &str, v: f64) -> Result<(), String> {
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("{name} = {v} must be positive and finite"));
     }
     Ok(())
 }
 
-fn values(name: &str, v: &[f64], expected: usize) -> Result<(), String> {
+pub(crate) fn check_values(name: &str, v: &[f64], expected: usize) -> Result<(), String> {
     if v.len() != expected {
         return Err(format!(
             "{name} has {} values, expected {expected}",

@@ -12,7 +12,7 @@ use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError,
 
 use crate::domain::{Domain, DomainVerdict};
 use crate::error::PolicyLoadError;
-use crate::goals::GoalSequence;
+use crate::goals::{GoalSequence, Settler};
 pub use crate::manifest::StateSource;
 use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
 use crate::model::PolicyModel;
@@ -129,11 +129,7 @@ pub struct OnnxPolicy {
     obs_vec: Vec<f64>,
     pos_buf: Vec<f64>,
     step_ns_est: f64,
-    settle_radius_rad: f64,
-    settle_motion_rad: f64,
-    settle_chunks: u32,
-    settled_for: u32,
-    prev_pos: JointVec,
+    settler: Settler,
     smoother: Option<ChunkSmoother>,
     stats: AnytimeStats,
     last_verdict: Option<DomainVerdict>,
@@ -205,11 +201,7 @@ impl OnnxPolicy {
             obs_vec: vec![0.0; d_obs],
             pos_buf: vec![0.0; len],
             step_ns_est: 0.0,
-            settle_radius_rad,
-            settle_motion_rad,
-            settle_chunks: cfg.settle_chunks.max(1),
-            settled_for: 0,
-            prev_pos: [f64::NAN; chunkrt_core::MAX_DOF],
+            settler: Settler::new(settle_radius_rad, settle_motion_rad, cfg.settle_chunks),
             smoother,
             stats: AnytimeStats::default(),
             last_verdict: None,
@@ -349,7 +341,7 @@ impl Policy for OnnxPolicy {
 
         let steps = self.planned_steps();
         if goal_changed {
-            self.settled_for = 0;
+            self.settler.restart();
         }
         if goal_changed || !self.noise_fresh || self.noise_mode == NoiseMode::PerChunk {
             self.noise.fill(&mut self.noise_buf);
@@ -384,22 +376,9 @@ impl Policy for OnnxPolicy {
             self.stats.out_of_domain += 1;
         }
         // Settled near the goal: the arm is close and has stopped moving.
-        let motion = (0..d_a).fold(0.0f64, |acc, j| {
-            acc.max((state[j] - self.prev_pos[j]).abs())
-        });
-        self.prev_pos = *state;
-        if self.goals.distance_rad(state) <= self.settle_radius_rad
-            && motion < self.settle_motion_rad
-        {
-            self.settled_for += 1;
-            if self.settled_for >= self.settle_chunks {
-                self.goals.advance();
-                self.noise_fresh = false;
-                self.settled_for = 0;
-                self.stats.settled_advances += 1;
-            }
-        } else {
-            self.settled_for = 0;
+        if self.settler.observe(&mut self.goals, state) {
+            self.noise_fresh = false;
+            self.stats.settled_advances += 1;
         }
         out.len = horizon as u16;
         out.dof = d_a as u16;

@@ -116,11 +116,32 @@ impl std::fmt::Debug for OrtDenoiser {
     }
 }
 
-fn rt_err(path: &Path) -> impl Fn(ort::Error) -> PolicyLoadError + '_ {
+pub(crate) fn rt_err(path: &Path) -> impl Fn(ort::Error) -> PolicyLoadError + '_ {
     move |e| PolicyLoadError::Runtime {
         path: path.to_path_buf(),
         message: e.to_string(),
     }
+}
+
+/// Opens model bytes in an ONNX Runtime session with the options' library, provider and
+/// threads (one inter-op thread, no spinning).
+pub(crate) fn open_session(
+    model_path: &Path,
+    model_bytes: &[u8],
+    opts: &SessionOptions,
+) -> Result<Session, PolicyLoadError> {
+    let (env, lib) = ort_environment(opts.ort_library.as_deref())?;
+    let err = rt_err(model_path);
+    let mut builder = Session::builder(&env)
+        .map_err(&err)?
+        .with_intra_threads(opts.intra_threads.max(1))
+        .map_err(|e| err(e.into()))?
+        .with_inter_threads(1)
+        .map_err(|e| err(e.into()))?
+        .with_intra_op_spinning(false)
+        .map_err(|e| err(e.into()))?;
+    builder = register_provider(builder, opts.execution_provider, &lib)?;
+    builder.commit_from_memory(model_bytes).map_err(&err)
 }
 
 impl OrtDenoiser {
@@ -132,18 +153,8 @@ impl OrtDenoiser {
         model_bytes: &[u8],
         opts: &SessionOptions,
     ) -> Result<OrtDenoiser, PolicyLoadError> {
-        let (env, lib) = ort_environment(opts.ort_library.as_deref())?;
         let err = rt_err(model_path);
-        let mut builder = Session::builder(&env)
-            .map_err(&err)?
-            .with_intra_threads(opts.intra_threads.max(1))
-            .map_err(|e| err(e.into()))?
-            .with_inter_threads(1)
-            .map_err(|e| err(e.into()))?
-            .with_intra_op_spinning(false)
-            .map_err(|e| err(e.into()))?;
-        builder = register_provider(builder, opts.execution_provider, &lib)?;
-        let session = builder.commit_from_memory(model_bytes).map_err(&err)?;
+        let session = open_session(model_path, model_bytes, opts)?;
         check_graph(manifest, model_path, &session)?;
 
         let (d_obs, h, d_a) = (manifest.d_obs, manifest.horizon, manifest.d_a);
@@ -333,7 +344,7 @@ fn check_graph(m: &Manifest, path: &Path, session: &Session) -> Result<(), Polic
 }
 
 /// Ok when `t` is a float32 tensor of `shape` (a symbolic leading batch dim is accepted).
-fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), String> {
+pub(crate) fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), String> {
     match t {
         ValueType::Tensor { ty, shape: s, .. } => {
             let dims: &[i64] = s;
@@ -353,7 +364,7 @@ fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), String> {
     }
 }
 
-fn describe(t: &ValueType) -> String {
+pub(crate) fn describe(t: &ValueType) -> String {
     match t {
         ValueType::Tensor { ty, shape, .. } => {
             let dims: &[i64] = shape;

@@ -84,6 +84,14 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
                 .as_ref()
                 .map(|m| cfg.resolve(m))
                 .ok_or_else(|| RunError::Policy("policy.manifest is not set".into()))?;
+            let text = std::fs::read_to_string(&manifest).map_err(|e| {
+                RunError::Policy(format!("policy manifest {}: {e}", manifest.display()))
+            })?;
+            let format = chunkrt_policy::manifest2::manifest_format(&manifest, &text)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            if format == 2 {
+                return imported(cfg, manifest);
+            }
             let mut oc = chunkrt_policy::OnnxPolicyConfig::new(manifest);
             oc.session.ort_library = p.ort_library.as_ref().map(|l| cfg.resolve(l));
             oc.session.execution_provider = p
@@ -103,12 +111,7 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             oc.min_steps = p.min_steps;
             oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
             oc.seed = Some(p.seed);
-            oc.state = match p.state_source.as_str() {
-                "commanded" => Some(chunkrt_policy::StateSource::Commanded),
-                "measured" => Some(chunkrt_policy::StateSource::Measured),
-                "planned" => Some(chunkrt_policy::StateSource::Planned),
-                _ => None,
-            };
+            oc.state = state_source(&p.state_source);
             oc.smoothing_modes = p.smoothing_modes;
             if !p.goals_rad.is_empty() {
                 oc.goals = Some(p.goals_rad.clone());
@@ -118,4 +121,58 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             Ok(Box::new(policy))
         }
     }
+}
+
+fn state_source(name: &str) -> Option<chunkrt_policy::StateSource> {
+    match name {
+        "commanded" => Some(chunkrt_policy::StateSource::Commanded),
+        "measured" => Some(chunkrt_policy::StateSource::Measured),
+        "planned" => Some(chunkrt_policy::StateSource::Planned),
+        _ => None,
+    }
+}
+
+/// A format-2 manifest: a policy brought from elsewhere (LeRobot exports).
+fn imported(cfg: &Config, manifest: std::path::PathBuf) -> Result<Box<dyn Policy>, RunError> {
+    let p = &cfg.policy;
+    if let Some(s) = &p.sampler {
+        return Err(RunError::Policy(format!(
+            "policy.sampler = \"{s}\" does not apply to {}: a format-2 manifest's \
+             [scheduler] is the one the model was trained with (set policy.steps for fewer steps)",
+            manifest.display()
+        )));
+    }
+    let m = chunkrt_policy::CheckedManifest2::load(&manifest)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    let history = m.raw.observation.history;
+    let period = cfg.inference.chunk_period_ms;
+    if history > 1 && (period - m.raw.dt_ms).abs() > 1e-9 {
+        return Err(RunError::Policy(format!(
+            "{}: the model takes a history of {history} observations {} ms apart \
+             (dt_ms); inference.chunk_period_ms = {period} would space them differently: \
+             set it to {}",
+            manifest.display(),
+            m.raw.dt_ms,
+            m.raw.dt_ms
+        )));
+    }
+    let mut ic = chunkrt_policy::ImportedPolicyConfig::new(manifest);
+    ic.session.ort_library = p.ort_library.as_ref().map(|l| cfg.resolve(l));
+    ic.session.execution_provider = p
+        .execution_provider
+        .parse()
+        .map_err(|e| RunError::Policy(format!("policy.execution_provider: {e}")))?;
+    ic.session.intra_threads = p.threads;
+    ic.steps = p.steps;
+    ic.min_steps = p.min_steps;
+    ic.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
+    ic.seed = Some(p.seed);
+    ic.state = state_source(&p.state_source);
+    ic.smoothing_modes = p.smoothing_modes;
+    if !p.goals_rad.is_empty() {
+        ic.goals = Some(p.goals_rad.clone());
+    }
+    let policy =
+        chunkrt_policy::ImportedPolicy::new(&ic).map_err(|e| RunError::Policy(e.to_string()))?;
+    Ok(Box::new(policy))
 }

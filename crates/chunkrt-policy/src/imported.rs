@@ -1,0 +1,603 @@
+//! `ImportedPolicy`: a policy brought from elsewhere (manifest format 2, [`crate::manifest2`]),
+//! behind [`chunkrt_core::Policy`].
+//!
+//! Per chunk: advance the goal sequence, assemble the raw observation (each input's
+//! `sources` of the manifest's state), keep the observation history (one step per
+//! observation, oldest first; LeRobot's queues: the first observation fills every step),
+//! normalise each input as LeRobot does, run the graph (a denoiser under its diffusers
+//! scheduler, or one call for a chunk model), de-normalise `[start, start + len)` of the
+//! sequence into joint positions. Buffers are allocated at load; `infer` allocates nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec};
+
+use crate::diffusers::DiffusersScheduler;
+use crate::domain::{Domain, DomainVerdict};
+use crate::error::PolicyLoadError;
+use crate::goals::{GoalSequence, Settler};
+use crate::graph::{OrtGraph, TensorSpec};
+use crate::manifest::{ActionEncoding, StateSource};
+use crate::manifest2::{CheckedManifest2, ModelKind, Source};
+use crate::model::sha256_hex;
+use crate::noise::GaussianNoise;
+use crate::onnx_policy::AnytimeStats;
+use crate::sampler::Denoiser;
+use crate::session::SessionOptions;
+use crate::smoothing::ChunkSmoother;
+
+/// Weight of the newest measurement in the per-step latency estimate.
+const STEP_EMA_ALPHA: f64 = 0.25;
+
+/// A format-2 model loaded and checked: graph, scheduler, history and buffers.
+#[derive(Debug)]
+pub struct ImportedModel {
+    m: CheckedManifest2,
+    manifest_path: PathBuf,
+    model_path: PathBuf,
+    domain: Domain,
+    graph: OrtGraph,
+    scheduler: Option<DiffusersScheduler>,
+    /// Raw observations, `history` rows of `d_obs` values, oldest first.
+    history: Vec<f64>,
+    history_len: usize,
+    /// The graph's sequence (normalised): the sample, or the chunk model's output.
+    seq: Vec<f32>,
+}
+
+/// The denoiser view of the graph: writes `x` and `t` into their inputs and runs it.
+struct GraphDenoiser<'a> {
+    graph: &'a mut OrtGraph,
+    x: usize,
+    t: usize,
+}
+
+impl Denoiser for GraphDenoiser<'_> {
+    fn denoise(
+        &mut self,
+        _obs_n: &[f32],
+        x: &[f32],
+        t: f32,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        self.graph.input_mut(self.x).copy_from_slice(x);
+        self.graph.input_mut(self.t)[0] = t;
+        self.graph.run(out)
+    }
+}
+
+impl ImportedModel {
+    /// Loads the manifest, verifies the model's digest, opens the graph and checks its
+    /// inputs and outputs against the manifest.
+    pub fn load(
+        manifest_path: &Path,
+        opts: &SessionOptions,
+    ) -> Result<ImportedModel, PolicyLoadError> {
+        let m = CheckedManifest2::load(manifest_path)?;
+        let raw = &m.raw;
+        let model_path = raw.model_path(manifest_path);
+        let bytes = std::fs::read(&model_path).map_err(|source| PolicyLoadError::ModelRead {
+            path: model_path.clone(),
+            manifest: manifest_path.to_path_buf(),
+            source,
+        })?;
+        let actual = sha256_hex(&bytes);
+        if actual != raw.model_sha256 {
+            return Err(PolicyLoadError::DigestMismatch {
+                path: model_path,
+                expected: raw.model_sha256.clone(),
+                actual,
+                size: bytes.len() as u64,
+            });
+        }
+        let domain = Domain::new(&raw.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
+            path: manifest_path.to_path_buf(),
+            what: e.to_string(),
+        })?;
+        let mut inputs: Vec<TensorSpec> = raw
+            .observation
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, i)| TensorSpec {
+                name: i.name.clone(),
+                shape: raw.input_shape(i),
+                key: format!("observation.inputs[{k}]"),
+            })
+            .collect();
+        let seq_shape = vec![1, raw.action.horizon, raw.d_a];
+        if raw.kind == ModelKind::Diffusion {
+            // Checked present for diffusion by the manifest check.
+            let (x, t) = (
+                raw.io.x.clone().unwrap_or_default(),
+                raw.io.t.clone().unwrap_or_default(),
+            );
+            inputs.push(TensorSpec {
+                name: x,
+                shape: seq_shape.clone(),
+                key: "io.x".into(),
+            });
+            inputs.push(TensorSpec {
+                name: t,
+                shape: vec![1],
+                key: "io.t".into(),
+            });
+        }
+        let output = TensorSpec {
+            name: raw.io.out.clone(),
+            shape: seq_shape,
+            key: "io.out".into(),
+        };
+        let graph = OrtGraph::open(&model_path, &bytes, opts, &inputs, &output)?;
+        let len = raw.sequence_len();
+        let scheduler = m.scheduler.clone().map(|s| DiffusersScheduler::new(s, len));
+        Ok(ImportedModel {
+            history: vec![0.0; raw.observation.history * raw.d_obs()],
+            history_len: 0,
+            seq: vec![0.0; len],
+            m,
+            manifest_path: manifest_path.to_path_buf(),
+            model_path,
+            domain,
+            graph,
+            scheduler,
+        })
+    }
+
+    /// The checked manifest.
+    pub fn manifest(&self) -> &CheckedManifest2 {
+        &self.m
+    }
+
+    /// The manifest's path.
+    pub fn manifest_path(&self) -> &Path {
+        &self.manifest_path
+    }
+
+    /// The model file's path.
+    pub fn model_path(&self) -> &Path {
+        &self.model_path
+    }
+
+    /// The declared operating domain.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// Most inference steps (diffusion: the training timesteps; chunk models: 1).
+    pub fn max_steps(&self) -> usize {
+        self.scheduler
+            .as_ref()
+            .map_or(1, DiffusersScheduler::train_timesteps)
+    }
+
+    /// Forgets the observation history (a new episode: the next observation fills it).
+    pub fn reset_history(&mut self) {
+        self.history_len = 0;
+    }
+
+    /// Appends one raw observation (`d_obs` values: each input's sources in input order);
+    /// the oldest drops out. The first after a reset fills every step, as LeRobot's queues do.
+    pub fn push_observation(&mut self, raw: &[f64]) {
+        let d = self.m.raw.d_obs();
+        let h = self.m.raw.observation.history;
+        if self.history_len == 0 {
+            for row in self.history.chunks_mut(d) {
+                row.copy_from_slice(raw);
+            }
+            self.history_len = h;
+        } else {
+            self.history.copy_within(d.., 0);
+            self.history[(h - 1) * d..].copy_from_slice(raw);
+        }
+    }
+
+    /// Replaces the newest step (another draw for the same observation).
+    pub fn replace_newest(&mut self, raw: &[f64]) {
+        let d = self.m.raw.d_obs();
+        let n = self.history.len();
+        self.history[n - d..].copy_from_slice(raw);
+    }
+
+    /// Writes the normalised history into the graph's observation inputs.
+    fn write_inputs(&mut self) {
+        let raw = &self.m.raw;
+        let (d, h) = (raw.d_obs(), raw.observation.history);
+        let mut offset = 0;
+        for (k, input) in raw.observation.inputs.iter().enumerate() {
+            let dim = raw.input_dim(input);
+            let norm = &self.m.input_norms[k];
+            let dst = self.graph.input_mut(k);
+            for step in 0..h {
+                let src = &self.history[step * d + offset..step * d + offset + dim];
+                for (i, v) in src.iter().enumerate() {
+                    dst[step * dim + i] = norm.forward(i, *v as f32);
+                }
+            }
+            offset += dim;
+        }
+    }
+
+    /// Runs the model on the history: a diffusion model from `init` (the initial noise,
+    /// `sequence_len` values) for `steps` steps with `step_noise` for the scheduler's
+    /// draws; a chunk model in one call. The normalised sequence is then
+    /// [`Self::sequence`]. Allocates nothing.
+    pub fn run(
+        &mut self,
+        init: &[f32],
+        steps: usize,
+        step_noise: &mut dyn FnMut(&mut [f32]),
+        after_step: &mut dyn FnMut(usize),
+    ) -> Result<(), PolicyError> {
+        if self.history_len == 0 {
+            return Err(PolicyError(
+                "imported policy: no observation in the history".into(),
+            ));
+        }
+        self.write_inputs();
+        let n_inputs = self.m.raw.observation.inputs.len();
+        match self.scheduler.as_mut() {
+            Some(sch) => {
+                if init.len() != self.seq.len() {
+                    return Err(PolicyError(format!(
+                        "imported policy: initial noise has {} values, expected {}",
+                        init.len(),
+                        self.seq.len()
+                    )));
+                }
+                self.seq.copy_from_slice(init);
+                let mut den = GraphDenoiser {
+                    graph: &mut self.graph,
+                    x: n_inputs,
+                    t: n_inputs + 1,
+                };
+                sch.sample(steps, &mut den, &[], &mut self.seq, step_noise, after_step)
+            }
+            None => {
+                self.graph.run(&mut self.seq)?;
+                after_step(0);
+                Ok(())
+            }
+        }
+    }
+
+    /// The normalised sequence of the last run.
+    pub fn sequence(&self) -> &[f32] {
+        &self.seq
+    }
+
+    /// De-normalises `[start, start + len)` of the last sequence into joint positions,
+    /// `out[i * d_a + j]`; `q` is the state's positions (delta encodings add them).
+    pub fn actions_into(&self, q: &[f64], out: &mut [f64]) {
+        let raw = &self.m.raw;
+        let d_a = raw.d_a;
+        for i in 0..raw.action.len {
+            for j in 0..d_a {
+                let v = self.seq[(raw.action.start + i) * d_a + j];
+                let a = self.m.action_norm.inverse(j, v) as f64;
+                out[i * d_a + j] = match raw.action.encoding {
+                    ActionEncoding::Absolute => a,
+                    ActionEncoding::DeltaFromObserved => q[j] + a,
+                };
+            }
+        }
+    }
+}
+
+/// Configuration of an [`ImportedPolicy`]; `None` fields take the manifest's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportedPolicyConfig {
+    /// The manifest (format 2).
+    pub manifest: PathBuf,
+    /// ONNX Runtime library, provider, threads.
+    pub session: SessionOptions,
+    /// Nominal inference steps (diffusion).
+    pub steps: Option<usize>,
+    /// Fewest steps the anytime sampler may use.
+    pub min_steps: Option<usize>,
+    /// Anytime budget (ms): fewer steps when the nominal count would overrun it.
+    pub deadline_ms: Option<f64>,
+    /// Noise seed.
+    pub seed: Option<u64>,
+    /// Goal poses; default: the manifest's `task.goals`.
+    pub goals: Option<Vec<Vec<f64>>>,
+    /// Which state the policy observes; `None`: the manifest's `observation.state`.
+    pub state: Option<StateSource>,
+    /// Settled near the goal (see [`Settler`]): radius; `None`: 4 x the goal tolerance.
+    pub goal_settle_radius_rad: Option<f64>,
+    /// ... for this many consecutive observations.
+    pub settle_chunks: u32,
+    /// Low-pass each chunk onto this many cosine modes per joint (0: off); see
+    /// [`crate::smoothing`].
+    pub smoothing_modes: usize,
+}
+
+impl ImportedPolicyConfig {
+    /// Manifest defaults for everything, CPU.
+    pub fn new(manifest: impl Into<PathBuf>) -> Self {
+        ImportedPolicyConfig {
+            manifest: manifest.into(),
+            session: SessionOptions::default(),
+            steps: None,
+            min_steps: None,
+            deadline_ms: None,
+            seed: None,
+            goals: None,
+            state: None,
+            goal_settle_radius_rad: None,
+            settle_chunks: 5,
+            smoothing_modes: 0,
+        }
+    }
+}
+
+/// A format-2 policy; see the module docs.
+#[derive(Debug)]
+pub struct ImportedPolicy {
+    model: ImportedModel,
+    goals: GoalSequence,
+    settler: Settler,
+    state_source: StateSource,
+    steps: usize,
+    min_steps: usize,
+    deadline_ns: Option<f64>,
+    noise: GaussianNoise,
+    init: Vec<f32>,
+    obs_raw: Vec<f64>,
+    pos_buf: Vec<f64>,
+    last_seq: Option<u64>,
+    last_capture_ns: Option<u64>,
+    step_ns_est: f64,
+    stats: AnytimeStats,
+    last_verdict: Option<DomainVerdict>,
+    smoother: Option<ChunkSmoother>,
+}
+
+impl ImportedPolicy {
+    /// Loads and checks the model, validates the configuration against it, and runs one
+    /// warm-up chunk (ONNX Runtime's first run is the slow one; the anytime sampler starts
+    /// with a measured step latency).
+    pub fn new(cfg: &ImportedPolicyConfig) -> Result<ImportedPolicy, PolicyLoadError> {
+        let model = ImportedModel::load(&cfg.manifest, &cfg.session)?;
+        let raw = &model.manifest().raw;
+        let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+            path: cfg.manifest.clone(),
+            what,
+        };
+        let steps = cfg.steps.unwrap_or(raw.sampler.steps);
+        let min_steps = cfg.min_steps.unwrap_or(raw.sampler.min_steps.min(steps));
+        if steps == 0 || steps > model.max_steps() {
+            return Err(invalid(format!(
+                "policy config: steps = {steps} is outside 1..={} for this model",
+                model.max_steps()
+            )));
+        }
+        if let Some(s) = &model.manifest().scheduler {
+            s.check(steps)
+                .map_err(|e| invalid(format!("policy config: {e}")))?;
+        }
+        if min_steps == 0 || min_steps > steps {
+            return Err(invalid(format!(
+                "policy config: min_steps = {min_steps} must be within 1..=steps ({steps})"
+            )));
+        }
+        let deadline_ns = match cfg.deadline_ms {
+            Some(d) if !(d.is_finite() && d > 0.0) => {
+                return Err(invalid(format!(
+                    "policy config: deadline_ms = {d} must be positive and finite"
+                )))
+            }
+            d => d.map(|d| d * 1e6),
+        };
+        let goals = GoalSequence::new(
+            raw.d_a,
+            cfg.goals.as_ref().unwrap_or(&raw.task.goals),
+            raw.task.goal_tolerance_rad,
+            0,
+        )
+        .map_err(|e| invalid(format!("policy goals: {e}")))?;
+        let radius = cfg
+            .goal_settle_radius_rad
+            .unwrap_or(4.0 * raw.task.goal_tolerance_rad);
+        if !(radius.is_finite() && radius >= 0.0) {
+            return Err(invalid(format!(
+                "policy config: goal_settle_radius_rad = {radius} must be finite and >= 0"
+            )));
+        }
+        let settler = Settler::new(radius, 0.2 * raw.task.goal_tolerance_rad, cfg.settle_chunks);
+        let (d_obs, len, played) = (raw.d_obs(), raw.sequence_len(), raw.action.len * raw.d_a);
+        let smoother = ChunkSmoother::new(raw.action.len, cfg.smoothing_modes);
+        let state_source = cfg.state.unwrap_or(raw.observation.state);
+        let seed = cfg.seed.unwrap_or(raw.sampler.seed);
+        let mut policy = ImportedPolicy {
+            state_source,
+            noise: GaussianNoise::new(seed),
+            init: vec![0.0; len],
+            obs_raw: vec![0.0; d_obs],
+            pos_buf: vec![0.0; played],
+            model,
+            goals,
+            settler,
+            steps,
+            min_steps,
+            deadline_ns,
+            last_seq: None,
+            last_capture_ns: None,
+            step_ns_est: 0.0,
+            stats: AnytimeStats::default(),
+            last_verdict: None,
+            smoother,
+        };
+        policy.warm_up().map_err(|e| PolicyLoadError::Runtime {
+            path: policy.model.model_path().to_path_buf(),
+            message: e.0,
+        })?;
+        Ok(policy)
+    }
+
+    fn warm_up(&mut self) -> Result<(), PolicyError> {
+        let mean = self.model.domain().mean().to_vec();
+        let mut noise = GaussianNoise::new(u64::MAX);
+        noise.fill(&mut self.init);
+        self.model.push_observation(&mean);
+        let start = Instant::now();
+        self.model
+            .run(&self.init, self.steps, &mut |z| noise.fill(z), &mut |_| {})?;
+        self.step_ns_est = start.elapsed().as_nanos() as f64 / self.steps as f64;
+        self.model.reset_history();
+        Ok(())
+    }
+
+    /// The loaded model.
+    pub fn model(&self) -> &ImportedModel {
+        &self.model
+    }
+
+    /// Anytime/domain counters.
+    pub fn stats(&self) -> AnytimeStats {
+        self.stats
+    }
+
+    /// The verdict of the last observation checked by `infer`.
+    pub fn last_verdict(&self) -> Option<DomainVerdict> {
+        self.last_verdict
+    }
+
+    /// Index of the goal currently pursued.
+    pub fn goal_index(&self) -> usize {
+        self.goals.index()
+    }
+
+    fn planned_steps(&self) -> usize {
+        match self.deadline_ns {
+            Some(deadline) if self.step_ns_est > 0.0 => {
+                let fit = (deadline / self.step_ns_est).floor() as usize;
+                fit.clamp(self.min_steps, self.steps)
+            }
+            _ => self.steps,
+        }
+    }
+
+    /// Fills the raw observation: each input's sources in order.
+    fn assemble(&mut self, pos: &JointVec, vel: &JointVec) {
+        let raw = &self.model.manifest().raw;
+        let d_a = raw.d_a;
+        let mut o = 0;
+        for input in &raw.observation.inputs {
+            for src in &input.sources {
+                let v: &[f64] = match src {
+                    Source::JointPos => &pos[..d_a],
+                    Source::JointVel => &vel[..d_a],
+                    Source::Goal => &self.goals.current()[..d_a],
+                };
+                self.obs_raw[o..o + d_a].copy_from_slice(v);
+                o += d_a;
+            }
+        }
+    }
+}
+
+impl Policy for ImportedPolicy {
+    fn spec(&self) -> PolicySpec {
+        let raw = &self.model.manifest().raw;
+        PolicySpec {
+            dof: raw.d_a,
+            horizon: raw.action.len,
+            dt_ns: raw.dt_ns(),
+        }
+    }
+
+    /// Setpoint `i` is for `obs.t_capture + i * dt` (setpoint 0 is "now").
+    fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
+        let (d_a, len, dt_ns) = {
+            let raw = &self.model.manifest().raw;
+            (raw.d_a, raw.action.len, raw.dt_ns())
+        };
+        if obs.dof as usize != d_a {
+            return Err(PolicyError(format!(
+                "imported policy: observation has {} joints, model expects {d_a}",
+                obs.dof
+            )));
+        }
+        let (pos, vel) = match self.state_source {
+            StateSource::Measured => (&obs.pos_rad, &obs.vel_rad_s),
+            StateSource::Commanded => (&obs.cmd_pos_rad, &obs.cmd_vel_rad_s),
+            StateSource::Planned => (&obs.plan_pos_rad, &obs.plan_vel_rad_s),
+        };
+        if let Some(j) = (0..d_a).find(|&j| !(pos[j].is_finite() && vel[j].is_finite())) {
+            return Err(PolicyError(format!(
+                "imported policy: state of joint {j} is not finite (position {}, velocity {})",
+                pos[j], vel[j]
+            )));
+        }
+        // A new observation is one history step; further draws for the same observation
+        // (the runtime's candidates) see the same history.
+        let fresh = self.last_seq != Some(obs.seq);
+        if fresh {
+            let mut changed = self.goals.update(pos, obs.t_capture);
+            if self.settler.observe(&mut self.goals, pos) {
+                self.stats.settled_advances += 1;
+                changed = true;
+            }
+            // A new goal starts a new episode, as in the training data; so does a gap of
+            // more than two frames (the loop held the arm, or inference stalled).
+            let t = obs.t_capture.as_ns();
+            let gap = self
+                .last_capture_ns
+                .is_some_and(|prev| t.saturating_sub(prev) > 2 * dt_ns + dt_ns / 2);
+            if changed || gap {
+                self.settler.restart();
+                self.model.reset_history();
+            }
+            self.assemble(pos, vel);
+            self.model.push_observation(&self.obs_raw);
+            self.last_seq = Some(obs.seq);
+            self.last_capture_ns = Some(t);
+        } else {
+            self.assemble(pos, vel);
+            self.model.replace_newest(&self.obs_raw);
+        }
+        let verdict = self.model.domain().check(&self.obs_raw);
+        self.last_verdict = Some(verdict);
+
+        let steps = self.planned_steps();
+        self.noise.fill(&mut self.init);
+        let noise = &mut self.noise;
+        let start = Instant::now();
+        self.model
+            .run(&self.init, steps, &mut |z| noise.fill(z), &mut |_| {})?;
+        let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
+        self.model.actions_into(&pos[..d_a], &mut self.pos_buf);
+        if let Some(sm) = self.smoother.as_mut() {
+            sm.apply(&mut self.pos_buf, d_a, &pos[..d_a]);
+        }
+
+        self.step_ns_est = if self.step_ns_est > 0.0 {
+            (1.0 - STEP_EMA_ALPHA) * self.step_ns_est + STEP_EMA_ALPHA * step_ns
+        } else {
+            step_ns
+        };
+        self.stats.chunks += 1;
+        if steps < self.steps {
+            self.stats.reduced += 1;
+        }
+        let out_of_domain = !verdict.is_inside();
+        if out_of_domain {
+            self.stats.out_of_domain += 1;
+        }
+        out.len = len as u16;
+        out.dof = d_a as u16;
+        out.dt_ns = dt_ns;
+        out.sampler_steps = steps as u16;
+        for i in 0..len {
+            out.pos_rad[i][..d_a].copy_from_slice(&self.pos_buf[i * d_a..(i + 1) * d_a]);
+        }
+        Ok(InferInfo {
+            steps: steps as u16,
+            steps_nominal: self.steps as u16,
+            step_ns: step_ns as u64,
+            out_of_domain,
+        })
+    }
+}

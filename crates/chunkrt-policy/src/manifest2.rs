@@ -1,0 +1,689 @@
+//! Manifest format 2: policies brought from elsewhere (LeRobot's Diffusion Policy and ACT,
+//! exported by `scripts/lerobot/export_lerobot.py`, or any graph that fits the contract).
+//!
+//! Format 1 ([`crate::Manifest`]) describes chunkrt's own models: one observation vector,
+//! per-element normalisation, chunkrt's samplers. Format 2 describes a model the way its
+//! trainer sees it:
+//! - **named observation inputs** (each a graph input), each the concatenation of
+//!   `sources` (`joint_pos`, `joint_vel`, `goal`) over an observation `history` of n steps,
+//!   normalised by LeRobot's formulas (`mean_std`, `min_max`, `identity`);
+//! - **the action sequence** the graph produces (`horizon` steps, normalised per joint), of
+//!   which `[start, start + len)` is played (LeRobot's sequence starts at the oldest
+//!   observation: `start = n_obs_steps - 1`);
+//! - **the kind**: `diffusion` (a denoiser; chunkrt runs the diffusers scheduler the model
+//!   was trained with, [`crate::diffusers`]) or `chunk` (one call returns the sequence: ACT).
+//!
+//! Parsed with `deny_unknown_fields`; every value is checked before use, and the message
+//! names the key.
+
+use std::path::{Path, PathBuf};
+
+use chunkrt_core::{MAX_DOF, MAX_HORIZON};
+use serde::Deserialize;
+
+use crate::diffusers::{
+    PredictionType, SchedulerSettings, SchedulerType, TimestepSpacing, VarianceType,
+};
+use crate::error::PolicyLoadError;
+use crate::manifest::{
+    check_digest_and_file, check_domain, check_training, check_values as values, positive, range,
+    DomainSpec, StateSource, Training, MAX_OBS,
+};
+
+/// Longest observation history a manifest may declare.
+pub const MAX_HISTORY: usize = 16;
+
+/// What the graph is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A denoiser `out = f(x, timestep, observation inputs)`, sampled by chunkrt with the
+    /// `[scheduler]` the model was trained with.
+    Diffusion,
+    /// One call returns the normalised action sequence (ACT).
+    Chunk,
+}
+
+/// A part of an observation input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Joint positions (rad) of the state the manifest's `observation.state` names.
+    JointPos,
+    /// Joint velocities (rad/s) of that state.
+    JointVel,
+    /// The goal pose being pursued (rad).
+    Goal,
+}
+
+impl Source {
+    /// The name written in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::JointPos => "joint_pos",
+            Source::JointVel => "joint_vel",
+            Source::Goal => "goal",
+        }
+    }
+}
+
+/// A normalisation mode, LeRobot's `NormalizationMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormMode {
+    /// `(x - mean) / (std + 1e-8)`; inverse `x * std + mean`.
+    MeanStd,
+    /// `2 (x - min) / (max - min) - 1` (a zero range taken as 1e-8); inverse
+    /// `(x + 1) / 2 * (max - min) + min`.
+    MinMax,
+    /// Passed through.
+    Identity,
+}
+
+/// Per-dimension statistics for a normalisation.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormStats {
+    /// Mode.
+    pub normalisation: Option<NormMode>,
+    /// Means (`mean_std`).
+    pub mean: Option<Vec<f64>>,
+    /// Standard deviations (`mean_std`).
+    pub std: Option<Vec<f64>>,
+    /// Minima (`min_max`).
+    pub min: Option<Vec<f64>>,
+    /// Maxima (`min_max`).
+    pub max: Option<Vec<f64>>,
+}
+
+/// LeRobot's epsilon in its normalisation formulas.
+const NORM_EPS: f32 = 1e-8;
+
+/// A checked normalisation: float32 parameters, as LeRobot holds them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Normaliser {
+    /// `(x - mean) / (std + eps)`.
+    MeanStd {
+        /// Means.
+        mean: Vec<f32>,
+        /// Standard deviations.
+        std: Vec<f32>,
+    },
+    /// `2 (x - min) / denom - 1`, denom = max - min (0 taken as eps).
+    MinMax {
+        /// Minima.
+        min: Vec<f32>,
+        /// `max - min` (0 replaced by eps).
+        denom: Vec<f32>,
+    },
+    /// Passed through.
+    Identity,
+}
+
+impl Normaliser {
+    fn from_stats(key: &str, s: &NormStats, dim: usize) -> Result<Normaliser, String> {
+        let f32s = |name: &str, v: &Option<Vec<f64>>| -> Result<Vec<f32>, String> {
+            let v = v
+                .as_ref()
+                .ok_or_else(|| format!("{key}: `{name}` is missing ({dim} values)"))?;
+            if v.len() != dim {
+                return Err(format!(
+                    "{key}.{name} has {} values, expected {dim}",
+                    v.len()
+                ));
+            }
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                return Err(format!("{key}.{name}[{i}] = {} is not finite", v[i]));
+            }
+            Ok(v.iter().map(|x| *x as f32).collect())
+        };
+        let unused = |names: &[(&str, bool)]| -> Result<(), String> {
+            match names.iter().find(|(_, present)| *present) {
+                Some((n, _)) => Err(format!(
+                    "{key}.{n} does not belong to normalisation = \"{}\"",
+                    match s.normalisation {
+                        Some(NormMode::MeanStd) => "mean_std",
+                        Some(NormMode::MinMax) => "min_max",
+                        _ => "identity",
+                    }
+                )),
+                None => Ok(()),
+            }
+        };
+        match s.normalisation {
+            Some(NormMode::MeanStd) => {
+                unused(&[("min", s.min.is_some()), ("max", s.max.is_some())])?;
+                let std = f32s("std", &s.std)?;
+                if let Some(i) = std.iter().position(|x| *x < 0.0) {
+                    return Err(format!("{key}.std[{i}] = {} is negative", std[i]));
+                }
+                Ok(Normaliser::MeanStd {
+                    mean: f32s("mean", &s.mean)?,
+                    std,
+                })
+            }
+            Some(NormMode::MinMax) => {
+                unused(&[("mean", s.mean.is_some()), ("std", s.std.is_some())])?;
+                let min = f32s("min", &s.min)?;
+                let max = f32s("max", &s.max)?;
+                if let Some(i) = (0..dim).find(|&i| max[i] < min[i]) {
+                    return Err(format!(
+                        "{key}.max[{i}] = {} is below {key}.min[{i}] = {}",
+                        max[i], min[i]
+                    ));
+                }
+                let denom = (0..dim)
+                    .map(|i| {
+                        let d = max[i] - min[i];
+                        if d == 0.0 {
+                            NORM_EPS
+                        } else {
+                            d
+                        }
+                    })
+                    .collect();
+                Ok(Normaliser::MinMax { min, denom })
+            }
+            Some(NormMode::Identity) | None => {
+                unused(&[
+                    ("mean", s.mean.is_some()),
+                    ("std", s.std.is_some()),
+                    ("min", s.min.is_some()),
+                    ("max", s.max.is_some()),
+                ])?;
+                if s.normalisation.is_none() {
+                    return Err(format!(
+                        "{key}.normalisation is missing (mean_std, min_max or identity)"
+                    ));
+                }
+                Ok(Normaliser::Identity)
+            }
+        }
+    }
+
+    /// Normalises value `x` of dimension `i` (float32, LeRobot's operation order).
+    pub fn forward(&self, i: usize, x: f32) -> f32 {
+        match self {
+            Normaliser::MeanStd { mean, std } => (x - mean[i]) / (std[i] + NORM_EPS),
+            Normaliser::MinMax { min, denom } => (2.0 * (x - min[i])) / denom[i] - 1.0,
+            Normaliser::Identity => x,
+        }
+    }
+
+    /// The inverse for dimension `i`.
+    pub fn inverse(&self, i: usize, x: f32) -> f32 {
+        match self {
+            Normaliser::MeanStd { mean, std } => x * std[i] + mean[i],
+            Normaliser::MinMax { min, denom } => (x + 1.0) / 2.0 * denom[i] + min[i],
+            Normaliser::Identity => x,
+        }
+    }
+}
+
+/// One named observation input.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    /// The graph input's name (LeRobot's feature key, e.g. `observation.state`).
+    pub name: String,
+    /// Its parts, concatenated in order, each `d_a` values.
+    pub sources: Vec<Source>,
+    /// Normalisation and its statistics (`dim` values each).
+    #[serde(flatten)]
+    pub stats: NormStats,
+}
+
+/// The observation the model takes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservationSpec {
+    /// Steps of history (LeRobot's `n_obs_steps`), oldest first; 1: no time axis.
+    pub history: usize,
+    /// Which arm state `joint_pos` and `joint_vel` read.
+    #[serde(default)]
+    pub state: StateSource,
+    /// The graph's observation inputs.
+    pub inputs: Vec<InputSpec>,
+}
+
+/// The action sequence the model produces.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionSpec {
+    /// `absolute` joint positions or `delta_from_observed`.
+    pub encoding: crate::manifest::ActionEncoding,
+    /// Normalisation of each joint's action (`d_a` values each).
+    #[serde(flatten)]
+    pub stats: NormStats,
+    /// The graph's sequence length.
+    pub horizon: usize,
+    /// Index of the action for the current observation.
+    pub start: usize,
+    /// Setpoints played from the sequence: `[start, start + len)`.
+    pub len: usize,
+}
+
+/// Graph input/output names besides the observation inputs.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoNames2 {
+    /// The noisy normalised sequence, `[1, horizon, d_a]` (diffusion).
+    pub x: Option<String>,
+    /// The timestep, `[1]` float32 holding an integer (diffusion).
+    pub t: Option<String>,
+    /// The output, `[1, horizon, d_a]`.
+    pub out: String,
+}
+
+/// How the scheduler is written in a manifest.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    /// `ddpm` or `ddim`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Training timesteps T.
+    pub train_timesteps: usize,
+    /// Informative (`alphas_cumprod` is authoritative).
+    pub beta_schedule: Option<String>,
+    /// T float32 values.
+    pub alphas_cumprod: Vec<f64>,
+    /// `epsilon`, `sample` or `v_prediction`.
+    pub prediction_type: String,
+    /// Clamp the predicted clean sample.
+    pub clip_sample: bool,
+    /// ... to this range.
+    #[serde(default = "one")]
+    pub clip_sample_range: f64,
+    /// `leading`, `trailing` or `linspace`.
+    pub timestep_spacing: String,
+    /// Added to the leading timesteps.
+    #[serde(default)]
+    pub steps_offset: usize,
+    /// DDPM: `fixed_small`, `fixed_small_log` or `fixed_large`.
+    pub variance_type: Option<String>,
+    /// DDIM.
+    pub set_alpha_to_one: Option<bool>,
+    /// DDIM.
+    pub eta: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Sampler defaults.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplerDefaults2 {
+    /// Inference steps (chunk models: 1).
+    pub steps: usize,
+    /// Fewest steps the anytime sampler may use.
+    pub min_steps: usize,
+    /// Seed of the noise stream.
+    pub seed: u64,
+}
+
+/// The task's goals.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// A goal counts as reached within this distance on every joint.
+    pub goal_tolerance_rad: f64,
+    /// Goal poses, visited in order.
+    pub goals: Vec<Vec<f64>>,
+}
+
+/// Where the model came from (informative).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// e.g. `lerobot 0.6.1`.
+    pub framework: String,
+    /// e.g. `diffusion`, `act`.
+    pub policy: String,
+    /// The checkpoint it was exported from.
+    pub checkpoint: String,
+}
+
+/// A parsed format-2 manifest (see the module docs).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest2 {
+    /// 2.
+    pub format: u32,
+    /// What the graph is.
+    pub kind: ModelKind,
+    /// Model file, relative to the manifest.
+    pub model_file: String,
+    /// SHA-256 of the model file.
+    pub model_sha256: String,
+    /// Joints.
+    pub d_a: usize,
+    /// Frame period of the training data: one action step, one history step (ms).
+    pub dt_ms: f64,
+    /// Provenance of the graph.
+    pub origin: Origin,
+    /// The observation.
+    pub observation: ObservationSpec,
+    /// The action sequence.
+    pub action: ActionSpec,
+    /// Graph names.
+    pub io: IoNames2,
+    /// The scheduler (diffusion).
+    pub scheduler: Option<SchedulerSpec>,
+    /// Sampler defaults.
+    pub sampler: SamplerDefaults2,
+    /// Goals.
+    pub task: Task,
+    /// Provenance of the training.
+    pub training: Training,
+    /// Operating domain over the raw current-step observation (every input's sources, in
+    /// input order).
+    pub domain: DomainSpec,
+}
+
+/// A format-2 manifest with its derived, checked values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckedManifest2 {
+    /// As written.
+    pub raw: Manifest2,
+    /// One normaliser per observation input.
+    pub input_norms: Vec<Normaliser>,
+    /// The action normaliser.
+    pub action_norm: Normaliser,
+    /// The scheduler (diffusion).
+    pub scheduler: Option<SchedulerSettings>,
+}
+
+impl Manifest2 {
+    /// Values of one input at one history step.
+    pub fn input_dim(&self, input: &InputSpec) -> usize {
+        input.sources.len() * self.d_a
+    }
+
+    /// Length of the raw current-step observation (the domain's dimension).
+    pub fn d_obs(&self) -> usize {
+        self.observation
+            .inputs
+            .iter()
+            .map(|i| self.input_dim(i))
+            .sum()
+    }
+
+    /// The graph shape of an observation input.
+    pub fn input_shape(&self, input: &InputSpec) -> Vec<usize> {
+        if self.observation.history > 1 {
+            vec![1, self.observation.history, self.input_dim(input)]
+        } else {
+            vec![1, self.input_dim(input)]
+        }
+    }
+
+    /// Values of the graph's action sequence.
+    pub fn sequence_len(&self) -> usize {
+        self.action.horizon * self.d_a
+    }
+
+    /// Setpoint period in ns.
+    pub fn dt_ns(&self) -> u64 {
+        (self.dt_ms * 1e6).round() as u64
+    }
+
+    /// The model file's path, resolved against the manifest's directory.
+    pub fn model_path(&self, manifest_path: &Path) -> PathBuf {
+        manifest_path
+            .parent()
+            .unwrap_or_else(|| Path::new("."))
+            .join(&self.model_file)
+    }
+}
+
+impl CheckedManifest2 {
+    /// Reads, parses and checks a manifest.
+    pub fn load(path: &Path) -> Result<CheckedManifest2, PolicyLoadError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PolicyLoadError::ManifestRead {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        CheckedManifest2::parse(path, &text)
+    }
+
+    /// Parses and checks manifest text; `path` is only used in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<CheckedManifest2, PolicyLoadError> {
+        let raw: Manifest2 = toml::from_str(text).map_err(|e| PolicyLoadError::ManifestParse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        raw.check()
+            .map_err(|what| PolicyLoadError::ManifestInvalid {
+                path: path.to_path_buf(),
+                what,
+            })
+    }
+}
+
+impl Manifest2 {
+    fn check(self) -> Result<CheckedManifest2, String> {
+        if self.format != 2 {
+            return Err(format!("format = {} (expected 2)", self.format));
+        }
+        check_digest_and_file(&self.model_sha256, &self.model_file)?;
+        range("d_a", self.d_a, 1, MAX_DOF)?;
+        positive("dt_ms", self.dt_ms)?;
+        let o = &self.observation;
+        range("observation.history", o.history, 1, MAX_HISTORY)?;
+        if o.inputs.is_empty() {
+            return Err("observation.inputs is empty: the model needs at least one".into());
+        }
+        let mut input_norms = Vec::new();
+        for (k, input) in o.inputs.iter().enumerate() {
+            let key = format!("observation.inputs[{k}] (\"{}\")", input.name);
+            if input.name.is_empty() {
+                return Err(format!("{key}.name is empty"));
+            }
+            if o.inputs[..k].iter().any(|i| i.name == input.name) {
+                return Err(format!("{key}: the name is used twice"));
+            }
+            if input.sources.is_empty() {
+                return Err(format!("{key}.sources is empty"));
+            }
+            input_norms.push(Normaliser::from_stats(
+                &key,
+                &input.stats,
+                self.input_dim(input),
+            )?);
+        }
+        let d_obs = self.d_obs();
+        range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
+        let a = &self.action;
+        let action_norm = Normaliser::from_stats("action", &a.stats, self.d_a)?;
+        range("action.horizon", a.horizon, 2, 1024)?;
+        range("action.len", a.len, 2, MAX_HORIZON)?;
+        if a.start + a.len > a.horizon {
+            return Err(format!(
+                "action.start + action.len = {} + {} is past action.horizon = {}",
+                a.start, a.len, a.horizon
+            ));
+        }
+        if self.io.out.is_empty() {
+            return Err("io.out is empty".into());
+        }
+        let s = &self.sampler;
+        let scheduler = match (self.kind, &self.scheduler) {
+            (ModelKind::Diffusion, None) => {
+                return Err("kind = \"diffusion\" needs a [scheduler] table".into())
+            }
+            (ModelKind::Chunk, Some(_)) => {
+                return Err("kind = \"chunk\" takes no [scheduler] table".into())
+            }
+            (ModelKind::Diffusion, Some(spec)) => {
+                if self.io.x.is_none() || self.io.t.is_none() {
+                    return Err("kind = \"diffusion\" needs io.x and io.t".into());
+                }
+                let settings = spec.settings()?;
+                range("sampler.steps", s.steps, 1, spec.train_timesteps)?;
+                settings.check(s.steps)?;
+                Some(settings)
+            }
+            (ModelKind::Chunk, None) => {
+                if self.io.x.is_some() || self.io.t.is_some() {
+                    return Err("kind = \"chunk\" takes no io.x or io.t".into());
+                }
+                if s.steps != 1 {
+                    return Err(format!(
+                        "sampler.steps = {} for kind = \"chunk\" (one call per chunk: 1)",
+                        s.steps
+                    ));
+                }
+                None
+            }
+        };
+        range("sampler.min_steps", s.min_steps, 1, s.steps)?;
+        positive("task.goal_tolerance_rad", self.task.goal_tolerance_rad)?;
+        if self.task.goals.is_empty() {
+            return Err("task.goals is empty".into());
+        }
+        for (i, g) in self.task.goals.iter().enumerate() {
+            values(&format!("task.goals[{i}]"), g, self.d_a)?;
+        }
+        check_domain(&self.domain, d_obs)?;
+        check_training(&self.training)?;
+        Ok(CheckedManifest2 {
+            raw: self,
+            input_norms,
+            action_norm,
+            scheduler,
+        })
+    }
+}
+
+impl SchedulerSpec {
+    fn settings(&self) -> Result<SchedulerSettings, String> {
+        let kind = match self.kind.as_str() {
+            "ddpm" => SchedulerType::Ddpm,
+            "ddim" => SchedulerType::Ddim,
+            k => {
+                return Err(format!(
+                    "scheduler.type = \"{k}\" is not supported (ddpm or ddim)"
+                ))
+            }
+        };
+        range(
+            "scheduler.train_timesteps",
+            self.train_timesteps,
+            1,
+            100_000,
+        )?;
+        values(
+            "scheduler.alphas_cumprod",
+            &self.alphas_cumprod,
+            self.train_timesteps,
+        )?;
+        let prediction = match self.prediction_type.as_str() {
+            "epsilon" => PredictionType::Epsilon,
+            "sample" => PredictionType::Sample,
+            "v_prediction" => PredictionType::VPrediction,
+            p => return Err(format!(
+                "scheduler.prediction_type = \"{p}\" is not one of epsilon, sample, v_prediction"
+            )),
+        };
+        let spacing = match self.timestep_spacing.as_str() {
+            "leading" => TimestepSpacing::Leading,
+            "trailing" => TimestepSpacing::Trailing,
+            "linspace" => TimestepSpacing::Linspace,
+            p => {
+                return Err(format!(
+                    "scheduler.timestep_spacing = \"{p}\" is not one of leading, trailing, linspace"
+                ))
+            }
+        };
+        let variance = match (kind, self.variance_type.as_deref()) {
+            // DDIM's variance is its own (eta); "fixed_small" is what it computes.
+            (SchedulerType::Ddim, Some(v)) if v != "fixed_small" => {
+                return Err(format!(
+                    "scheduler.variance_type = \"{v}\" applies to ddpm only (ddim's noise is eta)"
+                ))
+            }
+            (_, None | Some("fixed_small")) => VarianceType::FixedSmall,
+            (_, Some("fixed_small_log")) => VarianceType::FixedSmallLog,
+            (_, Some("fixed_large")) => VarianceType::FixedLarge,
+            (_, Some(v)) => {
+                return Err(format!(
+                    "scheduler.variance_type = \"{v}\" is not supported (fixed_small, \
+                     fixed_small_log, fixed_large; learned variances need the model's second output)"
+                ))
+            }
+        };
+        // DDPM has no final alpha (it is 1) and no eta: only those values are accepted.
+        if kind == SchedulerType::Ddpm
+            && (self.set_alpha_to_one == Some(false) || self.eta.is_some_and(|e| e != 0.0))
+        {
+            return Err(
+                "scheduler.set_alpha_to_one = false and scheduler.eta > 0 apply to ddim only"
+                    .into(),
+            );
+        }
+        Ok(SchedulerSettings {
+            kind,
+            alphas_cumprod: self.alphas_cumprod.iter().map(|a| *a as f32).collect(),
+            prediction,
+            clip: self.clip_sample.then_some(self.clip_sample_range as f32),
+            spacing,
+            steps_offset: self.steps_offset,
+            variance,
+            set_alpha_to_one: self.set_alpha_to_one.unwrap_or(true),
+            eta: self.eta.unwrap_or(0.0) as f32,
+        })
+    }
+}
+
+/// The `format` a manifest's text declares (1: chunkrt's own models, [`crate::Manifest`];
+/// 2: [`Manifest2`]), read before the manifest is parsed as either.
+pub fn manifest_format(path: &Path, text: &str) -> Result<u32, PolicyLoadError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| PolicyLoadError::ManifestParse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+        path: path.to_path_buf(),
+        what,
+    };
+    match table.get("format") {
+        Some(toml::Value::Integer(f @ (1 | 2))) => Ok(*f as u32),
+        Some(v) => Err(invalid(format!(
+            "format = {v} is not supported (1: chunkrt's own models, 2: imported models)"
+        ))),
+        None => Err(invalid("`format` is missing (1 or 2)".into())),
+    }
+}
+
+/// Checks a manifest of either format and says in one line what it describes.
+pub fn check_any_manifest(path: &Path, text: &str) -> Result<String, PolicyLoadError> {
+    Ok(match manifest_format(path, text)? {
+        2 => {
+            let m = CheckedManifest2::parse(path, text)?.raw;
+            format!(
+                "{:?} model {} ({} {}), {} joints, {} of {} setpoints {} ms apart, {} input(s), history {}",
+                m.kind,
+                m.model_file,
+                m.origin.framework,
+                m.origin.policy,
+                m.d_a,
+                m.action.len,
+                m.action.horizon,
+                m.dt_ms,
+                m.observation.inputs.len(),
+                m.observation.history
+            )
+        }
+        _ => {
+            let m = crate::Manifest::parse(path, text)?;
+            format!(
+                "{:?} model {}, {} joints, {} setpoints {} ms apart",
+                m.kind, m.model_file, m.d_a, m.horizon, m.dt_ms
+            )
+        }
+    })
+}
