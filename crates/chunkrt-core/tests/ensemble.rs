@@ -13,14 +13,23 @@ use common::{chunk_from, config, limits, Clock, DOF};
 /// and acceleration over 3 s of chunks every 50 ms that disagree with each other (each a
 /// different sinusoid, 16 setpoints 50 ms apart), and the fewest members seen playing.
 fn play(blend_ms: u64, coeff: f64, members: usize) -> (f64, f64) {
+    let (mut e, mut clk) = executor(blend_ms, coeff, members);
+    run(&mut e, &mut clk)
+}
+
+fn executor(blend_ms: u64, coeff: f64, members: usize) -> (Executor, Clock) {
     let mut cfg = config(DOF);
     cfg.seam = SeamMode::Ensemble;
     cfg.blend_ns = blend_ms * NS_PER_MS;
     cfg.ensemble_coeff = coeff;
     cfg.ensemble_chunks = members;
     cfg.max_chunk_age_ns = 1_000 * NS_PER_MS;
-    let mut clk = Clock::start();
-    let mut e = Executor::new(cfg, limits(DOF), &[0.0; MAX_DOF], clk.now());
+    let clk = Clock::start();
+    let e = Executor::new(cfg, limits(DOF), &[0.0; MAX_DOF], clk.now());
+    (e, clk)
+}
+
+fn run(e: &mut Executor, clk: &mut Clock) -> (f64, f64) {
     let mut prev: Option<Setpoint> = None;
     let (mut dv_worst, mut da_worst) = (0.0f64, 0.0f64);
     let h = 1e-3;
@@ -74,4 +83,15 @@ fn the_ensemble_is_c2_with_a_blend_and_steps_without() {
         dv > 0.1,
         "no blend, yet the finite differences agree to {dv} rad/s"
     );
+}
+
+#[global_allocator]
+static GLOBAL: chunkrt_alloc_count::CountingAllocator = chunkrt_alloc_count::CountingAllocator;
+
+/// The ensemble's splice, prune and evaluation touch no heap (the control thread runs them).
+#[test]
+fn the_ensemble_allocates_nothing() {
+    let (mut e, mut clk) = executor(100, 0.01, 12);
+    let (_, allocations) = chunkrt_alloc_count::count_allocations(|| run(&mut e, &mut clk));
+    assert_eq!(allocations, 0);
 }
