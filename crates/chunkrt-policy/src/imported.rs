@@ -19,11 +19,11 @@ use crate::error::PolicyLoadError;
 use crate::goals::{GoalSequence, Settler};
 use crate::graph::{OrtGraph, TensorSpec};
 use crate::manifest::{ActionEncoding, StateSource};
-use crate::manifest2::{CheckedManifest2, ModelKind, Source};
+use crate::manifest2::{CheckedManifest2, FlowSettings, ModelKind, Source};
 use crate::model::sha256_hex;
 use crate::noise::GaussianNoise;
 use crate::onnx_policy::AnytimeStats;
-use crate::sampler::Denoiser;
+use crate::sampler::{flow, Denoiser, SamplerBuffers};
 use crate::session::SessionOptions;
 use crate::smoothing::ChunkSmoother;
 
@@ -39,6 +39,8 @@ pub struct ImportedModel {
     domain: Domain,
     graph: OrtGraph,
     scheduler: Option<DiffusersScheduler>,
+    /// Flow-matching integration and its buffers (diffusion without a scheduler).
+    flow: Option<(FlowSettings, SamplerBuffers)>,
     /// Raw observations, `history` rows of `d_obs` values, oldest first.
     history: Vec<f64>,
     history_len: usize,
@@ -132,7 +134,9 @@ impl ImportedModel {
         let graph = OrtGraph::open(&model_path, &bytes, opts, &inputs, &output)?;
         let len = raw.sequence_len();
         let scheduler = m.scheduler.clone().map(|s| DiffusersScheduler::new(s, len));
+        let flow = m.flow.map(|f| (f, SamplerBuffers::new(len)));
         Ok(ImportedModel {
+            flow,
             history: vec![0.0; raw.observation.history * raw.d_obs()],
             history_len: 0,
             seq: vec![0.0; len],
@@ -165,11 +169,14 @@ impl ImportedModel {
         &self.domain
     }
 
-    /// Most inference steps (diffusion: the training timesteps; chunk models: 1).
+    /// Most inference steps (diffusers schedulers: the training timesteps; flow: 10 000;
+    /// chunk models: 1).
     pub fn max_steps(&self) -> usize {
-        self.scheduler
-            .as_ref()
-            .map_or(1, DiffusersScheduler::train_timesteps)
+        match (&self.scheduler, &self.flow) {
+            (Some(s), _) => s.train_timesteps(),
+            (None, Some(_)) => 10_000,
+            (None, None) => 1,
+        }
     }
 
     /// Forgets the observation history (a new episode: the next observation fills it).
@@ -237,28 +244,37 @@ impl ImportedModel {
         }
         self.write_inputs();
         let n_inputs = self.m.raw.observation.inputs.len();
-        match self.scheduler.as_mut() {
-            Some(sch) => {
-                if init.len() != self.seq.len() {
-                    return Err(PolicyError(format!(
-                        "imported policy: initial noise has {} values, expected {}",
-                        init.len(),
-                        self.seq.len()
-                    )));
-                }
+        if self.m.raw.kind == ModelKind::Chunk {
+            self.graph.run(&mut self.seq)?;
+            after_step(0);
+            return Ok(());
+        }
+        if init.len() != self.seq.len() {
+            return Err(PolicyError(format!(
+                "imported policy: initial noise has {} values, expected {}",
+                init.len(),
+                self.seq.len()
+            )));
+        }
+        let mut den = GraphDenoiser {
+            graph: &mut self.graph,
+            x: n_inputs,
+            t: n_inputs + 1,
+        };
+        match (self.scheduler.as_mut(), self.flow.as_mut()) {
+            (Some(sch), _) => {
                 self.seq.copy_from_slice(init);
-                let mut den = GraphDenoiser {
-                    graph: &mut self.graph,
-                    x: n_inputs,
-                    t: n_inputs + 1,
-                };
                 sch.sample(steps, &mut den, &[], &mut self.seq, step_noise, after_step)
             }
-            None => {
-                self.graph.run(&mut self.seq)?;
-                after_step(0);
+            (None, Some((f, buf))) => {
+                buf.x.copy_from_slice(init);
+                flow(f.heun, steps, f.from, f.to, &mut den, &[], buf, after_step)?;
+                self.seq.copy_from_slice(&buf.x);
                 Ok(())
             }
+            (None, None) => Err(PolicyError(
+                "imported policy: a diffusion model without a scheduler".into(),
+            )),
         }
     }
 

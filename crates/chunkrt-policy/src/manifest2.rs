@@ -312,6 +312,48 @@ fn one() -> f64 {
     1.0
 }
 
+/// A flow-matching model's integration (`[flow]`, instead of a `[scheduler]`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// `euler` (one call a step) or `heun` (two).
+    pub method: String,
+    /// Where the noise is: `t = 0` (chunkrt's own models, rectified flow: integrate 0 -> 1)
+    /// or `t = 1` (pi0's convention: integrate 1 -> 0).
+    pub noise_at: f64,
+}
+
+/// A checked `[flow]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowSettings {
+    /// Heun (else Euler).
+    pub heun: bool,
+    /// Integrate from this time ...
+    pub from: f64,
+    /// ... to this one.
+    pub to: f64,
+}
+
+impl FlowSpec {
+    fn settings(&self) -> Result<FlowSettings, String> {
+        let heun = match self.method.as_str() {
+            "euler" => false,
+            "heun" => true,
+            m => {
+                return Err(format!(
+                    "flow.method = \"{m}\" is not one of euler, heun"
+                ))
+            }
+        };
+        let (from, to) = match self.noise_at {
+            x if x == 0.0 => (0.0, 1.0),
+            x if x == 1.0 => (1.0, 0.0),
+            x => return Err(format!("flow.noise_at = {x} must be 0 or 1")),
+        };
+        Ok(FlowSettings { heun, from, to })
+    }
+}
+
 /// Sampler defaults.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -372,6 +414,8 @@ pub struct Manifest2 {
     pub io: IoNames2,
     /// The scheduler (diffusion).
     pub scheduler: Option<SchedulerSpec>,
+    /// Flow-matching integration (diffusion, instead of a scheduler).
+    pub flow: Option<FlowSpec>,
     /// Sampler defaults.
     pub sampler: SamplerDefaults2,
     /// Goals.
@@ -394,6 +438,8 @@ pub struct CheckedManifest2 {
     pub action_norm: Normaliser,
     /// The scheduler (diffusion).
     pub scheduler: Option<SchedulerSettings>,
+    /// Flow-matching integration (diffusion without a scheduler).
+    pub flow: Option<FlowSettings>,
 }
 
 impl Manifest2 {
@@ -511,23 +557,41 @@ impl Manifest2 {
             return Err("io.out is empty".into());
         }
         let s = &self.sampler;
-        let scheduler = match (self.kind, &self.scheduler) {
-            (ModelKind::Diffusion, None) => {
-                return Err("kind = \"diffusion\" needs a [scheduler] table".into())
+        let (scheduler, flow) = match (self.kind, &self.scheduler, &self.flow) {
+            (ModelKind::Diffusion, None, None) => {
+                return Err(
+                    "kind = \"diffusion\" needs a [scheduler] table (DDPM, DDIM) or a [flow] table"
+                        .into(),
+                )
             }
-            (ModelKind::Chunk, Some(_)) => {
+            (ModelKind::Diffusion, Some(_), Some(_)) => {
+                return Err("a model has a [scheduler] or a [flow] table, not both".into())
+            }
+            (ModelKind::Chunk, Some(_), _) => {
                 return Err("kind = \"chunk\" takes no [scheduler] table".into())
             }
-            (ModelKind::Diffusion, Some(spec)) => {
+            (ModelKind::Chunk, None, Some(_)) => {
+                return Err("kind = \"chunk\" takes no [flow] table".into())
+            }
+            (ModelKind::Diffusion, sched, fl) => {
                 if self.io.x.is_none() || self.io.t.is_none() {
                     return Err("kind = \"diffusion\" needs io.x and io.t".into());
                 }
-                let settings = spec.settings()?;
-                range("sampler.steps", s.steps, 1, spec.train_timesteps)?;
-                settings.check(s.steps)?;
-                Some(settings)
+                match (sched, fl) {
+                    (Some(spec), _) => {
+                        let settings = spec.settings()?;
+                        range("sampler.steps", s.steps, 1, spec.train_timesteps)?;
+                        settings.check(s.steps)?;
+                        (Some(settings), None)
+                    }
+                    (None, Some(f)) => {
+                        range("sampler.steps", s.steps, 1, 10_000)?;
+                        (None, Some(f.settings()?))
+                    }
+                    (None, None) => unreachable!("refused above"),
+                }
             }
-            (ModelKind::Chunk, None) => {
+            (ModelKind::Chunk, None, None) => {
                 if self.io.x.is_some() || self.io.t.is_some() {
                     return Err("kind = \"chunk\" takes no io.x or io.t".into());
                 }
@@ -537,7 +601,7 @@ impl Manifest2 {
                         s.steps
                     ));
                 }
-                None
+                (None, None)
             }
         };
         range("sampler.min_steps", s.min_steps, 1, s.steps)?;
@@ -555,6 +619,7 @@ impl Manifest2 {
             input_norms,
             action_norm,
             scheduler,
+            flow,
         })
     }
 }
@@ -585,9 +650,11 @@ impl SchedulerSpec {
             "epsilon" => PredictionType::Epsilon,
             "sample" => PredictionType::Sample,
             "v_prediction" => PredictionType::VPrediction,
-            p => return Err(format!(
+            p => {
+                return Err(format!(
                 "scheduler.prediction_type = \"{p}\" is not one of epsilon, sample, v_prediction"
-            )),
+            ))
+            }
         };
         let spacing = match self.timestep_spacing.as_str() {
             "leading" => TimestepSpacing::Leading,

@@ -93,34 +93,8 @@ pub fn run_sampler(
 ) -> Result<(), PolicyError> {
     let k = steps.max(1);
     match method {
-        SamplerMethod::Euler => {
-            let dt = (1.0 / k as f64) as f32;
-            for s in 0..k {
-                let t = (s as f64 / k as f64) as f32;
-                den.denoise(obs_n, &buf.x, t, &mut buf.v1)?;
-                for (x, v) in buf.x.iter_mut().zip(&buf.v1) {
-                    *x += dt * v;
-                }
-                after_step(s);
-            }
-        }
-        SamplerMethod::Heun => {
-            let dt = (1.0 / k as f64) as f32;
-            let half = (0.5 / k as f64) as f32;
-            for s in 0..k {
-                let t0 = (s as f64 / k as f64) as f32;
-                let t1 = ((s + 1) as f64 / k as f64) as f32;
-                den.denoise(obs_n, &buf.x, t0, &mut buf.v1)?;
-                for ((xp, x), v) in buf.xp.iter_mut().zip(&buf.x).zip(&buf.v1) {
-                    *xp = x + dt * v;
-                }
-                den.denoise(obs_n, &buf.xp, t1, &mut buf.v2)?;
-                for ((x, a), b) in buf.x.iter_mut().zip(&buf.v1).zip(&buf.v2) {
-                    *x += half * (a + b);
-                }
-                after_step(s);
-            }
-        }
+        SamplerMethod::Euler => flow(false, k, 0.0, 1.0, den, obs_n, buf, after_step)?,
+        SamplerMethod::Heun => flow(true, k, 0.0, 1.0, den, obs_n, buf, after_step)?,
         SamplerMethod::Ddim => {
             let sch = schedule
                 .ok_or_else(|| PolicyError("DDIM sampler without a noise schedule".into()))?;
@@ -145,6 +119,52 @@ pub fn run_sampler(
                 after_step(s);
             }
         }
+    }
+    Ok(())
+}
+
+/// Integrates a flow-matching velocity field `dx/dt = f(obs, x, t)` from `t = from` to
+/// `t = to` in `k` equal steps, explicit Euler or Heun (trapezoidal predictor-corrector,
+/// two calls a step), from the state in `buf.x`. chunkrt's own models run 0 -> 1 (t = 1
+/// is data); models trained the other way round (noise at t = 1, as pi0's) run 1 -> 0.
+/// The times are computed in f64 and rounded once, so 0 -> 1 is the Python reference's
+/// arithmetic exactly.
+#[allow(clippy::too_many_arguments)]
+pub fn flow(
+    heun: bool,
+    k: usize,
+    from: f64,
+    to: f64,
+    den: &mut dyn Denoiser,
+    obs_n: &[f32],
+    buf: &mut SamplerBuffers,
+    after_step: &mut dyn FnMut(usize),
+) -> Result<(), PolicyError> {
+    let k = k.max(1);
+    let span = to - from;
+    let dt = (span / k as f64) as f32;
+    let time = |s: usize| (from + span * (s as f64 / k as f64)) as f32;
+    if !heun {
+        for s in 0..k {
+            den.denoise(obs_n, &buf.x, time(s), &mut buf.v1)?;
+            for (x, v) in buf.x.iter_mut().zip(&buf.v1) {
+                *x += dt * v;
+            }
+            after_step(s);
+        }
+        return Ok(());
+    }
+    let half = (0.5 * span / k as f64) as f32;
+    for s in 0..k {
+        den.denoise(obs_n, &buf.x, time(s), &mut buf.v1)?;
+        for ((xp, x), v) in buf.xp.iter_mut().zip(&buf.x).zip(&buf.v1) {
+            *xp = x + dt * v;
+        }
+        den.denoise(obs_n, &buf.xp, time(s + 1), &mut buf.v2)?;
+        for ((x, a), b) in buf.x.iter_mut().zip(&buf.v1).zip(&buf.v2) {
+            *x += half * (a + b);
+        }
+        after_step(s);
     }
     Ok(())
 }
