@@ -339,16 +339,14 @@ impl FlowSpec {
         let heun = match self.method.as_str() {
             "euler" => false,
             "heun" => true,
-            m => {
-                return Err(format!(
-                    "flow.method = \"{m}\" is not one of euler, heun"
-                ))
-            }
+            m => return Err(format!("flow.method = \"{m}\" is not one of euler, heun")),
         };
-        let (from, to) = match self.noise_at {
-            x if x == 0.0 => (0.0, 1.0),
-            x if x == 1.0 => (1.0, 0.0),
-            x => return Err(format!("flow.noise_at = {x} must be 0 or 1")),
+        let (from, to) = if self.noise_at == 0.0 {
+            (0.0, 1.0)
+        } else if self.noise_at == 1.0 {
+            (1.0, 0.0)
+        } else {
+            return Err(format!("flow.noise_at = {} must be 0 or 1", self.noise_at));
         };
         Ok(FlowSettings { heun, from, to })
     }
@@ -557,53 +555,52 @@ impl Manifest2 {
             return Err("io.out is empty".into());
         }
         let s = &self.sampler;
-        let (scheduler, flow) = match (self.kind, &self.scheduler, &self.flow) {
-            (ModelKind::Diffusion, None, None) => {
-                return Err(
+        let (scheduler, flow) =
+            match (self.kind, &self.scheduler, &self.flow) {
+                (ModelKind::Diffusion, None, None) => return Err(
                     "kind = \"diffusion\" needs a [scheduler] table (DDPM, DDIM) or a [flow] table"
                         .into(),
-                )
-            }
-            (ModelKind::Diffusion, Some(_), Some(_)) => {
-                return Err("a model has a [scheduler] or a [flow] table, not both".into())
-            }
-            (ModelKind::Chunk, Some(_), _) => {
-                return Err("kind = \"chunk\" takes no [scheduler] table".into())
-            }
-            (ModelKind::Chunk, None, Some(_)) => {
-                return Err("kind = \"chunk\" takes no [flow] table".into())
-            }
-            (ModelKind::Diffusion, sched, fl) => {
-                if self.io.x.is_none() || self.io.t.is_none() {
-                    return Err("kind = \"diffusion\" needs io.x and io.t".into());
+                ),
+                (ModelKind::Diffusion, Some(_), Some(_)) => {
+                    return Err("a model has a [scheduler] or a [flow] table, not both".into())
                 }
-                match (sched, fl) {
-                    (Some(spec), _) => {
-                        let settings = spec.settings()?;
-                        range("sampler.steps", s.steps, 1, spec.train_timesteps)?;
-                        settings.check(s.steps)?;
-                        (Some(settings), None)
+                (ModelKind::Chunk, Some(_), _) => {
+                    return Err("kind = \"chunk\" takes no [scheduler] table".into())
+                }
+                (ModelKind::Chunk, None, Some(_)) => {
+                    return Err("kind = \"chunk\" takes no [flow] table".into())
+                }
+                (ModelKind::Diffusion, sched, fl) => {
+                    if self.io.x.is_none() || self.io.t.is_none() {
+                        return Err("kind = \"diffusion\" needs io.x and io.t".into());
                     }
-                    (None, Some(f)) => {
-                        range("sampler.steps", s.steps, 1, 10_000)?;
-                        (None, Some(f.settings()?))
+                    match (sched, fl) {
+                        (Some(spec), _) => {
+                            let settings = spec.settings()?;
+                            range("sampler.steps", s.steps, 1, spec.train_timesteps)?;
+                            settings.check(s.steps)?;
+                            (Some(settings), None)
+                        }
+                        (None, Some(f)) => {
+                            range("sampler.steps", s.steps, 1, 10_000)?;
+                            (None, Some(f.settings()?))
+                        }
+                        (None, None) => unreachable!("refused above"),
                     }
-                    (None, None) => unreachable!("refused above"),
                 }
-            }
-            (ModelKind::Chunk, None, None) => {
-                if self.io.x.is_some() || self.io.t.is_some() {
-                    return Err("kind = \"chunk\" takes no io.x or io.t".into());
+                (ModelKind::Chunk, None, None) => {
+                    if self.io.x.is_some() || self.io.t.is_some() {
+                        return Err("kind = \"chunk\" takes no io.x or io.t".into());
+                    }
+                    if s.steps != 1 {
+                        return Err(format!(
+                            "sampler.steps = {} for kind = \"chunk\" (one call per chunk: 1)",
+                            s.steps
+                        ));
+                    }
+                    (None, None)
                 }
-                if s.steps != 1 {
-                    return Err(format!(
-                        "sampler.steps = {} for kind = \"chunk\" (one call per chunk: 1)",
-                        s.steps
-                    ));
-                }
-                (None, None)
-            }
-        };
+            };
         range("sampler.min_steps", s.min_steps, 1, s.steps)?;
         positive("task.goal_tolerance_rad", self.task.goal_tolerance_rad)?;
         if self.task.goals.is_empty() {
