@@ -7,7 +7,7 @@
 //!
 //!   cargo run --release -p chunkrt-policy --example policy_bench [-- --chunks N]
 //!
-//! With `--anytime MANIFEST --deadline-ms D` it runs a format-2 policy (a larger model, say)
+//! With `--anytime MANIFEST --deadline-ms D [--min-steps K]` it runs a format-2 policy (a larger model, say)
 //! through `ImportedPolicy::infer` with that anytime budget instead, and reports the chunk
 //! latency and the steps it ran.
 //!
@@ -178,9 +178,10 @@ fn imported_rows(policies: &Path, opts: &SessionOptions, chunks: usize) {
 }
 
 /// `--anytime MANIFEST --deadline-ms D`: chunk latency and steps through `ImportedPolicy`.
-fn anytime(manifest: &Path, deadline_ms: Option<f64>, chunks: usize) {
+fn anytime(manifest: &Path, deadline_ms: Option<f64>, min_steps: Option<usize>, chunks: usize) {
     let mut cfg = ImportedPolicyConfig::new(manifest);
     cfg.deadline_ms = deadline_ms;
+    cfg.min_steps = min_steps;
     let mut policy = ImportedPolicy::new(&cfg).unwrap_or_else(|e| {
         eprintln!("policy_bench: {e}");
         std::process::exit(1)
@@ -234,8 +235,9 @@ fn main() {
         .unwrap_or(100usize);
     if let Some(m) = value("--anytime") {
         let deadline = value("--deadline-ms").and_then(|v| v.parse().ok());
-        anytime(Path::new(&m), None, chunks);
-        anytime(Path::new(&m), deadline, chunks);
+        let min_steps = value("--min-steps").and_then(|v| v.parse().ok());
+        anytime(Path::new(&m), None, min_steps, chunks);
+        anytime(Path::new(&m), deadline, min_steps, chunks);
         return;
     }
     let policies = repo_root().join("rt-config/policies");

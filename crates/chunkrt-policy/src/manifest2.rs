@@ -153,14 +153,12 @@ impl Normaliser {
         match s.normalisation {
             Some(NormMode::MeanStd) => {
                 unused(&[("min", s.min.is_some()), ("max", s.max.is_some())])?;
+                let mean = f32s("mean", &s.mean)?;
                 let std = f32s("std", &s.std)?;
                 if let Some(i) = std.iter().position(|x| *x < 0.0) {
                     return Err(format!("{key}.std[{i}] = {} is negative", std[i]));
                 }
-                Ok(Normaliser::MeanStd {
-                    mean: f32s("mean", &s.mean)?,
-                    std,
-                })
+                Ok(Normaliser::MeanStd { mean, std })
             }
             Some(NormMode::MinMax) => {
                 unused(&[("mean", s.mean.is_some()), ("std", s.std.is_some())])?;

@@ -12,7 +12,10 @@ use common::{policies, temp_dir};
 fn list(v: &[f64]) -> String {
     format!(
         "[{}]",
-        v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(", ")
+        v.iter()
+            .map(|x| format!("{x:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 
@@ -126,8 +129,13 @@ fn compare(method: &str, noise_at: f64, sampler: SamplerMethod) -> f32 {
     chunkrt_policy::GaussianNoise::new(5).fill(&mut noise);
     v1.sample(&obs, &noise, sampler, 8, &mut |_| {}).unwrap();
     v2.push_observation(&obs);
-    v2.run(&noise, 8, &mut |_| unreachable!("flow draws no step noise"), &mut |_| {})
-        .unwrap();
+    v2.run(
+        &noise,
+        8,
+        &mut |_| unreachable!("flow draws no step noise"),
+        &mut |_| {},
+    )
+    .unwrap();
     v1.last_sample()
         .iter()
         .zip(v2.sequence())
@@ -136,7 +144,10 @@ fn compare(method: &str, noise_at: f64, sampler: SamplerMethod) -> f32 {
 
 #[test]
 fn a_flow_model_under_format_2_samples_what_format_1_samples() {
-    for (method, sampler) in [("euler", SamplerMethod::Euler), ("heun", SamplerMethod::Heun)] {
+    for (method, sampler) in [
+        ("euler", SamplerMethod::Euler),
+        ("heun", SamplerMethod::Heun),
+    ] {
         let d = compare(method, 0.0, sampler);
         eprintln!("{method}: format 2 within {d:.2e} of format 1");
         assert!(d <= 1e-6, "{method}: {d}");
