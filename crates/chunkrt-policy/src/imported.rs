@@ -20,15 +20,12 @@ use crate::goals::{GoalSequence, Settler};
 use crate::graph::{OrtGraph, TensorSpec};
 use crate::manifest::{ActionEncoding, StateSource};
 use crate::manifest2::{CheckedManifest2, FlowSettings, ModelKind, Source};
-use crate::model::sha256_hex;
+use crate::model::{anytime_steps, read_verified, step_estimate};
 use crate::noise::GaussianNoise;
 use crate::onnx_policy::AnytimeStats;
 use crate::sampler::{flow, Denoiser, SamplerBuffers};
 use crate::session::SessionOptions;
 use crate::smoothing::ChunkSmoother;
-
-/// Weight of the newest measurement in the per-step latency estimate.
-const STEP_EMA_ALPHA: f64 = 0.25;
 
 /// A format-2 model loaded and checked: graph, scheduler, history and buffers.
 #[derive(Debug)]
@@ -79,20 +76,7 @@ impl ImportedModel {
         let m = CheckedManifest2::load(manifest_path)?;
         let raw = &m.raw;
         let model_path = raw.model_path(manifest_path);
-        let bytes = std::fs::read(&model_path).map_err(|source| PolicyLoadError::ModelRead {
-            path: model_path.clone(),
-            manifest: manifest_path.to_path_buf(),
-            source,
-        })?;
-        let actual = sha256_hex(&bytes);
-        if actual != raw.model_sha256 {
-            return Err(PolicyLoadError::DigestMismatch {
-                path: model_path,
-                expected: raw.model_sha256.clone(),
-                actual,
-                size: bytes.len() as u64,
-            });
-        }
+        let bytes = read_verified(&model_path, manifest_path, &raw.model_sha256)?;
         let domain = Domain::new(&raw.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
             path: manifest_path.to_path_buf(),
             what: e.to_string(),
@@ -485,16 +469,6 @@ impl ImportedPolicy {
         self.goals.index()
     }
 
-    fn planned_steps(&self) -> usize {
-        match self.deadline_ns {
-            Some(deadline) if self.step_ns_est > 0.0 => {
-                let fit = (deadline / self.step_ns_est).floor() as usize;
-                fit.clamp(self.min_steps, self.steps)
-            }
-            _ => self.steps,
-        }
-    }
-
     /// Fills the raw observation: each input's sources in order.
     fn assemble(&mut self, pos: &JointVec, vel: &JointVec) {
         let raw = &self.model.manifest().raw;
@@ -536,11 +510,7 @@ impl Policy for ImportedPolicy {
                 obs.dof
             )));
         }
-        let (pos, vel) = match self.state_source {
-            StateSource::Measured => (&obs.pos_rad, &obs.vel_rad_s),
-            StateSource::Commanded => (&obs.cmd_pos_rad, &obs.cmd_vel_rad_s),
-            StateSource::Planned => (&obs.plan_pos_rad, &obs.plan_vel_rad_s),
-        };
+        let (pos, vel) = self.state_source.of(obs);
         if let Some(j) = (0..d_a).find(|&j| !(pos[j].is_finite() && vel[j].is_finite())) {
             return Err(PolicyError(format!(
                 "imported policy: state of joint {j} is not finite (position {}, velocity {})",
@@ -577,7 +547,12 @@ impl Policy for ImportedPolicy {
         let verdict = self.model.domain().check(&self.obs_raw);
         self.last_verdict = Some(verdict);
 
-        let steps = self.planned_steps();
+        let steps = anytime_steps(
+            self.deadline_ns,
+            self.step_ns_est,
+            self.min_steps,
+            self.steps,
+        );
         self.noise.fill(&mut self.init);
         let noise = &mut self.noise;
         let start = Instant::now();
@@ -589,11 +564,7 @@ impl Policy for ImportedPolicy {
             sm.apply(&mut self.pos_buf, d_a, &pos[..d_a]);
         }
 
-        self.step_ns_est = if self.step_ns_est > 0.0 {
-            (1.0 - STEP_EMA_ALPHA) * self.step_ns_est + STEP_EMA_ALPHA * step_ns
-        } else {
-            step_ns
-        };
+        self.step_ns_est = step_estimate(self.step_ns_est, step_ns);
         self.stats.chunks += 1;
         if steps < self.steps {
             self.stats.reduced += 1;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chunkrt_core::{MAX_DOF, MAX_HORIZON};
+use chunkrt_core::{JointVec, MAX_DOF, MAX_HORIZON};
 use serde::Deserialize;
 
 use crate::error::PolicyLoadError;
@@ -124,6 +124,17 @@ pub enum StateSource {
     /// (`Observation::plan_pos_rad`, `plan_vel_rad_s`): a policy trained on it continues
     /// its own plan, and a blend's transients are not fed back into the next chunk.
     Planned,
+}
+
+impl StateSource {
+    /// The positions and velocities of this state in an observation.
+    pub fn of(self, obs: &chunkrt_core::Observation) -> (&JointVec, &JointVec) {
+        match self {
+            StateSource::Measured => (&obs.pos_rad, &obs.vel_rad_s),
+            StateSource::Commanded => (&obs.cmd_pos_rad, &obs.cmd_vel_rad_s),
+            StateSource::Planned => (&obs.plan_pos_rad, &obs.plan_vel_rad_s),
+        }
+    }
 }
 
 /// How the de-normalised action chunk maps to joint positions.

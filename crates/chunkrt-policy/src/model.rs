@@ -34,6 +34,59 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// Reads the model file and checks its SHA-256 against the manifest's. The digest is taken
+/// of the very bytes handed to ONNX Runtime: no window in which the file could change
+/// between check and load.
+pub fn read_verified(
+    model_path: &Path,
+    manifest_path: &Path,
+    expected_sha256: &str,
+) -> Result<Vec<u8>, PolicyLoadError> {
+    let bytes = std::fs::read(model_path).map_err(|source| PolicyLoadError::ModelRead {
+        path: model_path.to_path_buf(),
+        manifest: manifest_path.to_path_buf(),
+        source,
+    })?;
+    let actual = sha256_hex(&bytes);
+    if actual != expected_sha256 {
+        return Err(PolicyLoadError::DigestMismatch {
+            path: model_path.to_path_buf(),
+            expected: expected_sha256.to_string(),
+            actual,
+            size: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Steps for the next chunk under an anytime budget: `nominal`, or fewer (not below
+/// `min`) when `nominal` steps at the measured step latency would overrun `deadline_ns`.
+pub fn anytime_steps(
+    deadline_ns: Option<f64>,
+    step_ns_est: f64,
+    min: usize,
+    nominal: usize,
+) -> usize {
+    match deadline_ns {
+        Some(deadline) if step_ns_est > 0.0 => {
+            let fit = (deadline / step_ns_est).floor() as usize;
+            fit.clamp(min, nominal)
+        }
+        _ => nominal,
+    }
+}
+
+/// The step-latency estimate after a chunk whose steps took `step_ns` each: an
+/// exponential average weighting the newest a quarter (the first measurement as is).
+pub fn step_estimate(est: f64, step_ns: f64) -> f64 {
+    const ALPHA: f64 = 0.25;
+    if est > 0.0 {
+        (1.0 - ALPHA) * est + ALPHA * step_ns
+    } else {
+        step_ns
+    }
+}
+
 impl PolicyModel {
     /// Loads the manifest, verifies the model file's SHA-256 against it, opens the graph in
     /// ONNX Runtime and checks its inputs and outputs. Any disagreement is refused with an
@@ -44,22 +97,7 @@ impl PolicyModel {
     ) -> Result<PolicyModel, PolicyLoadError> {
         let manifest = Manifest::load(manifest_path)?;
         let model_path = manifest.model_path(manifest_path);
-        // The digest is taken of the very bytes handed to ONNX Runtime: no window in which
-        // the file could change between check and load.
-        let bytes = std::fs::read(&model_path).map_err(|source| PolicyLoadError::ModelRead {
-            path: model_path.clone(),
-            manifest: manifest_path.to_path_buf(),
-            source,
-        })?;
-        let actual = sha256_hex(&bytes);
-        if actual != manifest.model_sha256 {
-            return Err(PolicyLoadError::DigestMismatch {
-                path: model_path,
-                expected: manifest.model_sha256.clone(),
-                actual,
-                size: bytes.len() as u64,
-            });
-        }
+        let bytes = read_verified(&model_path, manifest_path, &manifest.model_sha256)?;
         let domain =
             Domain::new(&manifest.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
                 path: manifest_path.to_path_buf(),

@@ -15,13 +15,10 @@ use crate::error::PolicyLoadError;
 use crate::goals::{GoalSequence, Settler};
 pub use crate::manifest::StateSource;
 use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
-use crate::model::PolicyModel;
+use crate::model::{anytime_steps, step_estimate, PolicyModel};
 use crate::noise::GaussianNoise;
 use crate::session::SessionOptions;
 use crate::smoothing::ChunkSmoother;
-
-/// Weight of the newest measurement in the per-step latency estimate.
-const STEP_EMA_ALPHA: f64 = 0.25;
 
 /// When the policy draws fresh sampler noise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -284,13 +281,12 @@ impl OnnxPolicy {
     /// Steps for the next chunk: the nominal count, or fewer when the measured step
     /// latency says the nominal count would overrun the deadline.
     fn planned_steps(&self) -> usize {
-        match self.deadline_ns {
-            Some(deadline) if self.step_ns_est > 0.0 => {
-                let fit = (deadline / self.step_ns_est).floor() as usize;
-                fit.clamp(self.min_steps, self.steps)
-            }
-            _ => self.steps,
-        }
+        anytime_steps(
+            self.deadline_ns,
+            self.step_ns_est,
+            self.min_steps,
+            self.steps,
+        )
     }
 }
 
@@ -316,11 +312,7 @@ impl Policy for OnnxPolicy {
                 obs.dof
             )));
         }
-        let (state, vel) = match self.state_source {
-            StateSource::Measured => (&obs.pos_rad, &obs.vel_rad_s),
-            StateSource::Commanded => (&obs.cmd_pos_rad, &obs.cmd_vel_rad_s),
-            StateSource::Planned => (&obs.plan_pos_rad, &obs.plan_vel_rad_s),
-        };
+        let (state, vel) = self.state_source.of(obs);
         if let Some(j) = (0..d_a).find(|&j| !state[j].is_finite()) {
             return Err(PolicyError(format!(
                 "onnx policy: state position of joint {j} is not finite ({})",
@@ -362,11 +354,7 @@ impl Policy for OnnxPolicy {
         }
         self.obs_vec = obs_vec;
 
-        self.step_ns_est = if self.step_ns_est > 0.0 {
-            (1.0 - STEP_EMA_ALPHA) * self.step_ns_est + STEP_EMA_ALPHA * step_ns
-        } else {
-            step_ns
-        };
+        self.step_ns_est = step_estimate(self.step_ns_est, step_ns);
         self.stats.chunks += 1;
         if steps < self.steps {
             self.stats.reduced += 1;

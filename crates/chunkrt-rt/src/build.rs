@@ -93,12 +93,7 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
                 return imported(cfg, manifest);
             }
             let mut oc = chunkrt_policy::OnnxPolicyConfig::new(manifest);
-            oc.session.ort_library = p.ort_library.as_ref().map(|l| cfg.resolve(l));
-            oc.session.execution_provider = p
-                .execution_provider
-                .parse()
-                .map_err(|e| RunError::Policy(format!("policy.execution_provider: {e}")))?;
-            oc.session.intra_threads = p.threads;
+            oc.session = session_options(cfg)?;
             oc.method = p
                 .sampler
                 .as_deref()
@@ -121,6 +116,19 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             Ok(Box::new(policy))
         }
     }
+}
+
+/// ONNX Runtime's library, provider and threads from `[policy]`.
+fn session_options(cfg: &Config) -> Result<chunkrt_policy::SessionOptions, RunError> {
+    let p = &cfg.policy;
+    Ok(chunkrt_policy::SessionOptions {
+        ort_library: p.ort_library.as_ref().map(|l| cfg.resolve(l)),
+        execution_provider: p
+            .execution_provider
+            .parse()
+            .map_err(|e| RunError::Policy(format!("policy.execution_provider: {e}")))?,
+        intra_threads: p.threads,
+    })
 }
 
 fn state_source(name: &str) -> Option<chunkrt_policy::StateSource> {
@@ -157,12 +165,7 @@ fn imported(cfg: &Config, manifest: std::path::PathBuf) -> Result<Box<dyn Policy
         )));
     }
     let mut ic = chunkrt_policy::ImportedPolicyConfig::new(manifest);
-    ic.session.ort_library = p.ort_library.as_ref().map(|l| cfg.resolve(l));
-    ic.session.execution_provider = p
-        .execution_provider
-        .parse()
-        .map_err(|e| RunError::Policy(format!("policy.execution_provider: {e}")))?;
-    ic.session.intra_threads = p.threads;
+    ic.session = session_options(cfg)?;
     ic.steps = p.steps;
     ic.min_steps = p.min_steps;
     ic.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
