@@ -76,6 +76,14 @@ fn allocations_with(
         // its events and fallbacks are on the counted path too (issue 16).
         control = control.with_following_error(Some([1e-4; chunkrt_core::MAX_DOF]));
     }
+    // The synthetic camera's view of the arm (issue 19), published every cycle; read
+    // on the camera's side (not counted) as the camera thread does.
+    let mut world = None;
+    if inject.is_some() {
+        let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
+        control = control.with_world(world_pub);
+        world = Some(world_sub);
+    }
 
     let chunk_period_ns = 50_000_000;
     let mut next_chunk = t0;
@@ -105,6 +113,10 @@ fn allocations_with(
         let ((), n) = count_allocations(|| control.cycle(deadline, wake, 0));
         if i >= warmup {
             counted_allocs += n;
+        }
+        if let Some(w) = world.as_mut() {
+            w.update();
+            assert_eq!(w.peek().seq, i, "the camera sees each cycle");
         }
         // The telemetry side (not counted) keeps the rings from filling.
         if i % 100 == 0 {

@@ -11,6 +11,9 @@
 //! cycle_stall_ms = 2.0          # the control thread busy for 2 ms ...
 //! cycle_stall_every = 20        # ... every 20th cycle (a periodic hiccup)
 //! cycle_slowdown = 5.0          # each cycle's work stretched to 5x its time
+//! camera_delay = { kind = "fixed", ms = 30.0 }  # each frame delivered this much later
+//! camera_stall_after_s = 10.0   # the camera delivers nothing from 10 s after its start ...
+//! camera_stall_s = 3.0          # ... for 3 s (then frames return)
 //!
 //! [inject.probe]                 # a multisine added to one joint's setpoint (chunkrt margin)
 //! joint = 0
@@ -67,6 +70,16 @@ pub struct InjectConfig {
     /// loop-transfer measurement of `chunkrt margin`).
     #[serde(default)]
     pub probe: Option<ProbeConfig>,
+    /// Extra exposure or transport time of each camera frame: the frame reaches the
+    /// inference thread this much later (same models as `inference_delay`).
+    #[serde(default)]
+    pub camera_delay: InferenceDelayConfig,
+    /// A camera stall begins this long after the camera's first frame (s) ...
+    #[serde(default)]
+    pub camera_stall_after_s: f64,
+    /// ... and lasts this long (s; 0: no stall): no frame is delivered meanwhile.
+    #[serde(default)]
+    pub camera_stall_s: f64,
 }
 
 /// Most sine components of a probe.
@@ -213,6 +226,9 @@ impl Default for InjectConfig {
             cycle_stall_every: default_stall_every(),
             cycle_slowdown: default_slowdown(),
             probe: None,
+            camera_delay: InferenceDelayConfig::default(),
+            camera_stall_after_s: 0.0,
+            camera_stall_s: 0.0,
         }
     }
 }
@@ -302,6 +318,12 @@ impl InjectConfig {
             || !self.inference_delay.model().is_zero()
             || self.burns_control_thread()
             || self.probe.is_some()
+            || self.camera_is_disturbed()
+    }
+
+    /// Whether camera frames are delayed or stalled.
+    pub fn camera_is_disturbed(&self) -> bool {
+        !self.camera_delay.model().is_zero() || self.camera_stall_s > 0.0
     }
 
     /// Whether the control thread is made to work longer (stall or slowdown).
@@ -384,18 +406,30 @@ impl InjectConfig {
                 format!("expected a probability in [0, 1], got {p}"),
             ));
         }
-        self.inference_delay.validate()
+        for (key, v) in [
+            ("inject.camera_stall_after_s", self.camera_stall_after_s),
+            ("inject.camera_stall_s", self.camera_stall_s),
+        ] {
+            if !(v.is_finite() && (0.0..=86_400.0).contains(&v)) {
+                return Err((
+                    key.into(),
+                    format!("expected a time in [0, 86400] s, got {v}"),
+                ));
+            }
+        }
+        self.inference_delay.validate("inject.inference_delay")?;
+        self.camera_delay.validate("inject.camera_delay")
     }
 }
 
 impl InferenceDelayConfig {
-    fn validate(&self) -> Result<(), (String, String)> {
+    fn validate(&self, table: &str) -> Result<(), (String, String)> {
         let delay = |key: &str, v: f64| -> Result<(), (String, String)> {
             if v.is_finite() && (0.0..=MAX_INJECT_DELAY_MS).contains(&v) {
                 Ok(())
             } else {
                 Err((
-                    format!("inject.inference_delay.{key}"),
+                    format!("{table}.{key}"),
                     format!("expected a delay in [0, {MAX_INJECT_DELAY_MS}] ms, got {v}"),
                 ))
             }
@@ -407,7 +441,7 @@ impl InferenceDelayConfig {
                 delay("max_ms", max_ms)?;
                 if max_ms < min_ms {
                     return Err((
-                        "inject.inference_delay.max_ms".into(),
+                        format!("{table}.max_ms"),
                         format!("expected max_ms >= min_ms ({min_ms}), got {max_ms}"),
                     ));
                 }
@@ -426,7 +460,7 @@ impl InferenceDelayConfig {
                 delay("spike_ms", spike_ms)?;
                 if !(probability.is_finite() && (0.0..=1.0).contains(&probability)) {
                     return Err((
-                        "inject.inference_delay.probability".into(),
+                        format!("{table}.probability"),
                         format!("expected a probability in [0, 1], got {probability}"),
                     ));
                 }

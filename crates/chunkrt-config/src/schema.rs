@@ -37,6 +37,9 @@ pub struct Config {
     /// Delay and loss injection (`[inject]`; absent: nothing injected).
     #[serde(default)]
     pub inject: crate::inject::InjectConfig,
+    /// The camera a policy conditioned on images sees (`[camera]`; absent: none).
+    #[serde(default)]
+    pub camera: Option<CameraConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -524,4 +527,109 @@ fn default_record_segment_s() -> f64 {
 }
 fn default_record_max_mb() -> f64 {
     8192.0
+}
+
+/// Which camera source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CameraKind {
+    /// The simulated arm's scene rendered from its measured pose (needs the sim backend
+    /// or any backend: it draws what the arm reports).
+    Synthetic,
+    /// A V4L2 device (`/dev/videoN`).
+    V4l2,
+}
+
+/// `[camera]`: the camera, its frame rate and how old an image may be.
+///
+/// ```toml
+/// [camera]
+/// kind = "synthetic"     # or "v4l2"
+/// fps = 30.0
+/// max_age_ms = 120.0     # an older image makes the observation stale: no chunk from it
+/// cpu = 0                # camera thread pinned here (-1: not pinned)
+/// # synthetic
+/// size = 64              # rendered side (pixels)
+/// latency_ms = 8.0       # exposure + transport of the simulated camera
+/// seed = 1               # target sequence
+/// # v4l2
+/// device = "/dev/video0"
+/// pixel_format = "YUYV"  # or "MJPG"
+/// width = 640
+/// height = 480
+/// crop = [80, 0, 480, 480]  # x, y, width, height before the resize to the model's size
+/// ```
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// The source.
+    pub kind: CameraKind,
+    /// Frames per second asked for.
+    #[serde(default = "default_camera_fps")]
+    pub fps: f64,
+    /// An observation whose image is older than this when inference starts is stale:
+    /// no chunk is computed from it (the executor's chunk then ages out and the
+    /// policy loses authority as with any stale chunk).
+    #[serde(default = "default_camera_max_age")]
+    pub max_age_ms: f64,
+    /// CPU the camera thread is pinned to (`-1`: not pinned).
+    #[serde(default = "default_camera_cpu")]
+    pub cpu: i32,
+    /// Synthetic: rendered image side in pixels.
+    #[serde(default = "default_camera_size")]
+    pub size: usize,
+    /// Synthetic: exposure + transport time of a frame.
+    #[serde(default = "default_camera_latency")]
+    pub latency_ms: f64,
+    /// Synthetic: seed of the target sequence.
+    #[serde(default = "default_camera_seed")]
+    pub seed: u64,
+    /// Synthetic: a target is reached within this distance on every joint ...
+    #[serde(default = "default_camera_tolerance")]
+    pub tolerance_rad: f64,
+    /// ... every joint slower than this ...
+    #[serde(default = "default_camera_settle_speed")]
+    pub settle_speed_rad_s: f64,
+    /// ... for this long; then the scene shows the next target.
+    #[serde(default = "default_camera_settle")]
+    pub settle_s: f64,
+    /// V4L2: the device.
+    pub device: Option<PathBuf>,
+    /// V4L2: `YUYV` or `MJPG`.
+    pub pixel_format: Option<String>,
+    /// V4L2: capture width.
+    pub width: Option<u32>,
+    /// V4L2: capture height.
+    pub height: Option<u32>,
+    /// Crop `[x, y, width, height]` of the captured image before it is resized to the
+    /// model's size (absent: the largest centred crop of the model's aspect ratio).
+    pub crop: Option<[u32; 4]>,
+}
+
+fn default_camera_fps() -> f64 {
+    30.0
+}
+fn default_camera_max_age() -> f64 {
+    120.0
+}
+fn default_camera_cpu() -> i32 {
+    0
+}
+fn default_camera_size() -> usize {
+    64
+}
+fn default_camera_latency() -> f64 {
+    8.0
+}
+fn default_camera_seed() -> u64 {
+    1
+}
+fn default_camera_tolerance() -> f64 {
+    0.05
+}
+fn default_camera_settle_speed() -> f64 {
+    0.1
+}
+fn default_camera_settle() -> f64 {
+    0.3
 }

@@ -35,7 +35,7 @@ pub use gate::{Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};
-pub use policy::{InferInfo, Policy, PolicyError, PolicySpec};
+pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec};
 pub use spline::{ChunkSpline, Pva};
 pub use stop::StopProfile;
 pub use support::{DomainBox, SupportMonitor, SupportVerdict};

@@ -50,4 +50,32 @@ pub trait Policy: Send {
 
     /// Computes one chunk.
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError>;
+
+    /// The camera image a policy conditioned on images needs, `(height, width)` RGB;
+    /// `None` (the default): the policy takes no image.
+    fn image_size(&self) -> Option<(usize, usize)> {
+        None
+    }
+
+    /// The image that belongs to the next [`Policy::infer`] call (the newest frame, given
+    /// just before it). Only called when [`Policy::image_size`] says an image is taken.
+    fn observe_image(&mut self, _image: &ImageRef<'_>) -> Result<(), PolicyError> {
+        Ok(())
+    }
+}
+
+/// A camera frame as a policy sees it: RGB8, row-major, `height * width * 3` bytes,
+/// already the size the policy asked for.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageRef<'a> {
+    /// The camera's frame counter.
+    pub seq: u64,
+    /// When it was captured (monotonic).
+    pub t_capture: crate::MonoTime,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+    /// The pixels.
+    pub rgb: &'a [u8],
 }

@@ -6,12 +6,16 @@
 //! observation, oldest first; LeRobot's queues: the first observation fills every step),
 //! normalise each input as LeRobot does, run the graph (a denoiser under its diffusers
 //! scheduler, or one call for a chunk model), de-normalise `[start, start + len)` of the
-//! sequence into joint positions. Buffers are allocated at load; `infer` allocates nothing.
+//! sequence into joint positions. A model that takes a camera image gets the newest frame
+//! through [`Policy::observe_image`] before each `infer`; its image history moves in step
+//! with the state's. Buffers are allocated at load; `infer` allocates nothing.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec};
+use chunkrt_core::{
+    Chunk, ImageRef, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec,
+};
 
 use crate::diffusers::DiffusersScheduler;
 use crate::domain::{Domain, DomainVerdict};
@@ -41,6 +45,10 @@ pub struct ImportedModel {
     /// Raw observations, `history` rows of `d_obs` values, oldest first.
     history: Vec<f64>,
     history_len: usize,
+    /// Normalised images, `history` steps of `3 x height x width` (channel-major), oldest
+    /// first; empty for a model without a camera.
+    images: Vec<f32>,
+    images_len: usize,
     /// The graph's sequence (normalised): the sample, or the chunk model's output.
     seq: Vec<f32>,
 }
@@ -92,6 +100,13 @@ impl ImportedModel {
                 key: format!("observation.inputs[{k}]"),
             })
             .collect();
+        for (k, i) in raw.observation.images.iter().enumerate() {
+            inputs.push(TensorSpec {
+                name: i.name.clone(),
+                shape: raw.image_shape(i),
+                key: format!("observation.images[{k}]"),
+            });
+        }
         let seq_shape = vec![1, raw.action.horizon, raw.d_a];
         if raw.kind == ModelKind::Diffusion {
             // Checked present for diffusion by the manifest check.
@@ -123,6 +138,14 @@ impl ImportedModel {
             flow,
             history: vec![0.0; raw.observation.history * raw.d_obs()],
             history_len: 0,
+            images: vec![
+                0.0;
+                raw.observation
+                    .images
+                    .first()
+                    .map_or(0, |i| raw.observation.history * 3 * i.height * i.width)
+            ],
+            images_len: 0,
             seq: vec![0.0; len],
             m,
             manifest_path: manifest_path.to_path_buf(),
@@ -166,6 +189,74 @@ impl ImportedModel {
     /// Forgets the observation history (a new episode: the next observation fills it).
     pub fn reset_history(&mut self) {
         self.history_len = 0;
+        self.images_len = 0;
+    }
+
+    /// The camera image the model takes, `(height, width)`; `None`: it takes none.
+    pub fn image_size(&self) -> Option<(usize, usize)> {
+        self.m
+            .raw
+            .observation
+            .images
+            .first()
+            .map(|i| (i.height, i.width))
+    }
+
+    /// Appends one camera image (RGB8, row-major, `height * width * 3` bytes) to the image
+    /// history, normalised; the first after a reset fills every step. The image history
+    /// moves with the state's: push one image per observation.
+    pub fn push_image(&mut self, rgb: &[u8]) -> Result<(), PolicyError> {
+        let step = self.image_step_len(rgb)?;
+        let h = self.m.raw.observation.history;
+        if self.images_len == 0 {
+            self.normalise_image(rgb, (h - 1) * step);
+            let (head, last) = self.images.split_at_mut((h - 1) * step);
+            for row in head.chunks_mut(step) {
+                row.copy_from_slice(last);
+            }
+            self.images_len = h;
+        } else {
+            self.images.copy_within(step.., 0);
+            self.normalise_image(rgb, (h - 1) * step);
+        }
+        Ok(())
+    }
+
+    /// Replaces the newest image (another draw for the same observation).
+    pub fn replace_newest_image(&mut self, rgb: &[u8]) -> Result<(), PolicyError> {
+        let step = self.image_step_len(rgb)?;
+        let h = self.m.raw.observation.history;
+        if self.images_len == 0 {
+            return self.push_image(rgb);
+        }
+        self.normalise_image(rgb, (h - 1) * step);
+        Ok(())
+    }
+
+    fn image_step_len(&self, rgb: &[u8]) -> Result<usize, PolicyError> {
+        let (hgt, wid) = self
+            .image_size()
+            .ok_or_else(|| PolicyError("imported policy: this model takes no image".into()))?;
+        let step = 3 * hgt * wid;
+        if rgb.len() != step {
+            return Err(PolicyError(format!(
+                "imported policy: image has {} bytes, the model takes {hgt} x {wid} RGB ({step})",
+                rgb.len()
+            )));
+        }
+        Ok(step)
+    }
+
+    /// HWC bytes -> CHW float32 at `offset`: `p / 255` normalised per channel.
+    fn normalise_image(&mut self, rgb: &[u8], offset: usize) {
+        let norm = &self.m.image_norms[0];
+        let plane = rgb.len() / 3;
+        let dst = &mut self.images[offset..offset + 3 * plane];
+        for (p, px) in rgb.chunks_exact(3).enumerate() {
+            for c in 0..3 {
+                dst[c * plane + p] = norm.forward(c, px[c] as f32 / 255.0);
+            }
+        }
     }
 
     /// Appends one raw observation (`d_obs` values: each input's sources in input order);
@@ -208,6 +299,10 @@ impl ImportedModel {
             }
             offset += dim;
         }
+        if !self.images.is_empty() {
+            let k = raw.observation.inputs.len();
+            self.graph.input_mut(k).copy_from_slice(&self.images);
+        }
     }
 
     /// Runs the model on the history: a diffusion model from `init` (the initial noise,
@@ -226,8 +321,13 @@ impl ImportedModel {
                 "imported policy: no observation in the history".into(),
             ));
         }
+        if !self.images.is_empty() && self.images_len == 0 {
+            return Err(PolicyError(
+                "imported policy: the model takes a camera image and none was given".into(),
+            ));
+        }
         self.write_inputs();
-        let n_inputs = self.m.raw.observation.inputs.len();
+        let n_inputs = self.m.raw.observation.inputs.len() + self.m.raw.observation.images.len();
         if self.m.raw.kind == ModelKind::Chunk {
             self.graph.run(&mut self.seq)?;
             after_step(0);
@@ -336,7 +436,11 @@ impl ImportedPolicyConfig {
 #[derive(Debug)]
 pub struct ImportedPolicy {
     model: ImportedModel,
-    goals: GoalSequence,
+    /// The goal sequence (none: the model sees its goal in the camera image).
+    goals: Option<GoalSequence>,
+    /// The newest camera frame (`observe_image`), RGB8; its frame counter (0: none yet).
+    image: Vec<u8>,
+    image_seq: u64,
     settler: Settler,
     state_source: StateSource,
     steps: usize,
@@ -390,13 +494,18 @@ impl ImportedPolicy {
             }
             d => d.map(|d| d * 1e6),
         };
-        let goals = GoalSequence::new(
-            raw.d_a,
-            cfg.goals.as_ref().unwrap_or(&raw.task.goals),
-            raw.task.goal_tolerance_rad,
-            0,
-        )
-        .map_err(|e| invalid(format!("policy goals: {e}")))?;
+        let goal_list = cfg.goals.as_ref().unwrap_or(&raw.task.goals);
+        let goals = if goal_list.is_empty() {
+            // The manifest check allows this only for a model that reads its goal in
+            // the image and takes no `goal` source.
+            None
+        } else {
+            Some(
+                GoalSequence::new(raw.d_a, goal_list, raw.task.goal_tolerance_rad, 0)
+                    .map_err(|e| invalid(format!("policy goals: {e}")))?,
+            )
+        };
+        let image_bytes = model.image_size().map_or(0, |(h, w)| h * w * 3);
         let radius = cfg
             .goal_settle_radius_rad
             .unwrap_or(4.0 * raw.task.goal_tolerance_rad);
@@ -418,6 +527,8 @@ impl ImportedPolicy {
             pos_buf: vec![0.0; played],
             model,
             goals,
+            image: vec![0; image_bytes],
+            image_seq: 0,
             settler,
             steps,
             min_steps,
@@ -441,6 +552,10 @@ impl ImportedPolicy {
         let mut noise = GaussianNoise::new(u64::MAX);
         noise.fill(&mut self.init);
         self.model.push_observation(&mean);
+        if self.model.image_size().is_some() {
+            let grey = vec![128u8; self.image.len()];
+            self.model.push_image(&grey)?;
+        }
         let start = Instant::now();
         self.model
             .run(&self.init, self.steps, &mut |z| noise.fill(z), &mut |_| {})?;
@@ -466,7 +581,7 @@ impl ImportedPolicy {
 
     /// Index of the goal currently pursued.
     pub fn goal_index(&self) -> usize {
-        self.goals.index()
+        self.goals.as_ref().map_or(0, GoalSequence::index)
     }
 
     /// Fills the raw observation: each input's sources in order.
@@ -479,7 +594,11 @@ impl ImportedPolicy {
                 let v: &[f64] = match src {
                     Source::JointPos => &pos[..d_a],
                     Source::JointVel => &vel[..d_a],
-                    Source::Goal => &self.goals.current()[..d_a],
+                    // The manifest check refuses a `goal` source without goals.
+                    Source::Goal => match &self.goals {
+                        Some(g) => &g.current()[..d_a],
+                        None => &pos[..d_a],
+                    },
                 };
                 self.obs_raw[o..o + d_a].copy_from_slice(v);
                 o += d_a;
@@ -520,11 +639,20 @@ impl Policy for ImportedPolicy {
         // A new observation is one history step; further draws for the same observation
         // (the runtime's candidates) see the same history.
         let fresh = self.last_seq != Some(obs.seq);
+        let takes_image = self.model.image_size().is_some();
+        if takes_image && self.image_seq == 0 {
+            return Err(PolicyError(
+                "imported policy: the model takes a camera image and no frame has arrived".into(),
+            ));
+        }
         if fresh {
-            let mut changed = self.goals.update(pos, obs.t_capture);
-            if self.settler.observe(&mut self.goals, pos) {
-                self.stats.settled_advances += 1;
-                changed = true;
+            let mut changed = false;
+            if let Some(goals) = self.goals.as_mut() {
+                changed = goals.update(pos, obs.t_capture);
+                if self.settler.observe(goals, pos) {
+                    self.stats.settled_advances += 1;
+                    changed = true;
+                }
             }
             // A new goal starts a new episode, as in the training data; so does a gap of
             // more than two frames (the loop held the arm, or inference stalled).
@@ -538,11 +666,17 @@ impl Policy for ImportedPolicy {
             }
             self.assemble(pos, vel);
             self.model.push_observation(&self.obs_raw);
+            if takes_image {
+                self.model.push_image(&self.image)?;
+            }
             self.last_seq = Some(obs.seq);
             self.last_capture_ns = Some(t);
         } else {
             self.assemble(pos, vel);
             self.model.replace_newest(&self.obs_raw);
+            if takes_image {
+                self.model.replace_newest_image(&self.image)?;
+            }
         }
         let verdict = self.model.domain().check(&self.obs_raw);
         self.last_verdict = Some(verdict);
@@ -586,5 +720,29 @@ impl Policy for ImportedPolicy {
             step_ns: step_ns as u64,
             out_of_domain,
         })
+    }
+
+    fn image_size(&self) -> Option<(usize, usize)> {
+        self.model.image_size()
+    }
+
+    fn observe_image(&mut self, image: &ImageRef<'_>) -> Result<(), PolicyError> {
+        let want = self.model.image_size();
+        if want != Some((image.height, image.width)) || image.rgb.len() != self.image.len() {
+            return Err(PolicyError(format!(
+                "imported policy: camera frame {} is {} x {} ({} bytes), the model takes {}",
+                image.seq,
+                image.height,
+                image.width,
+                image.rgb.len(),
+                match want {
+                    Some((h, w)) => format!("{h} x {w} RGB"),
+                    None => "no image".into(),
+                }
+            )));
+        }
+        self.image.copy_from_slice(image.rgb);
+        self.image_seq = image.seq.max(1);
+        Ok(())
     }
 }

@@ -88,6 +88,8 @@ pub struct Roles {
     pub t: Option<String>,
     /// Observation inputs: (name, history, dim).
     pub obs: Vec<(String, usize, usize)>,
+    /// Camera images, `[1, (history,) 3, H, W]`: (name, history, height, width).
+    pub images: Vec<(String, usize, usize, usize)>,
 }
 
 fn dim(d: i64) -> Option<usize> {
@@ -108,6 +110,7 @@ pub fn roles(i: &Inspection) -> Roles {
         x: None,
         t: None,
         obs: Vec::new(),
+        images: Vec::new(),
     };
     for p in &i.inputs {
         match p.dims[..] {
@@ -117,6 +120,16 @@ pub fn roles(i: &Inspection) -> Roles {
                 .obs
                 .push((p.name.clone(), dim(n).unwrap_or(1), dim(d).unwrap_or(0))),
             [_, d] => r.obs.push((p.name.clone(), 1, dim(d).unwrap_or(0))),
+            [_, 3, h, w] => {
+                r.images
+                    .push((p.name.clone(), 1, dim(h).unwrap_or(0), dim(w).unwrap_or(0)))
+            }
+            [_, n, 3, h, w] => r.images.push((
+                p.name.clone(),
+                dim(n).unwrap_or(1),
+                dim(h).unwrap_or(0),
+                dim(w).unwrap_or(0),
+            )),
             _ => r.obs.push((p.name.clone(), 1, 0)),
         }
     }
@@ -146,7 +159,13 @@ pub fn draft_manifest(model: &Path, i: &Inspection) -> String {
     );
     let diffusion = r.x.is_some() && r.t.is_some();
     let (out, horizon, d_a) = r.out.clone().unwrap_or_else(|| ("FILL IN".into(), 0, 0));
-    let history = r.obs.iter().map(|o| o.1).max().unwrap_or(1);
+    let history = r
+        .obs
+        .iter()
+        .map(|o| o.1)
+        .chain(r.images.iter().map(|i| i.1))
+        .max()
+        .unwrap_or(1);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -193,6 +212,14 @@ pub fn draft_manifest(model: &Path, i: &Inspection) -> String {
             "\n[[observation.inputs]]\nname = \"{name}\"\nsources = {sources}\n\
              normalisation = \"mean_std\"  # FILL IN: mean_std | min_max | identity\n\
              mean = []  # FILL IN: {dim} values\nstd = []  # FILL IN: {dim} values"
+        );
+    }
+    for (name, _, h, w) in &r.images {
+        let _ = writeln!(
+            s,
+            "\n[[observation.images]]\nname = \"{name}\"\nheight = {h}\nwidth = {w}\n\
+             normalisation = \"mean_std\"  # FILL IN: of pixels / 255, per channel R, G, B\n\
+             mean = []  # FILL IN: 3 values\nstd = []  # FILL IN: 3 values"
         );
     }
     let _ = writeln!(

@@ -10,6 +10,10 @@
 //! - **the action sequence** the graph produces (`horizon` steps, normalised per joint), of
 //!   which `[start, start + len)` is played (LeRobot's sequence starts at the oldest
 //!   observation: `start = n_obs_steps - 1`);
+//! - **a camera image** (`[[observation.images]]`, at most one): a graph input of
+//!   `[1, 3, height, width]` (`[1, history, 3, height, width]` with a history), RGB,
+//!   pixels scaled to `[0, 1]` then normalised per channel, its history kept in step
+//!   with the state's;
 //! - **the kind**: `diffusion` (a denoiser; chunkrt runs the diffusers scheduler the model
 //!   was trained with, [`crate::diffusers`]) or `chunk` (one call returns the sequence: ACT).
 //!
@@ -242,6 +246,29 @@ pub struct ObservationSpec {
     pub state: StateSource,
     /// The graph's observation inputs.
     pub inputs: Vec<InputSpec>,
+    /// Camera images (at most one).
+    #[serde(default)]
+    pub images: Vec<ImageSpec>,
+}
+
+/// Most camera images a manifest may take.
+pub const MAX_IMAGES: usize = 1;
+
+/// A camera image the graph takes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// The graph input's name (LeRobot's `observation.image`, `observation.images.top`).
+    pub name: String,
+    /// What camera it was trained on (informative).
+    pub camera: Option<String>,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+    /// Normalisation of pixels scaled to `[0, 1]`, per channel R, G, B (3 values each).
+    #[serde(flatten)]
+    pub stats: NormStats,
 }
 
 /// The action sequence the model produces.
@@ -430,6 +457,8 @@ pub struct CheckedManifest2 {
     pub raw: Manifest2,
     /// One normaliser per observation input.
     pub input_norms: Vec<Normaliser>,
+    /// One normaliser per image (per channel).
+    pub image_norms: Vec<Normaliser>,
     /// The action normaliser.
     pub action_norm: Normaliser,
     /// The scheduler (diffusion).
@@ -451,6 +480,15 @@ impl Manifest2 {
             .iter()
             .map(|i| self.input_dim(i))
             .sum()
+    }
+
+    /// The graph shape of an image input.
+    pub fn image_shape(&self, image: &ImageSpec) -> Vec<usize> {
+        if self.observation.history > 1 {
+            vec![1, self.observation.history, 3, image.height, image.width]
+        } else {
+            vec![1, 3, image.height, image.width]
+        }
     }
 
     /// The graph shape of an observation input.
@@ -537,6 +575,28 @@ impl Manifest2 {
                 self.input_dim(input),
             )?);
         }
+        if o.images.len() > MAX_IMAGES {
+            return Err(format!(
+                "observation.images has {} images; chunkrt takes at most {MAX_IMAGES} camera",
+                o.images.len()
+            ));
+        }
+        let mut image_norms = Vec::new();
+        for (k, image) in o.images.iter().enumerate() {
+            let key = format!("observation.images[{k}] (\"{}\")", image.name);
+            if image.name.is_empty() {
+                return Err(format!("{key}.name is empty"));
+            }
+            if o.inputs.iter().any(|i| i.name == image.name) {
+                return Err(format!("{key}: the name is also an observation input's"));
+            }
+            range(&format!("{key}.height"), image.height, 8, 128)?;
+            range(&format!("{key}.width"), image.width, 8, 128)?;
+            if image.height * image.width * 3 > 128 * 128 * 3 {
+                return Err(format!("{key}: at most 128 x 128 pixels"));
+            }
+            image_norms.push(Normaliser::from_stats(&key, &image.stats, 3)?);
+        }
         let d_obs = self.d_obs();
         range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
         let a = &self.action;
@@ -601,8 +661,12 @@ impl Manifest2 {
             };
         range("sampler.min_steps", s.min_steps, 1, s.steps)?;
         positive("task.goal_tolerance_rad", self.task.goal_tolerance_rad)?;
-        if self.task.goals.is_empty() {
-            return Err("task.goals is empty".into());
+        let uses_goal = o.inputs.iter().any(|i| i.sources.contains(&Source::Goal));
+        if self.task.goals.is_empty() && (uses_goal || o.images.is_empty()) {
+            return Err(
+                "task.goals is empty (only a model that sees its goal in a camera image, with no `goal` source, may leave it empty)"
+                    .into(),
+            );
         }
         for (i, g) in self.task.goals.iter().enumerate() {
             values(&format!("task.goals[{i}]"), g, self.d_a)?;
@@ -612,6 +676,7 @@ impl Manifest2 {
         Ok(CheckedManifest2 {
             raw: self,
             input_norms,
+            image_norms,
             action_norm,
             scheduler,
             flow,

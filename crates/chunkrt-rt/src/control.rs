@@ -20,6 +20,8 @@ pub struct ControlLoop {
     gate: Gate,
     chunks: Subscriber<Chunk>,
     observations: Publisher<Observation>,
+    /// The arm's measurement for the synthetic camera (none: no such camera).
+    world: Option<Publisher<Observation>>,
     cycles_out: CycleProducer,
     events_out: EventProducer,
     domain: Option<DomainBox>,
@@ -100,6 +102,7 @@ impl ControlLoop {
             gate: p.gate,
             chunks: p.chunks,
             observations: p.observations,
+            world: None,
             cycles_out: p.cycles_out,
             events_out: p.events_out,
             domain: p.domain,
@@ -137,6 +140,14 @@ impl ControlLoop {
     /// cycle while it lasts).
     pub fn with_following_error(mut self, limits: Option<[f64; MAX_DOF]>) -> Self {
         self.following_limit = limits;
+        self
+    }
+
+    /// Publishes each cycle's measurement (positions, velocities, capture time) into
+    /// `world` as well: what the synthetic camera renders. One more copy per cycle into
+    /// a preallocated triple buffer; nothing is allocated.
+    pub fn with_world(mut self, world: Publisher<Observation>) -> Self {
+        self.world = Some(world);
         self
     }
 
@@ -489,6 +500,17 @@ impl ControlLoop {
                 o.cmd_vel_rad_s = commanded.vel_rad_s;
                 o.plan_pos_rad = plan.pos_rad;
                 o.plan_vel_rad_s = plan.vel_rad_s;
+            });
+        }
+        // The arm as a camera sees it: the measurement, never delayed by `[inject]`.
+        if let Some(world) = self.world.as_mut() {
+            world.publish_with(|o| {
+                o.seq = seq;
+                o.t_capture = fb.t_capture;
+                o.t_cycle = deadline;
+                o.dof = fb.dof;
+                o.pos_rad = fb.pos_rad;
+                o.vel_rad_s = fb.vel_rad_s;
             });
         }
 

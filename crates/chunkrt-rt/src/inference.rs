@@ -52,6 +52,8 @@ pub struct InferenceParts {
     pub handoff: Arc<HandoffCounts>,
     /// Candidates per chunk and how to choose among them (`crate::select`).
     pub selection: crate::select::SelectionConfig,
+    /// The camera, for a policy that takes an image (none: no camera).
+    pub camera: Option<crate::camera::CameraFeed>,
 }
 
 /// Chunks the inference thread handed to the control loop, counted at the source.
@@ -198,6 +200,64 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             continue; // the control loop has not measured anything yet
         }
         let t_begin = os::now();
+        // The camera image: the newest frame, judged by its age now. An observation is
+        // as old as its oldest part; a stale image gives no chunk (the one being played
+        // ages out and the executor takes authority as for any stale chunk).
+        let mut t_oldest = obs.t_capture;
+        let (mut t_image, mut image_seq) = (MonoTime::ZERO, 0);
+        if let Some(cam) = p.camera.as_mut() {
+            cam.frames.update();
+            let frame = cam.frames.peek();
+            t_image = frame.t_capture;
+            image_seq = frame.seq;
+            if frame.seq == 0 || t_begin.saturating_since(frame.t_capture) > cam.max_age_ns {
+                p.records.push(InferRecord {
+                    t_obs: if frame.seq == 0 {
+                        obs.t_capture
+                    } else {
+                        frame.t_capture.min(obs.t_capture)
+                    },
+                    obs,
+                    t_begin,
+                    t_end: t_begin,
+                    status: InferStatus::StaleImage,
+                    t_image,
+                    image_seq,
+                    ..InferRecord::default()
+                });
+                continue;
+            }
+            t_oldest = frame.t_capture.min(obs.t_capture);
+            let image = chunkrt_core::ImageRef {
+                seq: frame.seq,
+                t_capture: frame.t_capture,
+                height: frame.height as usize,
+                width: frame.width as usize,
+                rgb: frame.pixels(),
+            };
+            let policy = &mut p.policy;
+            let given = std::panic::catch_unwind(AssertUnwindSafe(|| policy.observe_image(&image)));
+            if !matches!(given, Ok(Ok(()))) {
+                if let Ok(Err(e)) = &given {
+                    tracing::warn!("camera image refused: {e}");
+                }
+                p.records.push(InferRecord {
+                    t_obs: t_oldest,
+                    obs,
+                    t_begin,
+                    t_end: os::now(),
+                    status: InferStatus::Failed,
+                    t_image,
+                    image_seq,
+                    ..InferRecord::default()
+                });
+                if given.is_err() {
+                    p.failed.store(true, Ordering::Release);
+                    return InferenceExit::Panicked("policy panicked on a camera image".into());
+                }
+                continue;
+            }
+        }
         let obs = if p.extrapolate {
             extrapolated(&obs, t_begin)
         } else {
@@ -229,7 +289,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             }
             drawn += 1;
             let c = &mut *select.candidates[i];
-            c.t_obs = obs.t_capture;
+            c.t_obs = t_oldest;
             c.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
             let cost = select.mismatch_of(i, t_first);
             if i == 0 {
@@ -247,11 +307,13 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
                 tracing::warn!("inference failed: {e}");
                 p.records.push(InferRecord {
                     seq: 0,
-                    t_obs: obs.t_capture,
+                    t_obs: t_oldest,
                     obs,
                     t_begin,
                     t_end: os::now(),
                     status: InferStatus::Failed,
+                    t_image,
+                    image_seq,
                     ..InferRecord::default()
                 });
                 continue;
@@ -276,10 +338,12 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         if inject_drop {
             p.records.push(InferRecord {
                 seq: 0,
-                t_obs: obs.t_capture,
+                t_obs: t_oldest,
                 obs,
                 t_begin,
                 t_end: os::now(),
+                t_image,
+                image_seq,
                 steps: info.steps,
                 steps_nominal: info.steps_nominal,
                 step_ns: info.step_ns,
@@ -291,7 +355,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         }
         seq += 1;
         chunk.seq = seq;
-        chunk.t_obs = obs.t_capture;
+        chunk.t_obs = t_oldest;
         chunk.out_of_domain = info.out_of_domain;
         chunk.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
         let t_publish = os::now();
@@ -306,7 +370,9 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
         }
         p.records.push(InferRecord {
             seq,
-            t_obs: obs.t_capture,
+            t_obs: t_oldest,
+            t_image,
+            image_seq,
             obs,
             t_begin,
             t_end: t_publish,

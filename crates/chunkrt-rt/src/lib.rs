@@ -7,6 +7,7 @@
 //! wires the three threads together and returns the report.
 
 pub mod build;
+pub mod camera;
 pub mod control;
 pub mod inference;
 pub mod inject;

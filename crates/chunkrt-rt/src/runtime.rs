@@ -35,6 +35,9 @@ pub enum RunError {
     /// A thread could not be started or died.
     #[error("thread: {0}")]
     Thread(String),
+    /// The camera could not be opened, or does not fit the policy.
+    #[error("camera: {0}")]
+    Camera(String),
 }
 
 /// How to run.
@@ -119,6 +122,22 @@ impl Runtime {
                 message: e.to_string(),
             })?;
         }
+        // A policy that takes an image needs a camera, and a camera needs such a policy:
+        // said before anything moves.
+        let image_size = policy.image_size();
+        match (&cfg.camera, image_size) {
+            (None, Some((h, w))) => {
+                return Err(RunError::Camera(format!(
+                    "the policy takes a {h} x {w} camera image and the config has no [camera]"
+                )))
+            }
+            (Some(_), None) => {
+                return Err(RunError::Camera(
+                    "the config has a [camera] and the policy takes no image".into(),
+                ))
+            }
+            _ => {}
+        }
         let period_ns = cfg.period_ns();
         let t_start = os::now();
         let mut first = Feedback::default();
@@ -156,6 +175,42 @@ impl Runtime {
             .with_following_error(cfg.following_error_limits());
         // Delay lines of `[inject]` (issue 8); none when nothing is injected.
         control = crate::inject::attach(control, &cfg.inject, &first);
+        // The camera: opened before the threads start (a missing device fails the run
+        // here, with the backend shut down again).
+        let mut camera_parts = None;
+        let mut camera_feed = None;
+        let mut camera_c = None;
+        if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
+            let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
+            control = control.with_world(world_pub);
+            let camera = match crate::camera::open(cam_cfg, world_sub) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = control.backend.shutdown(os::now());
+                    return Err(RunError::Camera(e.to_string()));
+                }
+            };
+            tracing::info!("{}", camera.describe());
+            let (frames_pub, frames_sub) =
+                chunkrt_buffer::channel(chunkrt_camera::Frame::default());
+            let (camera_p, c) = chunkrt_telemetry::camera_ring(4096);
+            camera_c = Some(c);
+            camera_feed = Some(crate::camera::CameraFeed {
+                frames: frames_sub,
+                max_age_ns: chunkrt_core::ms_to_ns(cam_cfg.max_age_ms),
+            });
+            camera_parts = Some((
+                crate::camera::CameraParts {
+                    camera,
+                    frames: frames_pub,
+                    records: camera_p,
+                    spec: crate::camera::spec(cam_cfg, size),
+                    stop: Arc::new(AtomicBool::new(false)),
+                    inject: crate::camera::CameraInjection::new(&cfg.inject),
+                },
+                cam_cfg.cpu,
+            ));
+        }
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
         let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
@@ -216,6 +271,24 @@ impl Runtime {
                 budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
             },
             chunk_records: recording.then_some(chunk_p),
+            camera: camera_feed,
+        };
+        let camera_stop = camera_parts.as_ref().map(|(p, _)| p.stop.clone());
+        let camera_handle = match camera_parts {
+            Some((parts, cpu)) => Some(
+                thread::Builder::new()
+                    .name("chunkrt-camera".into())
+                    .spawn(move || {
+                        if cpu >= 0 {
+                            if let Err(e) = os::pin_to(cpu as usize) {
+                                tracing::warn!("camera thread: {e}");
+                            }
+                        }
+                        crate::camera::run(parts)
+                    })
+                    .map_err(|e| RunError::Thread(e.to_string()))?,
+            ),
+            None => None,
         };
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
@@ -251,6 +324,9 @@ impl Runtime {
                     let finished = done.load(Ordering::Acquire);
                     collector.drain(&mut consumers);
                     collector.drain_chunks(&mut chunk_c);
+                    if let Some(c) = camera_c.as_mut() {
+                        collector.drain_camera(c);
+                    }
                     if finished {
                         break;
                     }
@@ -267,7 +343,7 @@ impl Runtime {
                     }
                     os::sleep_until(now.add_ns(drain_ns));
                 }
-                (collector, chunk_c)
+                (collector, chunk_c, camera_c)
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
@@ -313,12 +389,31 @@ impl Runtime {
         let inference_exit = inference_handle
             .join()
             .map_err(|_| RunError::Thread("the inference thread died".into()))?;
-        let (mut collector, mut chunk_c) = telemetry_handle
+        if let Some(stop) = camera_stop {
+            stop.store(true, Ordering::Release);
+        }
+        if let Some(h) = camera_handle {
+            // A capture blocks for at most a frame period plus its timeout; a camera
+            // that hangs longer is left behind rather than holding the report.
+            let give_up = os::now().add_ns(3_000_000_000);
+            while !h.is_finished() && os::now() < give_up {
+                os::sleep_until(os::now().add_ns(10_000_000));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                tracing::warn!("the camera thread did not end within 3 s; left behind");
+            }
+        }
+        let (mut collector, mut chunk_c, mut camera_c) = telemetry_handle
             .join()
             .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
         // The inference thread has ended: the chunks it published after the
         // telemetry thread's last drain.
         collector.drain_chunks(&mut chunk_c);
+        if let Some(c) = camera_c.as_mut() {
+            collector.drain_camera(c);
+        }
         // The inference thread has ended: a chunk still in the handoff was published
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();

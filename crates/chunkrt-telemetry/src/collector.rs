@@ -93,6 +93,10 @@ pub struct Collector {
     last_event_t: Option<MonoTime>,
     last_mode: u8,
     last_chunk_seq: u64,
+    /// The last delivered camera frame: its counter and capture time.
+    last_frame: Option<(u64, MonoTime)>,
+    /// The synthetic scene's last target index seen.
+    last_target: Option<u64>,
     max_track_err_rad: f64,
     log_error: Option<String>,
     oracle: Option<crate::oracle::CommandOracle>,
@@ -147,6 +151,8 @@ impl Collector {
             last_event_t: None,
             last_mode: u8::MAX,
             last_chunk_seq: 0,
+            last_frame: None,
+            last_target: None,
             max_track_err_rad: 0.0,
             log_error: None,
             oracle: None,
@@ -183,6 +189,69 @@ impl Collector {
             n += 1;
         }
         self.counters.insert("ring_drops_chunk", cons.drops());
+        n
+    }
+
+    /// Drains the camera ring: the camera's latency and frame interval, its counters,
+    /// and an `events.jsonl` line each time the synthetic scene shows a new target.
+    pub fn drain_camera(&mut self, cons: &mut crate::rings::CameraConsumer) -> usize {
+        // A run with a camera reports its counters even when they stay 0 (a budget
+        // may hold them to 0).
+        for k in [
+            "camera_frames",
+            "camera_errors",
+            "camera_frames_withheld_injected",
+            "camera_seq_gaps",
+            "observations_stale_image",
+        ] {
+            self.counters.entry(k).or_insert(0);
+        }
+        let mut n = 0;
+        while let Some(r) = cons.pop() {
+            n += 1;
+            match r.status {
+                crate::records::CameraStatus::Error => {
+                    self.bump("camera_errors", 1);
+                    continue;
+                }
+                crate::records::CameraStatus::Withheld => {
+                    self.bump("camera_frames_withheld_injected", 1);
+                    continue;
+                }
+                crate::records::CameraStatus::Published => {}
+            }
+            self.bump("camera_frames", 1);
+            self.metrics.record(
+                Metric::CameraLatency,
+                r.t_ready.saturating_since(r.t_capture),
+            );
+            if let Some((seq, t)) = self.last_frame {
+                self.metrics
+                    .record(Metric::FrameInterval, r.t_capture.saturating_since(t));
+                // Frames the camera itself dropped (withheld ones were counted above).
+                self.bump("camera_seq_gaps", r.seq.saturating_sub(seq + 1));
+            }
+            self.last_frame = Some((r.seq, r.t_capture));
+            if r.target_uv[0].is_finite() && self.last_target != Some(r.target_index) {
+                self.last_target = Some(r.target_index);
+                self.counters
+                    .insert("camera_targets_reached", r.target_index);
+                let line = serde_json::json!({
+                    "t_s": self.t_rel(r.t_capture),
+                    "event": "camera_target",
+                    "index": r.target_index,
+                    "u": r.target_uv[0],
+                    "v": r.target_uv[1],
+                    "frame": r.seq,
+                    "t_capture_ns": r.t_capture.as_ns(),
+                });
+                if let Some(rec) = self.recorder.as_mut() {
+                    rec.event(&line);
+                }
+                self.write_line(LogFile::Event, &line);
+            }
+        }
+        self.counters.insert("ring_drops_camera", cons.drops());
         n
     }
 
@@ -320,8 +389,9 @@ impl Collector {
             InferStatus::Published => self.bump("chunks_published", 1),
             InferStatus::Failed => self.bump("inference_errors", 1),
             InferStatus::Dropped => self.bump("chunks_dropped_injected", 1),
+            InferStatus::StaleImage => self.bump("observations_stale_image", 1),
         }
-        if r.status != InferStatus::Failed {
+        if r.status != InferStatus::Failed && r.status != InferStatus::StaleImage {
             self.metrics
                 .record(Metric::InferenceLatency, r.t_end.saturating_since(r.t_obs));
         }

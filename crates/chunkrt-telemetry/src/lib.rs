@@ -24,9 +24,9 @@ pub mod rings;
 
 pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};
-pub use records::{CycleRecord, EventRecord, InferRecord, InferStatus};
+pub use records::{CameraRecord, CameraStatus, CycleRecord, EventRecord, InferRecord, InferStatus};
 pub use report::{HostInfo, MetricSummary, Report};
 pub use rings::{
-    chunk_ring, rings, ChunkConsumer, ChunkProducer, CycleProducer, EventProducer, InferProducer,
-    RingConsumers,
+    camera_ring, chunk_ring, rings, CameraConsumer, CameraProducer, ChunkConsumer, ChunkProducer,
+    CycleProducer, EventProducer, InferProducer, RingConsumers,
 };

@@ -26,10 +26,14 @@ pub enum Metric {
     ObsAge,
     /// Observation capture to the first command derived from it leaving for the drives.
     E2eLatency,
+    /// Camera: capture (start of exposure) to the frame ready for inference.
+    CameraLatency,
+    /// Camera: time between the capture of consecutive delivered frames.
+    FrameInterval,
 }
 
 /// Every metric, in report order, with its name and description.
-pub const METRICS: [(Metric, &str, &str); 10] = [
+pub const METRICS: [(Metric, &str, &str); 12] = [
     (
         Metric::WakeLatency,
         "wake_latency",
@@ -67,6 +71,16 @@ pub const METRICS: [(Metric, &str, &str); 10] = [
         Metric::E2eLatency,
         "e2e_latency",
         "observation -> first command on the bus",
+    ),
+    (
+        Metric::CameraLatency,
+        "camera_latency",
+        "image capture -> frame ready",
+    ),
+    (
+        Metric::FrameInterval,
+        "frame_interval",
+        "capture to capture of delivered frames",
     ),
 ];
 

@@ -124,8 +124,10 @@ const INFERENCE_SCHEMA: &str = r#"{
   "properties": {
     "t_s": {"type": "number", "description": "end of the call, s since the run's start"},
     "seq": {"type": "integer"},
-    "status": {"type": "string"},
-    "t_obs_s": {"type": "number"},
+    "status": {"type": "string", "description": "published, failed, dropped (injected) or stale_image"},
+    "t_obs_s": {"type": "number", "description": "capture of the observation's oldest part (the camera image when there is one)"},
+    "t_image_s": {"type": ["number", "null"], "description": "capture of the camera image, null without a camera"},
+    "image_seq": {"type": "integer", "description": "the camera's frame counter of that image (0: none)"},
     "t_begin_s": {"type": "number"},
     "latency_ms": {"type": "number", "description": "observation to chunk"},
     "steps": {"type": "integer"},
@@ -364,6 +366,7 @@ impl Recorder {
             InferStatus::Published => "published",
             InferStatus::Failed => "failed",
             InferStatus::Dropped => "dropped",
+            InferStatus::StaleImage => "stale_image",
         };
         let v = json!({
             "t_s": self.t_rel(r.t_end),
@@ -376,6 +379,8 @@ impl Recorder {
             "steps_nominal": r.steps_nominal,
             "out_of_domain": r.out_of_domain,
             "obs": self.observation(&r.obs),
+            "t_image_s": if r.t_image.is_set() { json!(self.t_rel(r.t_image)) } else { json!(null) },
+            "image_seq": r.image_seq,
         });
         self.write(1, r.t_end, &v);
     }

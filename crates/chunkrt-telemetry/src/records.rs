@@ -60,6 +60,9 @@ pub enum InferStatus {
     Failed,
     /// A chunk was computed and deliberately dropped (fault injection).
     Dropped,
+    /// No chunk: the observation's camera image was older than `camera.max_age_ms`
+    /// (or no frame had arrived).
+    StaleImage,
 }
 
 /// One inference call.
@@ -92,6 +95,39 @@ pub struct InferRecord {
     pub seam_cost_first: f32,
     /// The observation the policy was given (measured, commanded and planned state).
     pub obs: chunkrt_core::Observation,
+    /// Capture time of the camera image in the observation (unset: no camera).
+    pub t_image: MonoTime,
+    /// The camera's frame counter of that image (0: none).
+    pub image_seq: u64,
+}
+
+/// What became of a camera frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CameraStatus {
+    /// Handed to the inference thread.
+    #[default]
+    Published,
+    /// Captured and withheld by an injected camera stall.
+    Withheld,
+    /// The camera failed to deliver (the error is counted; the thread retries).
+    Error,
+}
+
+/// One camera frame, from the camera thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CameraRecord {
+    /// The camera's frame counter (a gap: frames the camera dropped).
+    pub seq: u64,
+    /// Capture time (monotonic).
+    pub t_capture: MonoTime,
+    /// When the frame was ready for inference (or withheld, or the error seen).
+    pub t_ready: MonoTime,
+    /// Outcome.
+    pub status: CameraStatus,
+    /// Synthetic camera: how many targets came before the one shown.
+    pub target_index: u64,
+    /// Synthetic camera: the target shown, `(u, v)` (NaN: not a synthetic camera).
+    pub target_uv: [f32; 2],
 }
 
 /// Something that happened on the control thread and belongs in the log.

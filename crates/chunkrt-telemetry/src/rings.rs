@@ -173,6 +173,52 @@ pub fn chunk_ring(capacity: usize) -> (ChunkProducer, ChunkConsumer) {
     )
 }
 
+/// The camera thread's end of the camera ring.
+pub struct CameraProducer {
+    prod: HeapProd<crate::records::CameraRecord>,
+    drops: Arc<AtomicU64>,
+}
+
+impl CameraProducer {
+    /// Pushes a record; when the ring is full it is counted as dropped. Never
+    /// allocates, locks or blocks.
+    pub fn push(&mut self, rec: crate::records::CameraRecord) {
+        if self.prod.try_push(rec).is_err() {
+            self.drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The telemetry thread's end of the camera ring.
+pub struct CameraConsumer {
+    cons: HeapCons<crate::records::CameraRecord>,
+    drops: Arc<AtomicU64>,
+}
+
+impl CameraConsumer {
+    /// Takes the next record.
+    pub fn pop(&mut self) -> Option<crate::records::CameraRecord> {
+        self.cons.try_pop()
+    }
+    /// Records dropped so far (ring full).
+    pub fn drops(&self) -> u64 {
+        self.drops.load(Ordering::Relaxed)
+    }
+}
+
+/// Allocates the camera ring (`capacity` records) and splits it.
+pub fn camera_ring(capacity: usize) -> (CameraProducer, CameraConsumer) {
+    let drops = Arc::new(AtomicU64::new(0));
+    let (prod, cons) = HeapRb::<crate::records::CameraRecord>::new(capacity).split();
+    (
+        CameraProducer {
+            prod,
+            drops: drops.clone(),
+        },
+        CameraConsumer { cons, drops },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
