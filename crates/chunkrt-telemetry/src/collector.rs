@@ -93,8 +93,10 @@ pub struct Collector {
     last_event_t: Option<MonoTime>,
     last_mode: u8,
     last_chunk_seq: u64,
-    /// The last delivered camera frame: its counter and capture time.
-    last_frame: Option<(u64, MonoTime)>,
+    /// The capture time of the last delivered camera frame.
+    last_frame: Option<MonoTime>,
+    /// The frame counter of the last frame the camera gave (delivered or withheld).
+    last_camera_seq: Option<u64>,
     /// The synthetic scene's last target index seen.
     last_target: Option<u64>,
     max_track_err_rad: f64,
@@ -152,6 +154,7 @@ impl Collector {
             last_mode: u8::MAX,
             last_chunk_seq: 0,
             last_frame: None,
+            last_camera_seq: None,
             last_target: None,
             max_track_err_rad: 0.0,
             log_error: None,
@@ -216,22 +219,22 @@ impl Collector {
                 }
                 crate::records::CameraStatus::Withheld => {
                     self.bump("camera_frames_withheld_injected", 1);
+                    self.camera_seq_gap(r.seq);
                     continue;
                 }
                 crate::records::CameraStatus::Published => {}
             }
+            self.camera_seq_gap(r.seq);
             self.bump("camera_frames", 1);
             self.metrics.record(
                 Metric::CameraLatency,
                 r.t_ready.saturating_since(r.t_capture),
             );
-            if let Some((seq, t)) = self.last_frame {
+            if let Some(t) = self.last_frame {
                 self.metrics
                     .record(Metric::FrameInterval, r.t_capture.saturating_since(t));
-                // Frames the camera itself dropped (withheld ones were counted above).
-                self.bump("camera_seq_gaps", r.seq.saturating_sub(seq + 1));
             }
-            self.last_frame = Some((r.seq, r.t_capture));
+            self.last_frame = Some(r.t_capture);
             if r.target_uv[0].is_finite() && self.last_target != Some(r.target_index) {
                 self.last_target = Some(r.target_index);
                 self.counters
@@ -253,6 +256,15 @@ impl Collector {
         }
         self.counters.insert("ring_drops_camera", cons.drops());
         n
+    }
+
+    /// Counts the frames the camera itself lost before frame `seq` (a gap in its frame
+    /// counter; frames withheld by an injected stall carry their numbers and are no gap).
+    fn camera_seq_gap(&mut self, seq: u64) {
+        if let Some(prev) = self.last_camera_seq {
+            self.bump("camera_seq_gaps", seq.saturating_sub(prev + 1));
+        }
+        self.last_camera_seq = Some(seq);
     }
 
     /// Writes the log lines queued so far; the telemetry thread calls it after each
