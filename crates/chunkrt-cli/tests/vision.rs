@@ -7,9 +7,10 @@
 //!
 //! - Nominally: the arm reaches target after target, no chunk expires, and the
 //!   observation's age counts from the image (at least the camera's latency).
-//! - The camera stalls (`[inject] camera_stall_*`): the policy loses authority within
-//!   the chunk age counted from the last image, the arm is held at rest, and playback
-//!   resumes and reaches targets again when frames return.
+//! - The camera stalls (`[inject] camera_stall_*`), its frames also delayed by 20 ms
+//!   (`camera_delay`): every frame is at least that much later, the policy loses
+//!   authority within the chunk age counted from the last image, the arm is held at
+//!   rest, and playback resumes and reaches targets again when frames return.
 
 mod common;
 
@@ -31,6 +32,8 @@ const SETTLE_S: f64 = 0.3;
 /// `executor.max_chunk_age_ms` and the control period of sim-vision.toml.
 const MAX_CHUNK_AGE_S: f64 = 0.2;
 const PERIOD_S: f64 = 0.02;
+/// The camera delay the stall test injects besides the stall.
+const CAMERA_DELAY_MS: f64 = 20.0;
 
 fn pose(u: f64, v: f64) -> [f64; 7] {
     std::array::from_fn(|j| G0[j] + u * D1[j] + v * D2[j])
@@ -215,7 +218,10 @@ fn a_stalled_camera_takes_authority_from_the_policy_and_playback_resumes_with_fr
     let Some(r) = run(
         "stall",
         "18s",
-        &format!("\n[inject]\ncamera_stall_after_s = {after_s}\ncamera_stall_s = {stall_s}\n"),
+        &format!(
+            "\n[inject]\ncamera_stall_after_s = {after_s}\ncamera_stall_s = {stall_s}\n\
+             camera_delay = {{ kind = \"fixed\", ms = {CAMERA_DELAY_MS:.1} }}\n"
+        ),
     ) else {
         return;
     };
@@ -233,6 +239,13 @@ fn a_stalled_camera_takes_authority_from_the_policy_and_playback_resumes_with_fr
         r.dir.display()
     );
     assert!(counter(&r.report, "camera_frames_withheld_injected") >= 80);
+    // The injected delay on top of the camera's own 8 ms: no frame is ready sooner,
+    // and no observation is younger.
+    let floor_ns = ((8.0 + CAMERA_DELAY_MS) * 1e6) as u64;
+    for m in ["camera_latency", "obs_age"] {
+        let min = r.report["metrics"][m]["min"].as_u64().unwrap();
+        assert!(min >= floor_ns, "{m} min {min} ns, below {floor_ns} ns");
+    }
     // Withheld frames are the stall's, not frames the camera lost.
     assert_eq!(counter(&r.report, "camera_seq_gaps"), 0);
     assert!(counter(&r.report, "observations_stale_image") >= 40);

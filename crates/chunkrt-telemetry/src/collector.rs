@@ -407,8 +407,12 @@ impl Collector {
             self.metrics
                 .record(Metric::InferenceLatency, r.t_end.saturating_since(r.t_obs));
         }
-        self.metrics
-            .record(Metric::ObsAge, r.t_begin.saturating_since(r.t_obs));
+        // The age of observations inference ran on: a stale image (or none yet) gave no
+        // chunk and is counted above instead.
+        if r.status != InferStatus::StaleImage {
+            self.metrics
+                .record(Metric::ObsAge, r.t_begin.saturating_since(r.t_obs));
+        }
         if r.step_ns > 0 {
             self.metrics.record(Metric::InferenceStep, r.step_ns);
         }
