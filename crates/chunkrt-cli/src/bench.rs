@@ -10,7 +10,7 @@
 //! usage, configuration or bring-up errors.
 
 use crate::args::parse_duration;
-use crate::{paths, EXIT_FAIL};
+use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_rt::{RunOptions, Runtime};
@@ -118,6 +118,12 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let outcome = match runtime.run(&opts) {
         Ok(o) => o,
         Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
+        // A camera that does not fit the policy, or cannot be opened: a configuration
+        // error found before the loop started (exit 2).
+        Err(e @ chunkrt_rt::RunError::Camera(_)) => {
+            eprintln!("chunkrt: error: {e}; nothing was moved");
+            return Ok(EXIT_USAGE);
+        }
         Err(e) => {
             eprintln!("chunkrt: error: {e}");
             return Ok(EXIT_FAIL);

@@ -313,3 +313,55 @@ fn a_stalled_camera_takes_authority_from_the_policy_and_playback_resumes_with_fr
     );
     assert_eq!(counter(&r.report, "inference_errors"), 0);
 }
+
+/// A policy that takes images and a config without a camera (or the reverse) is a
+/// configuration error: said before the loop starts, exit 2, nothing moved.
+#[test]
+fn a_camera_that_does_not_fit_the_policy_is_refused_before_anything_moves() {
+    if chunkrt_policy::find_ort_library(None).is_err() {
+        chunkrt_testkit::missing_prerequisite("vision", "no ONNX Runtime library");
+        return;
+    }
+    let dir = common::temp_dir("vision", "refused");
+    let policies = repo().join("rt-config/policies");
+    let absolute = |text: String| {
+        text.replace(
+            "manifest = \"policies/",
+            &format!("manifest = \"{}/", policies.display()),
+        )
+    };
+    let vision =
+        absolute(std::fs::read_to_string(repo().join("rt-config/sim-vision.toml")).unwrap());
+    let (head, tail) = vision.split_at(vision.find("[camera]").unwrap());
+    let no_camera = format!("{head}{}", &tail[tail.find("[telemetry]").unwrap()..]);
+    let no_image = absolute(std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap())
+        + "\n[camera]\nkind = \"synthetic\"\n";
+    for (name, text, says) in [
+        (
+            "no-camera",
+            no_camera,
+            "the policy takes a 64 x 64 camera image and the config has no [camera]",
+        ),
+        (
+            "no-image",
+            no_image,
+            "the config has a [camera] and the policy takes no image",
+        ),
+    ] {
+        let cfg = dir.join(format!("{name}.toml"));
+        std::fs::write(&cfg, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+            .args(["run", "--duration", "2s", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains("nothing was moved"),
+            "{name}: {stderr}"
+        );
+    }
+}
