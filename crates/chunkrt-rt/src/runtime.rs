@@ -177,39 +177,23 @@ impl Runtime {
         control = crate::inject::attach(control, &cfg.inject, &first);
         // The camera: opened before the threads start (a missing device fails the run
         // here, with the backend shut down again).
-        let mut camera_parts = None;
+        let mut camera_parts_cpu = None;
         let mut camera_feed = None;
         let mut camera_c = None;
         if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
             let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
             control = control.with_world(world_pub);
-            let camera = match crate::camera::open(cam_cfg, world_sub) {
-                Ok(c) => c,
+            match camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub) {
+                Ok((parts, feed, consumer)) => {
+                    camera_parts_cpu = Some((parts, cam_cfg.cpu));
+                    camera_feed = Some(feed);
+                    camera_c = Some(consumer);
+                }
                 Err(e) => {
                     let _ = control.backend.shutdown(os::now());
-                    return Err(RunError::Camera(e.to_string()));
+                    return Err(e);
                 }
-            };
-            tracing::info!("{}", camera.describe());
-            let (frames_pub, frames_sub) =
-                chunkrt_buffer::channel(chunkrt_camera::Frame::default());
-            let (camera_p, c) = chunkrt_telemetry::camera_ring(4096);
-            camera_c = Some(c);
-            camera_feed = Some(crate::camera::CameraFeed {
-                frames: frames_sub,
-                max_age_ns: chunkrt_core::ms_to_ns(cam_cfg.max_age_ms),
-            });
-            camera_parts = Some((
-                crate::camera::CameraParts {
-                    camera,
-                    frames: frames_pub,
-                    records: camera_p,
-                    spec: crate::camera::spec(cam_cfg, size),
-                    stop: Arc::new(AtomicBool::new(false)),
-                    inject: crate::camera::CameraInjection::new(&cfg.inject),
-                },
-                cam_cfg.cpu,
-            ));
+            }
         }
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
@@ -273,8 +257,8 @@ impl Runtime {
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };
-        let camera_stop = camera_parts.as_ref().map(|(p, _)| p.stop.clone());
-        let camera_handle = match camera_parts {
+        let camera_stop = camera_parts_cpu.as_ref().map(|(p, _)| p.stop.clone());
+        let camera_handle = match camera_parts_cpu {
             Some((parts, cpu)) => Some(
                 thread::Builder::new()
                     .name("chunkrt-camera".into())
@@ -674,4 +658,43 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
     conf.insert("blend_ms".into(), json!(cfg.executor.blend_ms));
     conf.insert("joints".into(), json!(cfg.control.joints));
     report.config = conf;
+}
+
+/// Opens the camera and builds its thread's parts, the inference thread's feed and the
+/// telemetry ring. Kept out of [`Runtime::run`]'s stack frame: a `Frame` is 48 KiB, and
+/// `run` is called from test threads with the default stack.
+#[inline(never)]
+fn camera_parts(
+    inject: chunkrt_config::InjectConfig,
+    cam_cfg: &chunkrt_config::CameraConfig,
+    size: (usize, usize),
+    world: chunkrt_buffer::Subscriber<Observation>,
+) -> Result<
+    (
+        crate::camera::CameraParts,
+        crate::camera::CameraFeed,
+        chunkrt_telemetry::CameraConsumer,
+    ),
+    RunError,
+> {
+    let camera =
+        crate::camera::open(cam_cfg, world).map_err(|e| RunError::Camera(e.to_string()))?;
+    tracing::info!("{}", camera.describe());
+    let (frames_pub, frames_sub) = chunkrt_buffer::channel(chunkrt_camera::Frame::default());
+    let (camera_p, camera_c) = chunkrt_telemetry::camera_ring(4096);
+    Ok((
+        crate::camera::CameraParts {
+            camera,
+            frames: frames_pub,
+            records: camera_p,
+            spec: crate::camera::spec(cam_cfg, size),
+            stop: Arc::new(AtomicBool::new(false)),
+            inject: crate::camera::CameraInjection::new(&inject),
+        },
+        crate::camera::CameraFeed {
+            frames: frames_sub,
+            max_age_ns: chunkrt_core::ms_to_ns(cam_cfg.max_age_ms),
+        },
+        camera_c,
+    ))
 }
