@@ -120,6 +120,13 @@ impl Backend for FaultyArm {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.arm.start(now, fb)
     }
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.arm.enable(now, fb)
+    }
     fn exchange(
         &mut self,
         now: MonoTime,
@@ -189,6 +196,13 @@ impl<B: Backend> Backend for Logged<B> {
         fb: &mut Feedback,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.inner.start(now, fb)
+    }
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.inner.enable(now, fb)
     }
     fn exchange(
         &mut self,

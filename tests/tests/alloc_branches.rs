@@ -89,6 +89,7 @@ const DOMAIN_LO0_RAD: f64 = -1.0;
 struct Rig {
     control: ControlLoop,
     schedule: Schedule,
+    grid: ControlGrid,
     stop: AtomicBool,
     policy_failed: AtomicBool,
     stop_inference: AtomicBool,
@@ -219,6 +220,7 @@ impl Rig {
         Rig {
             control,
             schedule,
+            grid,
             stop: AtomicBool::new(false),
             policy_failed: AtomicBool::new(false),
             stop_inference: AtomicBool::new(false),
@@ -253,7 +255,8 @@ impl Rig {
         };
         let schedule = &mut self.schedule;
         let control = &mut self.control;
-        let (ended, n) = count_allocations(|| schedule.step(control, &requests));
+        let grid = &self.grid;
+        let (ended, n) = count_allocations(|| schedule.step(control, &requests, grid));
         self.ended = ended;
         self.counted_steps += 1;
         *self.allocations.entry(self.phase).or_default() += n;

@@ -14,6 +14,13 @@ pub struct EthercatConfig {
     /// Configure Distributed Clocks SYNC0 at the bus period (most CSP drives want it).
     #[serde(default)]
     pub dc_sync0: bool,
+    /// With `dc_sync0`: where in the SYNC0 period the cycle's frame is to reach the
+    /// reference drive, in µs after SYNC0; the control loop's deadlines are phase-locked
+    /// to it. Outputs written by the frame are applied at the next SYNC0 and inputs were
+    /// latched at the last, so the default, half the bus period, leaves the most margin
+    /// for jitter on either side.
+    #[serde(default)]
+    pub sync0_shift_us: Option<f64>,
     /// A cycle's frame not back after this long is lost (default: half the bus period,
     /// at most 2 ms).
     #[serde(default)]
@@ -215,6 +222,16 @@ impl EthercatConfig {
                 ),
             );
         }
+        let shift_us = self.sync0_shift_us(period_ms);
+        if !(shift_us.is_finite() && (0.0..period_ms * 1000.0).contains(&shift_us)) {
+            return fail(
+                "ethercat.sync0_shift_us".into(),
+                format!(
+                    "expected 0 up to the bus period ({} us, control.period_ms), got {shift_us}",
+                    period_ms * 1000.0
+                ),
+            );
+        }
         let timeout = self.frame_timeout_ms(period_ms);
         positive_ms("ethercat.frame_timeout_ms", timeout, period_ms).map_err(|(p, m)| {
             (
@@ -358,6 +375,11 @@ impl EthercatConfig {
     pub fn max_consecutive_lost(&self, period_ms: f64) -> u32 {
         self.max_consecutive_lost
             .unwrap_or_else(|| ((10.0 / period_ms).floor() as u32).max(1))
+    }
+
+    /// The SYNC0 shift in µs (the default applied: half the bus period).
+    pub fn sync0_shift_us(&self, period_ms: f64) -> f64 {
+        self.sync0_shift_us.unwrap_or(period_ms * 500.0)
     }
 
     /// The late-frame threshold in ms (the default applied).

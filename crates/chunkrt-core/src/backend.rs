@@ -100,13 +100,29 @@ pub trait Backend: Send {
     /// A short name for reports ("sim", "ethercat").
     fn name(&self) -> &'static str;
 
-    /// Brings the drives up (may block, may allocate; called before the loop starts)
-    /// and fills `fb` with the first measurement. Commands then track `fb.pos_rad`.
+    /// Brings the drives up with their power stage off (may block, may allocate) and
+    /// fills `fb` with the first measurement. The runtime calls it on the control
+    /// thread, right before [`Backend::enable`] and the loop, so that drives never
+    /// wait without process data.
     fn start(
         &mut self,
         now: MonoTime,
         fb: &mut Feedback,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    /// Enables the drives that [`Backend::start`] brought up, holding each at its
+    /// measured position, while process data flows every bus period; fills `fb` with
+    /// the last measurement. Called on the control thread right before the first
+    /// deadline (may block, may allocate). A backend whose drives need no enabling
+    /// keeps the default.
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let _ = (now, fb);
+        Ok(())
+    }
 
     /// One cycle: hand `cmd` to the drives and read their feedback into `fb`.
     /// Called on the control thread: must not allocate, lock or log.
@@ -117,7 +133,8 @@ pub trait Backend: Send {
         fb: &mut Feedback,
     ) -> Result<(), BackendError>;
 
-    /// Brings the drives to rest and disables them (called once, after the loop ends).
+    /// Brings the drives to rest and disables them (called once, on the control
+    /// thread, right after the loop's controlled stop: nothing else is torn down first).
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
     /// The backend's own counters for the run report (frames lost, ridden through, ...),

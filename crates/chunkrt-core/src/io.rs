@@ -140,6 +140,11 @@ pub struct Feedback {
     /// ridden-through exchange returns `Ok`; only the backend's loss policy turns a lost
     /// frame into an error.
     pub held: bool,
+    /// With Distributed Clocks: when this exchange's frame reached the bus's reference
+    /// clock, relative to the instant it is meant to (SYNC0 + the configured shift), in
+    /// ns, wrapped into half a SYNC0 period either side; positive is late. The control
+    /// loop moves its deadlines by it (phase lock). None without DC or without a reply.
+    pub sync_phase_ns: Option<i32>,
 }
 
 impl Default for Feedback {
@@ -154,6 +159,7 @@ impl Default for Feedback {
             error_code: [0; MAX_DOF],
             bus_rtt_ns: 0,
             held: false,
+            sync_phase_ns: None,
         }
     }
 }

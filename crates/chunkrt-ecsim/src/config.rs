@@ -206,6 +206,10 @@ pub struct SimConfig {
     pub refuse_transition: Vec<RefuseTransition>,
     /// Cable cuts.
     pub link_cut: Vec<LinkCut>,
+    /// The drives' clocks run this many parts per million fast (negative: slow) against
+    /// the host's, as real crystals do (up to about +-100 ppm): a master that does not
+    /// lock its cycle to SYNC0 slides across it.
+    pub dc_drift_ppm: f64,
 }
 
 impl Default for SimConfig {
@@ -220,6 +224,7 @@ impl Default for SimConfig {
             drive_fault: Vec::new(),
             refuse_transition: Vec::new(),
             link_cut: Vec::new(),
+            dc_drift_ppm: 0.0,
         }
     }
 }
@@ -359,6 +364,12 @@ impl SimConfig {
                     return bad(format!("link_cut[{i}].restore_s = {r} must be > at_s"));
                 }
             }
+        }
+        if !(self.dc_drift_ppm.is_finite() && self.dc_drift_ppm.abs() <= 1000.0) {
+            return bad(format!(
+                "dc_drift_ppm = {} must be within +-1000 (crystals are off by up to about 100)",
+                self.dc_drift_ppm
+            ));
         }
         Ok(())
     }

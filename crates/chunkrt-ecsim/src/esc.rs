@@ -57,6 +57,8 @@ pub mod reg {
     pub const DC_SYNC_ACT: usize = 0x0981;
     /// DC SYNC0 cycle time.
     pub const DC_SYNC0_CYCLE: usize = 0x09A0;
+    /// DC start time of the first SYNC0 pulse (system time).
+    pub const DC_SYNC0_START: usize = 0x0990;
 }
 
 /// Where and when the frame passes this device (simulated nanoseconds).
@@ -134,6 +136,8 @@ pub struct Esc {
     /// Pending application events.
     pub events: Events,
     clock_offset_ns: u64,
+    /// How fast the local clock runs against simulated time, in parts per million.
+    drift_ppm: f64,
     scratch: Vec<u8>,
 }
 
@@ -149,6 +153,7 @@ impl Esc {
             port1_link: false,
             events: Events::default(),
             clock_offset_ns,
+            drift_ppm: 0.0,
             scratch: Vec::with_capacity(2048),
         };
         // Identification registers: an ET1100-like ESC with 8 FMMUs, 8 SMs, 8 KiB RAM, two MII
@@ -248,8 +253,26 @@ impl Esc {
         self.mem[at] = self.mem[at].saturating_add(1);
     }
 
+    /// Lets the local clock run `ppm` parts per million fast (negative: slow) against
+    /// simulated time, as a drive's crystal does against the host's.
+    pub fn set_drift_ppm(&mut self, ppm: f64) {
+        self.drift_ppm = ppm;
+    }
+
     fn local_time(&self, sim_ns: u64) -> u64 {
-        sim_ns.wrapping_add(self.clock_offset_ns)
+        let drift = (sim_ns as f64 * self.drift_ppm * 1e-6) as i64;
+        sim_ns
+            .wrapping_add_signed(drift)
+            .wrapping_add(self.clock_offset_ns)
+    }
+
+    /// With SYNC0 active: how far into its SYNC0 period the system time is at simulated
+    /// time `sim_ns` (None before the first pulse or without SYNC0).
+    pub fn sync0_phase_ns(&self, sim_ns: u64) -> Option<u64> {
+        let cycle = u64::from(self.sync0_cycle_ns()?);
+        let start = self.get64(reg::DC_SYNC0_START);
+        let st = self.system_time(sim_ns);
+        (st >= start).then(|| (st - start) % cycle)
     }
 
     fn system_time(&self, sim_ns: u64) -> u64 {

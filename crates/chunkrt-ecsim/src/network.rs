@@ -56,7 +56,12 @@ pub struct SimNetwork {
     reachable: usize,
     fired: Vec<bool>,
     stats: WireStats,
+    /// Where each process-data frame reached the first drive within its SYNC0 period.
+    sync_phases: Vec<u32>,
 }
+
+/// Process-data frames whose SYNC0 phase is kept (about 17 minutes at 1 ms).
+const MAX_SYNC_PHASES: usize = 1 << 20;
 
 impl SimNetwork {
     /// Build the chain described by `cfg` (validated here).
@@ -74,8 +79,12 @@ impl SimNetwork {
             reachable: cfg.drives,
             fired: vec![false; cfg.drive_fault.len()],
             stats: WireStats::default(),
+            sync_phases: Vec::new(),
             cfg,
         };
+        for d in &mut net.devices {
+            d.esc.set_drift_ppm(net.cfg.dc_drift_ppm);
+        }
         net.set_reachable(net.cfg.drives);
         Ok(net)
     }
@@ -118,6 +127,13 @@ impl SimNetwork {
     /// Drives the master can currently reach.
     pub fn reachable(&self) -> usize {
         self.reachable
+    }
+
+    /// For every process-data frame that reached the first drive with SYNC0 running:
+    /// how far into the SYNC0 period it arrived, ns, by that drive's own clock (the
+    /// reference clock). Independent of the master's view of it.
+    pub fn sync_phases_ns(&self) -> &[u32] {
+        &self.sync_phases
     }
 
     /// Put drive `i` into fault now (takes effect on its next cycle). Returns false if there is
@@ -258,6 +274,12 @@ impl SimNetwork {
         }
         if dlpdu && self.reachable > 0 {
             self.run_chain(reply, end, processed);
+            if processed > 0 && has_logical(&frame[16..end]) {
+                let phase = self.devices[0].esc.sync0_phase_ns(self.now_ns);
+                if let Some(p) = phase.filter(|_| self.sync_phases.len() < MAX_SYNC_PHASES) {
+                    self.sync_phases.push(p as u32);
+                }
+            }
         }
         for d in &mut self.devices {
             d.after_frame(self.now_ns);

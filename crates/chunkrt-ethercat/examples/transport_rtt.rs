@@ -46,6 +46,7 @@ fn params(iface: &str, drives: usize) -> EthercatParams {
         interface: iface.into(),
         period: Duration::from_millis(1),
         dc_sync0: false,
+        sync0_shift: Duration::ZERO,
         frame_timeout: Duration::from_micros(900),
         frame_late: Duration::from_micros(900),
         max_consecutive_lost: 10,
@@ -76,6 +77,7 @@ fn in_thread(iface: &str, drives: usize, cycles: usize) {
     let mut b = EthercatBackend::open(params(iface, drives)).expect("open");
     let mut fb = Feedback::default();
     b.start(MonoTime::from_ms(1), &mut fb).expect("bring-up");
+    b.enable(MonoTime::from_ms(2), &mut fb).expect("enable");
     let mut cmd = Command {
         dof: drives as u16,
         pos_rad: fb.pos_rad,

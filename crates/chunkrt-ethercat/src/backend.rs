@@ -97,6 +97,9 @@ pub struct EthercatBackend {
     pub(crate) loss: LossPolicy,
     /// The `log` level before the cyclic exchange began (restored at shutdown).
     pub(crate) log_level: Option<log::LevelFilter>,
+    /// With DC: the last exchange's phase error against SYNC0 + shift (see
+    /// `Feedback::sync_phase_ns`).
+    pub(crate) sync_phase_ns: Option<i32>,
 }
 
 /// Below this a drive counts as at rest (leaving quick stop, shutdown).
@@ -165,6 +168,7 @@ impl EthercatBackend {
                 params.success_window,
             ),
             log_level: None,
+            sync_phase_ns: None,
             p: params,
         }
     }
@@ -291,6 +295,7 @@ impl EthercatBackend {
         let result = self
             .io
             .block_on(group.tx_rx(&self.md), Some(deadline), self.p.frame_timeout);
+        self.sync_phase_ns = None;
         let res = match result {
             Ok(Ok(r)) => r,
             Ok(Err(_)) | Err(Stall::Deadline) => {
@@ -303,6 +308,9 @@ impl EthercatBackend {
             let d = &mut self.drv[i];
             group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
         }
+        self.sync_phase_ns = res
+            .next_cycle_wait
+            .map(|wait| sync_phase_error_ns(self.p.period, wait));
         self.not_op = res.not_op;
         if res.not_op != 0 {
             self.stats.drive_missing += 1;
@@ -326,6 +334,7 @@ impl EthercatBackend {
         fb.dof = self.p.dof() as u16;
         fb.bus_rtt_ns = rtt_ns;
         fb.held = false;
+        fb.sync_phase_ns = self.sync_phase_ns;
         for j in self.p.dof()..MAX_DOF {
             fb.pos_rad[j] = 0.0;
             fb.vel_rad_s[j] = 0.0;
@@ -394,6 +403,20 @@ impl EthercatBackend {
     }
 }
 
+/// The phase error of a frame from ethercrab's `next_cycle_wait` (the wait from the
+/// frame's arrival at the reference clock to the next SYNC0 + shift): a frame exactly on
+/// time leaves a whole period to wait; less is late. Wrapped into half a period either
+/// side, so a frame just before its instant reads as early, not as a period late.
+pub fn sync_phase_error_ns(period: Duration, next_cycle_wait: Duration) -> i32 {
+    let t = period.as_nanos() as i64;
+    if t <= 0 {
+        return 0;
+    }
+    let late = (t - next_cycle_wait.as_nanos() as i64).rem_euclid(t);
+    let wrapped = if late >= t / 2 { late - t } else { late };
+    wrapped.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
 fn write_outputs(out: &mut [u8], l: &PdoLayout, cw: u16, target: i32, vel: i32) {
     if out.len() < l.out_len {
         return; // checked at bring-up
@@ -432,15 +455,36 @@ impl Backend for EthercatBackend {
         "ethercat"
     }
 
-    /// Bus scan, identity check, PDO mapping and CSP mode over CoE, SAFE-OP, OP, then the
-    /// CiA 402 enable sequence with target = actual. On failure every drive is disabled
-    /// and the bus is put back to INIT before the error is returned.
+    /// Bus scan, identity check, PDO mapping and CSP mode over CoE, SAFE-OP, OP; ends with
+    /// process data running clean and every drive's power stage off (no drive is
+    /// enabled here: see [`Backend::enable`]). On failure every drive is disabled and the
+    /// bus is put back to INIT before the error is returned.
     fn start(
         &mut self,
         now: MonoTime,
         fb: &mut Feedback,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         match self.bring_up() {
+            Ok(()) => {
+                self.fill_feedback(now, 0, fb);
+                Ok(())
+            }
+            Err(e) => {
+                self.abort();
+                Err(Box::new(e))
+            }
+        }
+    }
+
+    /// The CiA 402 enable sequence with target = actual, one frame per bus period, then
+    /// ethercrab's per-frame logging off for the loop (see `quiet_logs`). On failure
+    /// every drive is disabled and the bus put back to INIT.
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        match self.enable_all() {
             Ok(()) => {
                 self.fill_feedback(now, 0, fb);
                 self.quiet_logs(true);
@@ -505,6 +549,7 @@ impl Backend for EthercatBackend {
                 self.stats.frames_lost += 1;
                 fb.bus_rtt_ns = 0;
                 fb.held = true;
+                fb.sync_phase_ns = None;
                 if self.loss.record(false) == Verdict::Report {
                     return Err(BackendError::FrameLost);
                 }

@@ -153,7 +153,7 @@ impl EthercatBackend {
             let dc = DcConfiguration {
                 start_delay: Duration::from_millis(100),
                 sync0_period: self.p.period,
-                sync0_shift: Duration::ZERO,
+                sync0_shift: self.p.sync0_shift,
             };
             let g = transition(
                 &mut self.io,
@@ -239,7 +239,7 @@ impl EthercatBackend {
 
         self.check_fixed_mode()?;
 
-        // CiA 402: shutdown, switch on, enable operation, target = actual throughout.
+        // A drive in fault is not reset at start-up: its cause is for a person to see.
         let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
         if let Some(i) = faulted {
             return Err(BringUpError::Enable {
@@ -253,6 +253,15 @@ impl EthercatBackend {
                 ),
             });
         }
+        tracing::info!("ethercat: {n} drive(s) in OP, power stage off");
+        Ok(())
+    }
+
+    /// CiA 402 shutdown, switch on, enable operation, with target = actual throughout,
+    /// cycling process data at the bus period (the runtime calls it on the control
+    /// thread, right before the loop). On failure the caller runs `abort`.
+    pub(crate) fn enable_all(&mut self) -> Result<(), BringUpError> {
+        let n = self.p.dof();
         let enabled = self.run_until(self.p.enable_timeout, DriveRequest::Track, |b| {
             b.drv[..n]
                 .iter()

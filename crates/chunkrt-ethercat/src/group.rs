@@ -19,6 +19,9 @@ pub struct CycleResult {
     /// Drives (bit = bus position) not in OP: gone from the bus, or dropped out of OP
     /// (watchdog, error).
     pub not_op: u32,
+    /// With DC: ethercrab's wait from this frame's arrival at the reference clock to the
+    /// next cycle's start (SYNC0 + shift), `CycleInfo::next_cycle_wait`.
+    pub next_cycle_wait: Option<std::time::Duration>,
 }
 
 /// The group in OP.
@@ -61,10 +64,12 @@ impl OpGroup {
             OpGroup::Plain(g) => g.tx_rx(md).await.map(|r| CycleResult {
                 wkc: r.working_counter,
                 not_op: not_op(r.subdevice_states.iter(), n),
+                next_cycle_wait: None,
             }),
             OpGroup::Dc(g) => g.tx_rx_dc(md).await.map(|r| CycleResult {
                 wkc: r.working_counter,
                 not_op: not_op(r.subdevice_states.iter(), n),
+                next_cycle_wait: Some(r.extra.next_cycle_wait),
             }),
         }
     }

@@ -94,6 +94,8 @@ pub struct EthercatParams {
     pub period: Duration,
     /// Configure DC SYNC0.
     pub dc_sync0: bool,
+    /// Where in the SYNC0 period a cycle's frame is to reach the reference drive.
+    pub sync0_shift: Duration,
     /// No reply after this long: frame lost.
     pub frame_timeout: Duration,
     /// Reply after this long: frame late.
@@ -144,6 +146,7 @@ impl EthercatParams {
             interface: ec.interface.trim().to_string(),
             period: ms(period_ms),
             dc_sync0: ec.dc_sync0,
+            sync0_shift: Duration::from_nanos((ec.sync0_shift_us(period_ms) * 1e3) as u64),
             frame_timeout: ms(ec.frame_timeout_ms(period_ms)),
             frame_late: ms(ec.frame_late_ms(period_ms)),
             max_consecutive_lost: ec.max_consecutive_lost(period_ms),

@@ -6,6 +6,45 @@ mod common;
 use chunkrt_core::{Backend, DriveRequest, DriveState, Feedback};
 use common::*;
 
+/// Drives whose power stage is on (switched on, operation enabled, quick stop active),
+/// by the simulated drives' own statuswords.
+fn powered(ctl: &chunkrt_ethercat::SimControl) -> usize {
+    let net = ctl.network();
+    (0..net.len())
+        .filter(|&i| {
+            matches!(
+                net.device(i).unwrap().drive().statusword() & 0x6F,
+                0x23 | 0x27 | 0x07
+            )
+        })
+        .count()
+}
+
+#[test]
+fn bring_up_ends_in_op_with_every_power_stage_off_and_enable_needs_process_data() {
+    let cfg = config();
+    let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
+    let mut fb = Feedback::default();
+    b.start(t(0, 1.0), &mut fb).expect("bring-up");
+    {
+        let net = ctl.network();
+        for i in 0..7 {
+            assert_eq!(net.device(i).unwrap().al_state(), 8, "drive {i} in OP");
+        }
+    }
+    assert_eq!(powered(&ctl), 0, "bring-up left a power stage on");
+    assert!(fb.state[..7].iter().all(|s| *s != DriveState::Enabled));
+    let frames_before = ctl.network().stats().frames;
+    b.enable(t(1, 1.0), &mut fb).expect("enable");
+    let frames = ctl.network().stats().frames - frames_before;
+    assert_eq!(powered(&ctl), 7, "enable left a drive off");
+    assert!(fb.state[..7].iter().all(|s| *s == DriveState::Enabled));
+    // Shutdown, switch on, enable operation: at least one process-data frame each.
+    assert!(frames >= 3, "enabled with {frames} frames");
+    b.shutdown(t(2, 1.0)).expect("clean shutdown");
+    assert_eq!(powered(&ctl), 0);
+}
+
 #[test]
 fn seven_drives_come_up_enabled_at_their_measured_pose_and_follow_commands() {
     let cfg = config();

@@ -49,6 +49,13 @@ impl Backend for Recorder {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.inner.start(now, fb)
     }
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.inner.enable(now, fb)
+    }
     fn exchange(
         &mut self,
         now: MonoTime,

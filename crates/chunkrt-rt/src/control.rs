@@ -546,6 +546,7 @@ impl ControlLoop {
             handoff_ns,
             e2e_ns,
             bus_rtt_ns: self.fb.bus_rtt_ns,
+            sync_phase_ns: self.fb.sync_phase_ns,
             backend_error,
             fb_held: self.fb.held,
             track_err_rad: track_err,

@@ -89,6 +89,16 @@ impl ControlGrid {
             .store(origin.as_ns().max(1), Ordering::Release);
     }
 
+    /// Moves the origin by `ns` (the control loop's phase lock to SYNC0 moved its
+    /// deadlines); the origin stays set.
+    pub fn shift(&self, ns: i64) {
+        let _ = self
+            .origin_ns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
+                (o != 0).then(|| o.saturating_add_signed(ns).max(1))
+            });
+    }
+
     /// The origin, once the control loop has started.
     pub fn origin(&self) -> Option<MonoTime> {
         match self.origin_ns.load(Ordering::Acquire) {

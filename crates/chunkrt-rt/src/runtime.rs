@@ -113,7 +113,7 @@ impl Runtime {
     pub fn run(self, opts: &RunOptions) -> Result<RunOutcome, RunError> {
         let Runtime {
             cfg,
-            mut backend,
+            backend,
             policy,
         } = self;
         if let Some(dir) = &opts.out_dir {
@@ -140,14 +140,6 @@ impl Runtime {
         }
         let period_ns = cfg.period_ns();
         let t_start = os::now();
-        let mut first = Feedback::default();
-        backend
-            .start(t_start, &mut first)
-            .map_err(|e| RunError::Backend(e.to_string()))?;
-
-        let limits = cfg.joint_limits();
-        let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
-        let gate = Gate::new(limits, period_ns, &first.pos_rad);
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
         let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
@@ -155,46 +147,28 @@ impl Runtime {
         // two drains before one is dropped.
         let (chunk_p, mut chunk_c) = chunkrt_telemetry::chunk_ring(64);
         let recording = opts.out_dir.is_some() && cfg.telemetry.record;
-        let domain = cfg.domain_box();
-        let mut control = ControlLoop::new(ControlParts {
-            backend,
-            executor,
-            gate,
+        // The camera: opened before anything is brought up (a missing device fails
+        // the run here, before a drive is touched).
+        let mut camera_parts_cpu = None;
+        let mut camera_feed = None;
+        let mut camera_c = None;
+        let mut world = None;
+        if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
+            let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
+            world = Some(world_pub);
+            let (parts, feed, consumer) =
+                camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub)?;
+            camera_parts_cpu = Some((parts, cam_cfg.cpu));
+            camera_feed = Some(feed);
+            camera_c = Some(consumer);
+        }
+        let loop_parts = LoopParts {
             chunks: chunk_sub,
             observations: obs_pub,
             cycles_out: cycle_p,
             events_out: event_p,
-            domain,
-            period_ns,
-            first_feedback: first,
-            clock: os::now,
-        });
-        let (sat_event, sat_fallback) = cfg.gate_saturation_cycles();
-        control = control
-            .with_gate_saturation(sat_event, sat_fallback)
-            .with_following_error(cfg.following_error_limits());
-        // Delay lines of `[inject]` (issue 8); none when nothing is injected.
-        control = crate::inject::attach(control, &cfg.inject, &first);
-        // The camera: opened before the threads start (a missing device fails the run
-        // here, with the backend shut down again).
-        let mut camera_parts_cpu = None;
-        let mut camera_feed = None;
-        let mut camera_c = None;
-        if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
-            let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
-            control = control.with_world(world_pub);
-            match camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub) {
-                Ok((parts, feed, consumer)) => {
-                    camera_parts_cpu = Some((parts, cam_cfg.cpu));
-                    camera_feed = Some(feed);
-                    camera_c = Some(consumer);
-                }
-                Err(e) => {
-                    let _ = control.backend.shutdown(os::now());
-                    return Err(e);
-                }
-            }
-        }
+            world,
+        };
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
 
         let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
@@ -340,36 +314,57 @@ impl Runtime {
         let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
         let stop = opts.stop.clone();
         let stop_inference_at_shutdown = stop_inference.clone();
+        let loop_cfg = cfg.clone();
         let control_handle = thread::Builder::new()
             .name("chunkrt-control".into())
             .stack_size(4 << 20)
             .spawn(move || {
                 let (host, dma_latency_hold) = rt_opts.apply();
+                // Bring-up, enable, loop, controlled stop and shutdown on this one
+                // thread, back to back: an enabled drive is never left without
+                // process data while another thread starts or finishes.
+                let started = bring_up(&loop_cfg, backend, loop_parts);
+                let mut control = match started {
+                    Ok(control) => control,
+                    Err(e) => {
+                        control_done.store(true, Ordering::Release);
+                        return Err(e);
+                    }
+                };
                 let requests = StopRequests {
                     stop: &stop,
                     policy_failed: &policy_failed,
                     stop_inference: &stop_inference_at_shutdown,
                 };
                 let (t0, t1) = control_thread(&mut control, duration_ns, &requests, &grid);
-                // Held for the whole loop, the controlled stop included.
+                let shutdown_error = control
+                    .backend
+                    .shutdown(os::now())
+                    .err()
+                    .map(|e| e.to_string());
+                // Held for the whole loop, the controlled stop and shutdown included.
                 drop(dma_latency_hold);
                 control_done.store(true, Ordering::Release);
-                (control, host, t0, t1)
+                Ok((control, host, t0, t1, shutdown_error))
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
-        let (mut control, host, t0, t1) = control_handle
+        let controlled = control_handle
             .join()
             .map_err(|_| RunError::Thread("the control thread panicked".into()))?;
-        // No process data reaches the drives from here on: shut them down before anything
-        // else is joined (a drive's SM watchdog, typically 100 ms, would otherwise take it
-        // out of OP while the inference and telemetry threads finish).
-        let shutdown_error = control
-            .backend
-            .shutdown(os::now())
-            .err()
-            .map(|e| e.to_string());
         stop_inference.store(true, Ordering::Release);
+        let (mut control, host, t0, t1, shutdown_error) = match controlled {
+            Ok(ended) => ended,
+            Err(e) => {
+                // Nothing was brought up: the other threads end without a report.
+                let _ = inference_handle.join();
+                if let Some(stop) = &camera_stop {
+                    stop.store(true, Ordering::Release);
+                }
+                let _ = telemetry_handle.join();
+                return Err(e);
+            }
+        };
         let inference_exit = inference_handle
             .join()
             .map_err(|_| RunError::Thread("the inference thread died".into()))?;
@@ -447,6 +442,62 @@ impl Runtime {
             records_error,
         })
     }
+}
+
+/// The channel ends the control loop is built with, on the control thread, once the
+/// backend is up.
+struct LoopParts {
+    chunks: chunkrt_buffer::Subscriber<Chunk>,
+    observations: chunkrt_buffer::Publisher<Observation>,
+    cycles_out: chunkrt_telemetry::CycleProducer,
+    events_out: chunkrt_telemetry::EventProducer,
+    /// The arm's measurement for the synthetic camera.
+    world: Option<chunkrt_buffer::Publisher<Observation>>,
+}
+
+/// On the control thread: brings the backend up, enables its drives (process data
+/// flowing), then builds the loop at rest at the measured position. The first deadline
+/// follows within a period.
+fn bring_up(
+    cfg: &Config,
+    mut backend: Box<dyn Backend>,
+    parts: LoopParts,
+) -> Result<ControlLoop, RunError> {
+    let mut first = Feedback::default();
+    backend
+        .start(os::now(), &mut first)
+        .map_err(|e| RunError::Backend(e.to_string()))?;
+    backend
+        .enable(os::now(), &mut first)
+        .map_err(|e| RunError::Backend(e.to_string()))?;
+    let t_start = os::now();
+    let period_ns = cfg.period_ns();
+    let limits = cfg.joint_limits();
+    let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
+    let gate = Gate::new(limits, period_ns, &first.pos_rad);
+    let control = ControlLoop::new(ControlParts {
+        backend,
+        executor,
+        gate,
+        chunks: parts.chunks,
+        observations: parts.observations,
+        cycles_out: parts.cycles_out,
+        events_out: parts.events_out,
+        domain: cfg.domain_box(),
+        period_ns,
+        first_feedback: first,
+        clock: os::now,
+    });
+    let (sat_event, sat_fallback) = cfg.gate_saturation_cycles();
+    let control = control
+        .with_gate_saturation(sat_event, sat_fallback)
+        .with_following_error(cfg.following_error_limits());
+    // Delay lines of `[inject]` (issue 8); none when nothing is injected.
+    let control = crate::inject::attach(control, &cfg.inject, &first);
+    Ok(match parts.world {
+        Some(world) => control.with_world(world),
+        None => control,
+    })
 }
 
 /// The full-rate recording in `dir` (`recording.mcap`), limits from `[telemetry]`.
@@ -563,7 +614,7 @@ fn control_thread(
 ) -> (MonoTime, MonoTime) {
     let mut schedule = Schedule::start(control, grid, duration_ns, os::sleep_until);
     loop {
-        if let Some(end) = schedule.step(control, requests) {
+        if let Some(end) = schedule.step(control, requests, grid) {
             return (schedule.t0(), end);
         }
     }

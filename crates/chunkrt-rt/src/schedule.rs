@@ -34,6 +34,43 @@ pub struct Schedule {
     missed: u32,
     stopping_since: Option<MonoTime>,
     sleep_until: fn(MonoTime),
+    phase: PhaseLock,
+}
+
+/// With Distributed Clocks the drives act on SYNC0, which runs on the bus's reference
+/// clock, not on this host's: the deadline grid is moved so that each cycle's frame
+/// reaches the reference clock at SYNC0 + shift (`Feedback::sync_phase_ns`), by a PI
+/// law (proportional 0.2, integral 0.02 per cycle; poles at |z| = 0.89, so the phase
+/// settles within about 40 cycles and a constant drift of the clocks leaves no error),
+/// at most a twentieth of a period per cycle so that the loop's own period stays close
+/// to nominal while it locks.
+#[derive(Clone, Copy, Debug)]
+struct PhaseLock {
+    integral_ns: f64,
+    max_step_ns: f64,
+}
+
+impl PhaseLock {
+    const KP: f64 = 0.2;
+    const KI: f64 = 0.02;
+
+    fn new(period_ns: u64) -> Self {
+        PhaseLock {
+            integral_ns: 0.0,
+            max_step_ns: period_ns as f64 / 20.0,
+        }
+    }
+
+    /// How much earlier the next deadline comes (negative: later) for a frame that
+    /// was `err_ns` late.
+    fn correction_ns(&mut self, err_ns: i32) -> i64 {
+        let e = f64::from(err_ns);
+        self.integral_ns =
+            (self.integral_ns + Self::KI * e).clamp(-self.max_step_ns, self.max_step_ns);
+        (Self::KP * e + self.integral_ns)
+            .clamp(-self.max_step_ns, self.max_step_ns)
+            .round() as i64
+    }
 }
 
 impl Schedule {
@@ -57,6 +94,7 @@ impl Schedule {
             missed: 0,
             stopping_since: None,
             sleep_until,
+            phase: PhaseLock::new(period_ns),
         }
     }
 
@@ -69,7 +107,12 @@ impl Schedule {
     /// pending re-arm, starts the controlled stop when asked to, and moves to the
     /// next deadline. Returns the end time once the controlled stop is over (the
     /// arm held at rest, or `STOP_TIMEOUT_NS` after it began). No allocation.
-    pub fn step(&mut self, control: &mut ControlLoop, requests: &StopRequests) -> Option<MonoTime> {
+    pub fn step(
+        &mut self,
+        control: &mut ControlLoop,
+        requests: &StopRequests,
+        grid: &ControlGrid,
+    ) -> Option<MonoTime> {
         (self.sleep_until)(self.deadline);
         let wake = control.now();
         control.cycle(self.deadline, wake, self.missed);
@@ -102,9 +145,15 @@ impl Schedule {
             }
         }
 
-        // Next deadline; deadlines that have already passed are skipped (counted), so
-        // a stall never turns into a burst of catch-up cycles.
+        // Next deadline, phase-locked to SYNC0 where the bus has one (the inference
+        // thread's grid moves with it); deadlines that have already passed are skipped
+        // (counted), so a stall never turns into a burst of catch-up cycles.
         self.deadline = self.deadline.add_ns(self.period_ns);
+        if let Some(err) = control.last_feedback().sync_phase_ns {
+            let earlier = self.phase.correction_ns(err);
+            self.deadline = self.deadline.add_signed_ns(-earlier);
+            grid.shift(-earlier);
+        }
         self.missed = 0;
         let behind = self.deadline.periods_until(self.period_ns, control.now());
         if behind > 0 {

@@ -45,6 +45,13 @@ impl Backend for Recording {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.arm.start(now, fb)
     }
+    fn enable(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.arm.enable(now, fb)
+    }
     fn exchange(
         &mut self,
         now: MonoTime,

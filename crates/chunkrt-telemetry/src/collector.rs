@@ -359,6 +359,10 @@ impl Collector {
         if r.bus_rtt_ns > 0 {
             self.metrics.record(Metric::BusRtt, r.bus_rtt_ns);
         }
+        if let Some(e) = r.sync_phase_ns {
+            self.metrics
+                .record(Metric::SyncPhase, u64::from(e.unsigned_abs()));
+        }
         if r.chunk_seq != 0 {
             self.metrics.record(Metric::ChunkAge, r.chunk_age_ns);
             if r.chunk_seq != self.last_chunk_seq {

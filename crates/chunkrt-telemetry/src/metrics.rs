@@ -30,10 +30,12 @@ pub enum Metric {
     CameraLatency,
     /// Camera: time between the capture of consecutive delivered frames.
     FrameInterval,
+    /// With DC: |arrival of the cycle's frame at the reference clock - (SYNC0 + shift)|.
+    SyncPhase,
 }
 
 /// Every metric, in report order, with its name and description.
-pub const METRICS: [(Metric, &str, &str); 12] = [
+pub const METRICS: [(Metric, &str, &str); 13] = [
     (
         Metric::WakeLatency,
         "wake_latency",
@@ -81,6 +83,11 @@ pub const METRICS: [(Metric, &str, &str); 12] = [
         Metric::FrameInterval,
         "frame_interval",
         "capture to capture of delivered frames",
+    ),
+    (
+        Metric::SyncPhase,
+        "sync0_phase",
+        "|frame at reference clock - SYNC0 - shift|",
     ),
 ];
 

@@ -109,6 +109,7 @@ const CYCLE_SCHEMA: &str = r#"{
     "cycle_time_us": {"type": "number"},
     "missed": {"type": "integer"},
     "bus_rtt_us": {"type": "number"},
+    "sync0_phase_us": {"type": "number", "description": "with DC: the frame's arrival at the reference clock - (SYNC0 + shift), us, positive late; absent without DC or without a reply"},
     "backend_error": {"type": "boolean"},
     "feedback_held": {"type": "boolean", "description": "the frame was lost and ridden through: feedback_rad is the last measurement, held"},
     "track_err_rad": {"type": "number"},
@@ -321,7 +322,7 @@ impl Recorder {
     pub fn cycle(&mut self, r: &CycleRecord) {
         let mode = crate::collector::mode_from_u8(r.mode);
         let dof = (r.dof as usize).min(r.cmd_pos_rad.len());
-        let v = json!({
+        let mut v = json!({
             "t_s": self.t_rel(r.t_wake),
             "cycle": r.cycle,
             "mode": mode_name(mode),
@@ -341,6 +342,9 @@ impl Recorder {
             "command_rad": finite(&r.cmd_pos_rad[..dof]),
             "feedback_rad": finite(&r.fb_pos_rad[..dof]),
         });
+        if let Some(e) = r.sync_phase_ns {
+            v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
+        }
         self.write(0, r.t_wake, &v);
     }
 

@@ -33,6 +33,8 @@ pub struct CycleRecord {
     pub e2e_ns: u64,
     /// Bus round trip (0 without a bus).
     pub bus_rtt_ns: u64,
+    /// With DC: the frame's phase error against SYNC0 + shift (`Feedback::sync_phase_ns`).
+    pub sync_phase_ns: Option<i32>,
     /// Whether the backend exchange failed this cycle.
     /// The backend lost this cycle's frame and rode through it: the feedback is the last
     /// measurement, held (`Feedback::held`).

@@ -74,12 +74,14 @@ pub fn all_enabled(fb: &Feedback) -> bool {
         .all(|s| *s == DriveState::Enabled)
 }
 
-/// Starts `b` and returns its first feedback.
+/// Brings `b` up and enables its drives, as the runtime does; returns the feedback.
 pub fn start(b: &mut EthercatBackend) -> Feedback {
     let mut fb = Feedback::default();
     b.start(t(0, 1.0), &mut fb)
         .unwrap_or_else(|e| panic!("bring-up: {e}"));
     assert_eq!(fb.dof as usize, b.dof());
     assert!(fb.dof as usize <= MAX_DOF);
+    b.enable(t(1, 1.0), &mut fb)
+        .unwrap_or_else(|e| panic!("enable: {e}"));
     fb
 }
