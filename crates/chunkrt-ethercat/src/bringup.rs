@@ -345,6 +345,9 @@ impl EthercatBackend {
         let t = self.p.sdo_timeout * 2;
         let io = &mut self.io;
         let p = &self.p;
+        let window = p.drives[i]
+            .following_error_window_rad
+            .map(|rad| p.drives[i].scale.window_counts(rad));
         let written = (|| -> Result<(), SdoFail> {
             if p.write_pdo {
                 for (assign, pdo, entries) in
@@ -393,7 +396,30 @@ impl EthercatBackend {
                 0x6060,
                 0,
                 MODE_CSP,
-            )
+            )?;
+            // The drive's own following-error supervision, from the host's limit: it stops
+            // the joint (0x8611) even when the host cannot.
+            if let Some(w) = window {
+                sdo_w(
+                    io,
+                    &sd,
+                    t,
+                    "following error window (from limits.max_following_error_rad)",
+                    0x6065,
+                    0,
+                    w,
+                )?;
+                sdo_w(
+                    io,
+                    &sd,
+                    t,
+                    "following error time out (ethercat.following_error_timeout_ms)",
+                    0x6066,
+                    0,
+                    p.following_error_timeout_ms,
+                )?;
+            }
+            Ok(())
         })();
         match written {
             Ok(()) => {}
@@ -411,6 +437,13 @@ impl EthercatBackend {
                 tracing::info!(
                     "{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo"
                 );
+                if window.is_some() {
+                    tracing::warn!(
+                        "{drive}: no CoE mailbox, so its following error window (0x6065) \
+                         cannot be set from limits.max_following_error_rad: only the host \
+                         checks that limit"
+                    );
+                }
                 return Ok(());
             }
             Err(SdoFail::Sdo {
