@@ -58,6 +58,15 @@ pub struct EthercatConfig {
     /// instead of sent: nothing jumps on resume.
     #[serde(default = "default_resume_window")]
     pub resume_window_rad: f64,
+    /// How long a drive may stay further than its following error window (0x6065) from its
+    /// target before it faults itself (0x6066, whole ms, rounded up). Written to every
+    /// drive with CoE, together with the window, when `limits.max_following_error_rad` is
+    /// set. Default: 5 bus periods (at least 1 ms): the host's own check sees the same
+    /// excess on the next cycle and its fallback acts on the command after that, so the
+    /// drive's stop is the second line, not a race with the first, and still within a few
+    /// cycles when the host cannot help (a blocked joint).
+    #[serde(default)]
+    pub following_error_timeout_ms: Option<f64>,
     /// The process-data mapping written to every drive in PRE-OP.
     #[serde(default)]
     pub pdo: PdoConfig,
@@ -280,6 +289,12 @@ impl EthercatConfig {
             600_000.0,
         )?;
         positive_ms("ethercat.sdo_timeout_ms", self.sdo_timeout_ms, 600_000.0)?;
+        positive_ms(
+            "ethercat.following_error_timeout_ms",
+            self.following_error_timeout_ms(period_ms),
+            f64::from(u16::MAX),
+        )
+        .map_err(|(p, m)| (p, format!("{m} (0x6066 is a 16-bit count of ms)")))?;
         if !(self.resume_window_rad.is_finite() && self.resume_window_rad > 0.0) {
             return fail(
                 "ethercat.resume_window_rad".into(),
@@ -380,6 +395,15 @@ impl EthercatConfig {
     /// The SYNC0 shift in µs (the default applied: half the bus period).
     pub fn sync0_shift_us(&self, period_ms: f64) -> f64 {
         self.sync0_shift_us.unwrap_or(period_ms * 500.0)
+    }
+
+    /// The drives' following error time out (0x6066) in whole ms (the default applied: 5
+    /// bus periods, rounded up, at least 1 ms).
+    pub fn following_error_timeout_ms(&self, period_ms: f64) -> f64 {
+        self.following_error_timeout_ms
+            .unwrap_or(5.0 * period_ms)
+            .ceil()
+            .max(1.0)
     }
 
     /// The late-frame threshold in ms (the default applied).

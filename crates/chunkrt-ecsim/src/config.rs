@@ -89,6 +89,12 @@ pub struct DriveParams {
     pub rx_pdo: Vec<u32>,
     /// TxPDO 0x1A00 at power-up (and the fixed mapping without CoE). At most 8.
     pub tx_pdo: Vec<u32>,
+    /// Take SDO writes to the PDO mapping and assignment (0x1600/0x1A00, 0x1C12/0x1C13).
+    /// `false`: such writes are acknowledged but change nothing, and the drive keeps running
+    /// `rx_pdo` / `tx_pdo`: a drive whose mapping is really taken from its stored parameters
+    /// at power-up (a conformant fixed mapping aborts with 0x06010002 instead, which a
+    /// master sees at once; this one only a read-back finds).
+    pub pdo_writable: bool,
 }
 
 impl Default for DriveParams {
@@ -111,6 +117,7 @@ impl Default for DriveParams {
             coe: true,
             rx_pdo: crate::pdo::DEFAULT_RX.iter().collect(),
             tx_pdo: crate::pdo::DEFAULT_TX.iter().collect(),
+            pdo_writable: true,
         }
     }
 }

@@ -86,7 +86,8 @@ impl Device {
                 identity,
                 crate::pdo::PdoMap::from_entries(&p.rx_pdo),
                 crate::pdo::PdoMap::from_entries(&p.tx_pdo),
-            ),
+            )
+            .pdo_writable(p.pdo_writable),
             coe: p.coe,
             mbx: MailboxServer::default(),
             pending_reply: None,

@@ -107,6 +107,7 @@ pub struct Objects {
     rx_assigned: u8,
     tx_assigned: u8,
     error_register: u8,
+    pdo_writable: bool,
 }
 
 /// Length, access and mappability of an entry.
@@ -198,7 +199,15 @@ impl Objects {
             rx_assigned: 1,
             tx_assigned: 1,
             error_register: 0,
+            pdo_writable: true,
         }
+    }
+
+    /// Whether SDO writes to 0x1600/0x1A00 and 0x1C12/0x1C13 take effect; when not, they
+    /// are acknowledged and ignored (see `DriveParams::pdo_writable`).
+    pub fn pdo_writable(mut self, writable: bool) -> Self {
+        self.pdo_writable = writable;
+        self
     }
 
     /// Outputs image size in bytes (what SM2 must be configured to).
@@ -289,6 +298,9 @@ impl Objects {
         let mut raw = [0u8; 4];
         raw[..len].copy_from_slice(data);
         let v = u32::from_le_bytes(raw);
+        if !self.pdo_writable && matches!(index, 0x1600 | 0x1A00 | 0x1C12 | 0x1C13) {
+            return Ok(());
+        }
         match (index, sub) {
             (0x1600 | 0x1A00, 0) => self.set_map_count(index, v as u8),
             (0x1600 | 0x1A00, s) => self.set_map_entry(index, s, v),
@@ -482,6 +494,22 @@ mod tests {
         assert_eq!(o.drive.controlword, 6);
         assert_eq!(o.drive.target, 10_000);
         assert_eq!(o.drive.mode, 8);
+    }
+
+    #[test]
+    fn a_drive_that_ignores_mapping_writes_acknowledges_them_and_keeps_its_mapping() {
+        let mut o = objs().pdo_writable(false);
+        o.write(0x1C12, 0, &[0], 2).unwrap();
+        o.write(0x1600, 0, &[0], 2).unwrap();
+        o.write(0x1600, 1, &0x607A_0020u32.to_le_bytes(), 2)
+            .unwrap();
+        o.write(0x1600, 0, &[1], 2).unwrap();
+        assert_eq!(o.read(0x1C12, 0), Ok(Value::u8(1)));
+        assert_eq!(o.read(0x1600, 0), Ok(Value::u8(2)));
+        assert_eq!(o.read(0x1600, 1), Ok(Value::u32(0x6040_0010)));
+        assert_eq!(o.rx_bytes(), 6);
+        // Still refused where any drive refuses: outside PRE-OP, read-only objects.
+        assert_eq!(o.write(0x1600, 0, &[0], 4), Err(abort::DEVICE_STATE));
     }
 
     #[test]

@@ -55,6 +55,7 @@ fn params(iface: &str, drives: usize) -> EthercatParams {
         state_timeout: Duration::from_secs(5),
         enable_timeout: Duration::from_secs(2),
         sdo_timeout: Duration::from_secs(1),
+        following_error_timeout_ms: 5,
         resume_window_rad: 0.05,
         write_pdo: true,
         layout: PdoLayout::new(&rx, &tx),
@@ -67,6 +68,7 @@ fn params(iface: &str, drives: usize) -> EthercatParams {
                 vendor_id: 0x0000_0CE5,
                 product_code: 0x0402_0001,
                 rated_torque_nm: 1.0,
+                following_error_window_rad: None,
             })
             .collect(),
         dc_static_sync_iterations: 100,

@@ -6,6 +6,9 @@ use crate::bus::{Io, Stall, SLICE};
 use crate::cia402::PowerState;
 use crate::error::{BringUpError, DriveId};
 use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
+use crate::mapping::{
+    check_coe_mapping, check_fixed_mapping, coe_assigned, sii_pdo_entries, SII_RXPDO, SII_TXPDO,
+};
 use crate::params::MAX_DRIVES;
 use chunkrt_config::PdoEntry;
 use chunkrt_core::DriveRequest;
@@ -335,8 +338,9 @@ impl EthercatBackend {
         })
     }
 
-    /// Writes the PDO mapping and mode 8 to drive `i` (PRE-OP). Drives without a CoE
-    /// mailbox are left with their SII mapping (checked after SAFE-OP).
+    /// Writes the PDO mapping (with `ethercat.pdo.write`) and mode 8 to drive `i` (PRE-OP),
+    /// then reads back its mapping and 0x6061 and compares them with the config. A drive
+    /// without a CoE mailbox keeps its SII mapping, compared here; its mode is checked in OP.
     fn configure_drive(&mut self, group: &PreOpGroup, i: usize) -> Result<(), BringUpError> {
         let drive = self.id(i);
         let Ok(sd) = group.subdevice(&self.md, i) else {
@@ -350,6 +354,9 @@ impl EthercatBackend {
         let t = self.p.sdo_timeout * 2;
         let io = &mut self.io;
         let p = &self.p;
+        let window = p.drives[i]
+            .following_error_window_rad
+            .map(|rad| p.drives[i].scale.window_counts(rad));
         let written = (|| -> Result<(), SdoFail> {
             if p.write_pdo {
                 for (assign, pdo, entries) in
@@ -398,7 +405,30 @@ impl EthercatBackend {
                 0x6060,
                 0,
                 MODE_CSP,
-            )
+            )?;
+            // The drive's own following-error supervision, from the host's limit: it stops
+            // the joint (0x8611) even when the host cannot.
+            if let Some(w) = window {
+                sdo_w(
+                    io,
+                    &sd,
+                    t,
+                    "following error window (from limits.max_following_error_rad)",
+                    0x6065,
+                    0,
+                    w,
+                )?;
+                sdo_w(
+                    io,
+                    &sd,
+                    t,
+                    "following error time out (ethercat.following_error_timeout_ms)",
+                    0x6066,
+                    0,
+                    p.following_error_timeout_ms,
+                )?;
+            }
+            Ok(())
         })();
         match written {
             Ok(()) => {}
@@ -416,6 +446,13 @@ impl EthercatBackend {
                 tracing::info!(
                     "{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo"
                 );
+                if window.is_some() {
+                    tracing::warn!(
+                        "{drive}: no CoE mailbox, so its following error window (0x6065) \
+                         cannot be set from limits.max_following_error_rad: only the host \
+                         checks that limit"
+                    );
+                }
                 return Ok(());
             }
             Err(SdoFail::Sdo {
@@ -433,6 +470,19 @@ impl EthercatBackend {
                 })
             }
         }
+        // What the drive runs, whether written or not: its mapping by content and order
+        // (byte lengths alone would let another order or other objects of the same size be
+        // decoded as the configured ones), then its mode.
+        let coe_rx = coe_assigned(&mut self.io, &sd, t, drive, 0x1C12)?;
+        let coe_tx = coe_assigned(&mut self.io, &sd, t, drive, 0x1C13)?;
+        check_coe_mapping(
+            drive,
+            self.p.write_pdo,
+            &self.p.rx,
+            &self.p.tx,
+            &coe_rx,
+            &coe_tx,
+        )?;
         let shown = step(
             &mut self.io,
             "mode display",
@@ -441,176 +491,25 @@ impl EthercatBackend {
         )?;
         match shown {
             Ok(MODE_CSP) => Ok(()),
-            Ok(m) => Err(BringUpError::Sdo {
+            Ok(m) => Err(BringUpError::Mode {
                 drive,
-                step: "mode of operation display (expected 8, CSP)",
-                index: 0x6061,
-                sub: 0,
-                reason: format!("the drive shows mode {m}: it does not accept CSP"),
+                what: format!(
+                    "modes of operation display (0x6061) reads {m} over CoE, not 8 (CSP), \
+                     after 8 was written to 0x6060"
+                ),
+                hint: "the drive did not take Cyclic Synchronous Position: check that it \
+                       supports it (0x6502 bit 7) and what its manual needs before it switches \
+                       mode",
             }),
             Err(e) => Err(BringUpError::Sdo {
                 drive,
-                step: "mode of operation display",
+                step: "mode of operation display (0x6061, must read 8: CSP)",
                 index: 0x6061,
                 sub: 0,
                 reason: e.to_string(),
             }),
         }
     }
-}
-
-/// SII category of the RxPDOs (host to drive).
-const SII_RXPDO: u16 = 51;
-/// SII category of the TxPDOs (drive to host).
-const SII_TXPDO: u16 = 50;
-
-/// One mapped object as the SII declares it: index, subindex, bits.
-type SiiEntry = (u16, u8, u8);
-
-/// The entries of every PDO in SII category `cat` that is assigned to a sync manager, in
-/// order (ETG.2010: categories from word 0x40, each a type and a size in words; a PDO is 8
-/// bytes of header, then 8 bytes per entry).
-fn sii_pdo_entries(
-    io: &mut Io,
-    md: &MainDevice<'_>,
-    sd: &SubDevice,
-    cat: u16,
-) -> Result<Vec<SiiEntry>, BringUpError> {
-    let t = Duration::from_secs(2);
-    let read = |io: &mut Io, word: u16, buf: &mut [u8]| -> Result<(), BringUpError> {
-        match step(
-            io,
-            "SII PDO categories",
-            t,
-            sd.eeprom_read_raw(md, word, buf),
-        )? {
-            Ok(n) if n >= buf.len() => Ok(()),
-            Ok(n) => Err(BringUpError::Bus {
-                step: "SII PDO categories",
-                wire: io.describe(),
-                reason: format!("{n} bytes read at word {word:#06x}, {} asked", buf.len()),
-            }),
-            Err(e) => Err(BringUpError::Bus {
-                step: "SII PDO categories",
-                wire: io.describe(),
-                reason: e.to_string(),
-            }),
-        }
-    };
-    let mut entries = Vec::new();
-    let mut word: u16 = 0x40;
-    // At most 64 categories: a corrupt EEPROM cannot loop forever.
-    for _ in 0..64 {
-        let mut head = [0u8; 4];
-        read(io, word, &mut head)?;
-        let kind = u16::from_le_bytes([head[0], head[1]]);
-        let words = u16::from_le_bytes([head[2], head[3]]);
-        if kind == 0xFFFF || kind == 0 {
-            break;
-        }
-        if kind == cat && words > 0 {
-            let mut data = vec![0u8; usize::from(words) * 2];
-            read(io, word + 2, &mut data)?;
-            let mut o = 0;
-            while o + 8 <= data.len() {
-                let count = usize::from(data[o + 2]);
-                let sm = data[o + 3];
-                o += 8;
-                for _ in 0..count {
-                    let Some(e) = data.get(o..o + 8) else { break };
-                    if sm != 0xFF {
-                        entries.push((u16::from_le_bytes([e[0], e[1]]), e[2], e[5]));
-                    }
-                    o += 8;
-                }
-            }
-        }
-        word = word.saturating_add(2 + words);
-    }
-    Ok(entries)
-}
-
-/// How an SII entry reads in a message: the config's name where it has one.
-fn sii_name(&(index, sub, bits): &SiiEntry) -> String {
-    match known_entry(index, sub, bits) {
-        Some(e) => format!("\"{}\"", chunkrt_config::entry_name(e)),
-        None if index == 0 => format!("{bits} bits of padding"),
-        None => format!("{index:#06x}:{sub:02x} ({bits} bits)"),
-    }
-}
-
-/// The config entry an SII entry is, if chunkrt decodes it.
-fn known_entry(index: u16, sub: u8, bits: u8) -> Option<PdoEntry> {
-    use PdoEntry::*;
-    [
-        Controlword,
-        TargetPosition,
-        VelocityOffset,
-        ModeOfOperation,
-        Statusword,
-        PositionActual,
-        VelocityActual,
-        TorqueActual,
-        ErrorCode,
-        ModeDisplay,
-    ]
-    .into_iter()
-    .find(|e| e.index() == index && sub == 0 && e.bits() == bits)
-}
-
-/// The fixed (SII) mapping of a drive without CoE against the config's lists.
-fn check_fixed_mapping(
-    drive: DriveId,
-    rx: &[PdoEntry],
-    tx: &[PdoEntry],
-    sii_rx: &[SiiEntry],
-    sii_tx: &[SiiEntry],
-) -> Result<(), BringUpError> {
-    let same = |want: &[PdoEntry], found: &[SiiEntry]| {
-        want.len() == found.len()
-            && want
-                .iter()
-                .zip(found)
-                .all(|(w, &(i, s, b))| known_entry(i, s, b) == Some(*w))
-    };
-    let list = |v: &[SiiEntry]| v.iter().map(sii_name).collect::<Vec<_>>().join(", ");
-    for (dir, want, found) in [("rx", rx, sii_rx), ("tx", tx, sii_tx)] {
-        if same(want, found) {
-            continue;
-        }
-        let unknown: Vec<String> = sii_rx
-            .iter()
-            .chain(sii_tx)
-            .filter(|&&(i, s, b)| known_entry(i, s, b).is_none())
-            .map(sii_name)
-            .collect();
-        let hint = if unknown.is_empty() {
-            format!(
-                "set ethercat.pdo.write = false, rx = [{}] and tx = [{}] (the drive's fixed lists)",
-                list(sii_rx),
-                list(sii_tx)
-            )
-        } else {
-            format!(
-                "the drive's fixed mapping holds objects chunkrt does not decode ({}): use a \
-                 drive with CoE, or one whose fixed mapping holds only the entries \
-                 ethercat.pdo knows",
-                unknown.join(", ")
-            )
-        };
-        return Err(BringUpError::FixedMapping {
-            drive,
-            dir,
-            found: list(found),
-            want: want
-                .iter()
-                .map(|e| format!("\"{}\"", chunkrt_config::entry_name(*e)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            hint,
-        });
-    }
-    Ok(())
 }
 
 /// Runs an AL transition; on failure reads every drive's AL state and status code.

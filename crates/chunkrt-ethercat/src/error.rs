@@ -22,6 +22,34 @@ impl std::fmt::Display for DriveId {
     }
 }
 
+/// A direction of process data, as `ethercat.pdo` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PdoDir {
+    /// Host to drive (RxPDO, `ethercat.pdo.rx`).
+    Rx,
+    /// Drive to host (TxPDO, `ethercat.pdo.tx`).
+    Tx,
+}
+
+impl PdoDir {
+    /// The sync manager PDO assignment object of this direction.
+    pub fn assignment(self) -> &'static str {
+        match self {
+            PdoDir::Rx => "0x1C12",
+            PdoDir::Tx => "0x1C13",
+        }
+    }
+}
+
+impl std::fmt::Display for PdoDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PdoDir::Rx => "rx",
+            PdoDir::Tx => "tx",
+        })
+    }
+}
+
 /// The bus could not be brought up. No drive is left enabled when this is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum BringUpError {
@@ -117,6 +145,26 @@ pub enum BringUpError {
         /// `rx` or `tx`.
         dir: &'static str,
         /// What the drive's SII declares, in order.
+        found: String,
+        /// What the config asks, in order.
+        want: String,
+        /// The fix.
+        hint: String,
+    },
+    /// A CoE drive's PDO mapping, read back in PRE-OP, differs from the configured one.
+    #[error(
+        "{drive}: the drive's {dir} process data, read back over CoE in PRE-OP ({} \
+         assigns [{pdos}]), is [{found}]; ethercat.pdo.{dir} asks for [{want}]; {hint}",
+        dir.assignment()
+    )]
+    CoeMapping {
+        /// The drive.
+        drive: DriveId,
+        /// Which direction.
+        dir: PdoDir,
+        /// The PDOs its assignment (0x1C12 for rx, 0x1C13 for tx) lists.
+        pdos: String,
+        /// Their entries, in order.
         found: String,
         /// What the config asks, in order.
         want: String,

@@ -17,6 +17,7 @@ pub mod cia402;
 pub mod error;
 pub mod group;
 pub mod loss;
+mod mapping;
 pub mod params;
 mod teardown;
 pub mod units;

@@ -20,6 +20,10 @@ pub struct DriveParams {
     pub product_code: u32,
     /// Nm per 1000 per mille of 0x6077.
     pub rated_torque_nm: f64,
+    /// The drive's own following error window (0x6065) in joint radians, written at
+    /// bring-up when the drive has CoE (`limits.max_following_error_rad`; None: the drive
+    /// keeps its own).
+    pub following_error_window_rad: Option<f64>,
 }
 
 /// Byte offsets of the mapped objects inside one drive's inputs / outputs.
@@ -113,6 +117,8 @@ pub struct EthercatParams {
     pub enable_timeout: Duration,
     /// One SDO.
     pub sdo_timeout: Duration,
+    /// The drives' following error time out (0x6066, ms), written with the window.
+    pub following_error_timeout_ms: u16,
     /// Largest accepted distance between a resumed command and the held position.
     pub resume_window_rad: f64,
     /// Write the PDO mapping over CoE.
@@ -136,10 +142,17 @@ impl EthercatParams {
             .ethercat
             .as_ref()
             .ok_or_else(|| "backend.kind = \"ethercat\" needs an [ethercat] section".to_string())?;
-        Ok(EthercatParams::from_section(ec, cfg.control.period_ms))
+        let mut p = EthercatParams::from_section(ec, cfg.control.period_ms);
+        if let Some(limit) = cfg.following_error_limits() {
+            for d in &mut p.drives {
+                d.following_error_window_rad = limit.get(d.joint).copied();
+            }
+        }
+        Ok(p)
     }
 
-    /// From the `[ethercat]` section (validated) and the bus period.
+    /// From the `[ethercat]` section (validated) and the bus period; no drive gets a
+    /// following error window (that comes from `[limits]`, see `from_config`).
     pub fn from_section(ec: &EthercatConfig, period_ms: f64) -> EthercatParams {
         let ms = |v: f64| Duration::from_nanos(chunkrt_core::ms_to_ns(v));
         EthercatParams {
@@ -155,6 +168,7 @@ impl EthercatParams {
             state_timeout: ms(ec.state_timeout_ms),
             enable_timeout: ms(ec.enable_timeout_ms),
             sdo_timeout: ms(ec.sdo_timeout_ms),
+            following_error_timeout_ms: ec.following_error_timeout_ms(period_ms) as u16,
             resume_window_rad: ec.resume_window_rad,
             write_pdo: ec.pdo.write,
             rx: ec.pdo.rx.clone(),
@@ -169,6 +183,7 @@ impl EthercatParams {
                     vendor_id: d.vendor_id,
                     product_code: d.product_code,
                     rated_torque_nm: d.rated_torque_nm,
+                    following_error_window_rad: None,
                 })
                 .collect(),
             dc_static_sync_iterations: 1000,

@@ -60,6 +60,13 @@ impl JointScale {
             .clamp(-REL_MAX, REL_MAX) as i32
     }
 
+    /// A distance in counts no shorter than `rad` (a window: rounded up, saturated to
+    /// u32; NaN gives 0, callers refuse it before this).
+    pub fn window_counts(&self, rad: f64) -> u32 {
+        // `as` saturates: above u32::MAX it gives u32::MAX.
+        (rad.abs() * self.counts_per_rad).ceil() as u32
+    }
+
     /// Counts per radian.
     pub fn counts_per_rad(&self) -> f64 {
         self.counts_per_rad
@@ -102,6 +109,15 @@ mod tests {
         assert_eq!(s.pos_counts(-1e6), -(i32::MAX - 1));
         assert_eq!(s.pos_counts(f64::INFINITY), i32::MAX - 1);
         assert_eq!(s.vel_counts_s(-1e12), -(i32::MAX - 1));
+    }
+
+    #[test]
+    fn windows_round_up_and_saturate() {
+        let s = JointScale::new(1000.0, 500, -1);
+        assert_eq!(s.window_counts(0.0101), 11);
+        assert_eq!(s.window_counts(0.01), 10);
+        assert_eq!(s.window_counts(-0.0101), 11);
+        assert_eq!(JointScale::new(1e9, 0, 1).window_counts(10.0), u32::MAX);
     }
 
     proptest! {
