@@ -191,6 +191,20 @@ pub struct LinkCut {
     pub restore_s: Option<f64>,
 }
 
+/// Power a drive off and on again: see [`crate::SimNetwork::power_cycle`] for what the chain
+/// and the drive do.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerCycle {
+    /// Drive position in the chain (0-based).
+    pub drive: usize,
+    /// Seconds after the first OP when power goes.
+    pub at_s: f64,
+    /// How long it stays off, in ms of simulated time (the ESC's boot included: when it is
+    /// over, the drive answers at once).
+    pub off_ms: u64,
+}
+
 /// Complete simulator configuration.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -217,6 +231,8 @@ pub struct SimConfig {
     /// the host's, as real crystals do (up to about +-100 ppm): a master that does not
     /// lock its cycle to SYNC0 slides across it.
     pub dc_drift_ppm: f64,
+    /// Timed power cycles.
+    pub power_cycle: Vec<PowerCycle>,
 }
 
 impl Default for SimConfig {
@@ -232,6 +248,7 @@ impl Default for SimConfig {
             refuse_transition: Vec::new(),
             link_cut: Vec::new(),
             dc_drift_ppm: 0.0,
+            power_cycle: Vec::new(),
         }
     }
 }
@@ -378,6 +395,22 @@ impl SimConfig {
                 self.dc_drift_ppm
             ));
         }
+        for (i, c) in self.power_cycle.iter().enumerate() {
+            if c.drive >= n {
+                return bad(format!(
+                    "power_cycle[{i}].drive = {} but only {n} drives",
+                    c.drive
+                ));
+            }
+            if !(c.at_s.is_finite() && c.at_s >= 0.0) {
+                return bad(format!("power_cycle[{i}].at_s = {} must be >= 0", c.at_s));
+            }
+            if c.off_ms == 0 {
+                return bad(format!(
+                    "power_cycle[{i}].off_ms must be > 0 (the drive must be off for a while)"
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -408,12 +441,44 @@ mod tests {
             [[link_cut]]
             before_drive = 2
             at_s = 1.0
+            [[power_cycle]]
+            drive = 1
+            at_s = 5.0
+            off_ms = 500
         "#;
         let c = SimConfig::from_toml_str(text, Path::new("t.toml")).unwrap();
         assert_eq!(c.drives, 3);
         assert_eq!(c.drive_fault[0].code, 0x5530);
         assert_eq!(c.refuse_transition[0].to, TargetState::SafeOp);
         assert_eq!(c.link_cut[0].restore_s, None);
+        assert_eq!(
+            c.power_cycle,
+            [PowerCycle {
+                drive: 1,
+                at_s: 5.0,
+                off_ms: 500
+            }]
+        );
+    }
+
+    #[test]
+    fn power_cycle_errors_name_the_key() {
+        let parse = |t: &str| {
+            SimConfig::from_toml_str(t, Path::new("p.toml"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e =
+            parse("drives = 2\n[[power_cycle]]\ndrive = 1\nat_s = 1.0\noff_ms = 5\nof_ms = 1\n");
+        assert!(e.contains("p.toml") && e.contains("of_ms"), "{e}");
+        let e = parse("drives = 2\n[[power_cycle]]\ndrive = 1\nat_s = 1.0\n");
+        assert!(e.contains("off_ms"), "{e}");
+        let e = parse("drives = 2\n[[power_cycle]]\ndrive = 2\nat_s = 1.0\noff_ms = 5\n");
+        assert!(e.contains("power_cycle[0].drive = 2"), "{e}");
+        let e = parse("drives = 2\n[[power_cycle]]\ndrive = 0\nat_s = -1.0\noff_ms = 5\n");
+        assert!(e.contains("power_cycle[0].at_s"), "{e}");
+        let e = parse("drives = 2\n[[power_cycle]]\ndrive = 0\nat_s = 1.0\noff_ms = 0\n");
+        assert!(e.contains("power_cycle[0].off_ms"), "{e}");
     }
 
     #[test]
@@ -456,6 +521,15 @@ mod example_files {
         let fixed = SimConfig::load(&dir.join("ecsim-no-coe.toml")).unwrap();
         assert!(!fixed.drive.coe);
         assert_eq!(fixed.drive.rx_pdo, [0x6040_0010, 0x607A_0020, 0x6060_0008]);
+        let cycled = SimConfig::load(&dir.join("ecsim-power-cycle.toml")).unwrap();
+        assert_eq!(
+            cycled.power_cycle,
+            [PowerCycle {
+                drive: 3,
+                at_s: 5.0,
+                off_ms: 500
+            }]
+        );
     }
 
     #[test]

@@ -64,14 +64,51 @@ pub struct Device {
 impl Device {
     /// Drive number `position` of the chain, powered up in INIT.
     pub fn new(p: &DriveParams, position: usize, refuse: &[RefuseTransition]) -> Self {
-        let image = sii::build_image(p, position);
         let offset = 1_000_000_000u64
             .wrapping_mul(position as u64 + 1)
             .wrapping_add(12_345);
         let initial = p
             .initial_position_counts
             .saturating_mul(position as i32 + 1);
-        let mut drive = Drive::new(p, initial);
+        let refuse = refuse
+            .iter()
+            .filter(|r| r.drive == position)
+            .map(|r| (r.to.al_code(), r.code, r.count))
+            .collect();
+        Self::power_up(
+            p,
+            position,
+            sii::build_image(p, position),
+            offset,
+            initial,
+            refuse,
+        )
+    }
+
+    /// Power returns at simulated time `now_ns` after an outage: everything volatile starts
+    /// again as at the first power-up (INIT, no AL error, station address 0, alias loaded from
+    /// the SII, sync managers, FMMUs and DC registers zero, the local clock restarting at 0,
+    /// the object dictionary at its power-up values, mailbox counter reset, the CiA 402 drive
+    /// in Switch On Disabled). What is not volatile stays: the SII EEPROM (with anything the
+    /// master wrote to it) and the motor, which stood still, so its absolute encoder reads
+    /// the position it had when power went. Refusals configured with a count keep the count
+    /// they had left: they model the drive's firmware, not its RAM.
+    pub fn restart_after_power_loss(&mut self, p: &DriveParams, position: usize, now_ns: u64) {
+        let sii = self.esc.take_sii();
+        let motor = self.objs.drive.position();
+        let refuse = std::mem::take(&mut self.refuse);
+        *self = Self::power_up(p, position, sii, 0u64.wrapping_sub(now_ns), motor, refuse);
+    }
+
+    fn power_up(
+        p: &DriveParams,
+        position: usize,
+        image: Vec<u16>,
+        clock_offset_ns: u64,
+        motor_counts: i32,
+        refuse: Vec<(u8, u16, Option<u32>)>,
+    ) -> Self {
+        let mut drive = Drive::new(p, motor_counts);
         drive.cycle(0, false); // boot: not ready to switch on -> switch on disabled
         let identity = Identity {
             vendor_id: p.vendor_id,
@@ -80,7 +117,7 @@ impl Device {
             serial: p.serial_base.wrapping_add(position as u32),
         };
         Device {
-            esc: Esc::new(image, offset),
+            esc: Esc::new(image, clock_offset_ns),
             objs: Objects::with_maps(
                 drive,
                 identity,
@@ -94,11 +131,7 @@ impl Device {
             al_state: al::INIT,
             al_error: false,
             al_code: 0,
-            refuse: refuse
-                .iter()
-                .filter(|r| r.drive == position)
-                .map(|r| (r.to.al_code(), r.code, r.count))
-                .collect(),
+            refuse,
             last_cycle_ns: None,
             last_outputs_ns: 0,
             watchdog_ns: u64::from(p.sm_watchdog_ms) * 1_000_000,

@@ -172,6 +172,11 @@ impl Esc {
         esc
     }
 
+    /// The SII EEPROM image (it survives a power cycle: [`Esc::new`] takes it back).
+    pub(crate) fn take_sii(&mut self) -> Vec<u16> {
+        std::mem::take(&mut self.sii)
+    }
+
     /// Read a little-endian u16 register.
     pub fn get16(&self, at: usize) -> u16 {
         u16::from_le_bytes([self.mem[at], self.mem[at + 1]])

@@ -4,8 +4,9 @@
 //! (register file, auto-increment / configured / broadcast / logical addressing, several PDUs
 //! per frame, working counters, sync managers, FMMUs, SII EEPROM, DC registers, AL state
 //! machine), a CoE mailbox with expedited and single-frame SDO transfers, an object dictionary
-//! with remappable PDOs, and a CSP drive with its motor. Faults are injected from a seeded
-//! [`SimConfig`].
+//! with remappable PDOs, and a CSP drive with its motor. Faults (lost, late and corrupted
+//! frames, drive faults, refused transitions, cable cuts, power cycles) are injected from a
+//! seeded [`SimConfig`] or by calls on the network.
 //!
 //! Two transports put it on a wire:
 //! - [`spawn_in_process`]: runs on ethercrab's `PduTx`/`PduRx` hooks in a thread, so
@@ -31,6 +32,7 @@
 //! // ... md.init_single_group(..), SDO, into_op, tx_rx every cycle ...
 //! sim.network().inject_drive_fault(3, 0x2310); // drive 3 faults on its next cycle
 //! sim.network().cut_link(5); // drives 5 and 6 disappear
+//! sim.network().power_cycle(2, 500_000_000); // drive 2 off for 0.5 s, back in INIT
 //! # Ok::<(), chunkrt_ecsim::EcsimError>(())
 //! ```
 

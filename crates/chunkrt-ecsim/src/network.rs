@@ -43,6 +43,8 @@ pub struct WireStats {
     pub corrupted: u64,
     /// Frames ignored (not EtherCAT, or already processed).
     pub ignored: u64,
+    /// Drives that lost power (each outage once, however it was injected).
+    pub power_cycles: u64,
 }
 
 /// A simulated EtherCAT segment: a line of drives.
@@ -54,7 +56,12 @@ pub struct SimNetwork {
     now_ns: u64,
     op_epoch_ns: Option<u64>,
     reachable: usize,
+    /// Drives the cable reaches: a cut in front of drive `cable_reach` (`len()`: none).
+    cable_reach: usize,
+    /// Per drive: simulated time at which its power returns, while it is off.
+    off_until: Vec<Option<u64>>,
     fired: Vec<bool>,
+    power_fired: Vec<bool>,
     stats: WireStats,
     /// Where each process-data frame reached the first drive within its SYNC0 period.
     sync_phases: Vec<u32>,
@@ -77,7 +84,10 @@ impl SimNetwork {
             now_ns: 0,
             op_epoch_ns: None,
             reachable: cfg.drives,
+            cable_reach: cfg.drives,
+            off_until: vec![None; cfg.drives],
             fired: vec![false; cfg.drive_fault.len()],
+            power_fired: vec![false; cfg.power_cycle.len()],
             stats: WireStats::default(),
             sync_phases: Vec::new(),
             cfg,
@@ -85,7 +95,7 @@ impl SimNetwork {
         for d in &mut net.devices {
             d.esc.set_drift_ppm(net.cfg.dc_drift_ppm);
         }
-        net.set_reachable(net.cfg.drives);
+        net.update_reach();
         Ok(net)
     }
 
@@ -159,10 +169,69 @@ impl SimNetwork {
     /// Cut the cable in front of drive `before` (it and all behind it disappear);
     /// `before >= len()` restores the full chain.
     pub fn cut_link(&mut self, before: usize) {
-        self.set_reachable(before.min(self.devices.len()));
+        self.cable_reach = before.min(self.devices.len());
+        self.update_reach();
     }
 
-    fn set_reachable(&mut self, n: usize) {
+    /// Drive `i` loses power now and gets it back `off_ns` of simulated time later (at the
+    /// first frame from then on). Returns false if there is no such drive.
+    ///
+    /// In a line each device forwards the frame to the next one, so a powered-off device
+    /// breaks the line where it stands: the device in front of it loses the link on its port
+    /// 1 and closes that port (the frame turns back there), and every device behind it is cut
+    /// off, still powered, as by [`SimNetwork::cut_link`] in front of `i` (their SM watchdogs
+    /// expire: SAFE-OP + error 0x001B, configuration kept). For the last device that simply
+    /// means it does not answer.
+    ///
+    /// When power returns, the link comes up again and the drive starts as at power-on (see
+    /// [`Device::restart_after_power_loss`]): INIT, station address 0, no SM, FMMU or DC
+    /// configuration, the object dictionary at its power-up values, the motor where it stood.
+    /// A real ESC needs tens of ms to boot and load its SII, and its PHY up to a few hundred
+    /// ms to bring the link up: `off_ns` stands for all of it. A drive already off stays off
+    /// until the later of the two ends (one outage in [`WireStats::power_cycles`]).
+    pub fn power_cycle(&mut self, i: usize, off_ns: u64) -> bool {
+        let Some(slot) = self.off_until.get_mut(i) else {
+            return false;
+        };
+        let until = self.now_ns.saturating_add(off_ns);
+        match slot {
+            Some(t) => *t = (*t).max(until),
+            None => {
+                *slot = Some(until);
+                self.stats.power_cycles += 1;
+            }
+        }
+        self.update_reach();
+        true
+    }
+
+    /// Whether drive `i` has power (false while a power cycle holds it off, or no such drive).
+    pub fn powered(&self, i: usize) -> bool {
+        self.off_until.get(i).is_some_and(|t| t.is_none())
+    }
+
+    /// Drives whose outage is over get their power back (before the frame that finds them
+    /// on again).
+    fn restore_power(&mut self) {
+        let mut changed = false;
+        let devices = self.devices.iter_mut().zip(self.off_until.iter_mut());
+        for (i, (d, off)) in devices.enumerate() {
+            if off.is_some_and(|t| self.now_ns >= t) {
+                *off = None;
+                d.restart_after_power_loss(&self.cfg.drive, i, self.now_ns);
+                d.esc.set_drift_ppm(self.cfg.dc_drift_ppm);
+                changed = true;
+            }
+        }
+        if changed {
+            self.update_reach();
+        }
+    }
+
+    /// The frame reaches the drives in front of the first cut cable or unpowered drive.
+    fn update_reach(&mut self) {
+        let off = self.off_until.iter().position(Option::is_some);
+        let n = off.map_or(self.cable_reach, |i| i.min(self.cable_reach));
         self.reachable = n;
         for (i, d) in self.devices.iter_mut().enumerate() {
             d.esc.port1_link = i + 1 < n;
@@ -206,9 +275,20 @@ impl SimNetwork {
                     reach = reach.min(c.before_drive);
                 }
             }
-            if reach != self.reachable {
-                self.set_reachable(reach);
+            if reach != self.cable_reach {
+                self.cable_reach = reach;
+                self.update_reach();
             }
+        }
+        let due = |net: &Self| {
+            (0..net.power_fired.len())
+                .find(|&k| !net.power_fired[k] && t >= net.cfg.power_cycle[k].at_s)
+        };
+        while let Some(k) = due(self) {
+            self.power_fired[k] = true;
+            let c = &self.cfg.power_cycle[k];
+            let (drive, off_ns) = (c.drive, c.off_ms.saturating_mul(1_000_000));
+            self.power_cycle(drive, off_ns);
         }
     }
 
@@ -228,6 +308,7 @@ impl SimNetwork {
         let dlpdu = header >> 12 == 1;
         self.advance_clock(dlpdu && has_logical(&frame[16..end]));
         self.apply_timed_faults();
+        self.restore_power();
 
         reply.clear();
         reply.extend_from_slice(frame);
@@ -268,9 +349,11 @@ impl SimNetwork {
             }
         }
         // Watchdogs that expired during the gap before this frame fire before it is
-        // processed (see `Device::check_watchdog`).
-        for d in &mut self.devices {
-            d.check_watchdog(self.now_ns);
+        // processed (see `Device::check_watchdog`). A drive without power does nothing.
+        for (d, off) in self.devices.iter_mut().zip(&self.off_until) {
+            if off.is_none() {
+                d.check_watchdog(self.now_ns);
+            }
         }
         if dlpdu && self.reachable > 0 {
             self.run_chain(reply, end, processed);
@@ -281,8 +364,10 @@ impl SimNetwork {
                 }
             }
         }
-        for d in &mut self.devices {
-            d.after_frame(self.now_ns);
+        for (d, off) in self.devices.iter_mut().zip(&self.off_until) {
+            if off.is_none() {
+                d.after_frame(self.now_ns);
+            }
         }
         if self.op_epoch_ns.is_none() && self.devices.iter().any(|d| d.al_state() == al::OP) {
             self.op_epoch_ns = Some(self.now_ns);
