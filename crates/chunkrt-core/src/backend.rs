@@ -33,6 +33,12 @@ pub enum BackendError {
         /// Joint index.
         joint: u16,
     },
+    /// A drive left OP or the bus and the backend gave up bringing it back: the run
+    /// must end with a controlled stop (returned every cycle from then on).
+    DriveLost {
+        /// Joint index.
+        joint: u16,
+    },
     /// The command was refused before it reached the drives (NaN, wrong dof).
     InvalidCommand {
         /// Joint index.
@@ -56,6 +62,7 @@ impl BackendError {
             BackendError::FrameLate { .. } => "frame_late",
             BackendError::DriveFault { .. } => "drive_fault",
             BackendError::DriveMissing { .. } => "drive_missing",
+            BackendError::DriveLost { .. } => "drive_lost",
             BackendError::InvalidCommand { .. } => "invalid_command",
             BackendError::Io { .. } => "io",
             BackendError::Injected => "injected",
@@ -78,6 +85,10 @@ impl core::fmt::Display for BackendError {
                 )
             }
             BackendError::DriveMissing { joint } => write!(f, "drive of joint {joint} missing"),
+            BackendError::DriveLost { joint } => write!(
+                f,
+                "drive of joint {joint} left OP and could not be brought back"
+            ),
             BackendError::InvalidCommand { joint } => {
                 write!(
                     f,
