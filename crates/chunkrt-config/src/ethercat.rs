@@ -67,6 +67,16 @@ pub struct EthercatConfig {
     /// cycles when the host cannot help (a blocked joint).
     #[serde(default)]
     pub following_error_timeout_ms: Option<f64>,
+    /// Longest time a drive that left OP or the bus may take to come back to OP while the
+    /// others keep running (the backend brings it back one register access per cycle);
+    /// after it, or at once when the drive that answers is another one or cannot take
+    /// the mapping, the drive is lost and the run ends with a controlled stop. Default
+    /// 10 s: an ESC boots and its PHY brings the link up 0.1 to 2 s after power returns,
+    /// then PRE-OP, the SDOs and SAFE-OP -> OP take up to a few hundred ms more on real
+    /// drives; 10 s covers a slow drive several times over and still ends a run whose
+    /// drive will not return before anyone would wait for it.
+    #[serde(default = "default_rejoin_timeout")]
+    pub rejoin_timeout_ms: f64,
     /// The process-data mapping written to every drive in PRE-OP.
     #[serde(default)]
     pub pdo: PdoConfig,
@@ -290,6 +300,20 @@ impl EthercatConfig {
         )?;
         positive_ms("ethercat.sdo_timeout_ms", self.sdo_timeout_ms, 600_000.0)?;
         positive_ms(
+            "ethercat.rejoin_timeout_ms",
+            self.rejoin_timeout_ms,
+            600_000.0,
+        )
+        .map_err(|(p, m)| {
+            (
+                p,
+                format!(
+                    "{m} (how long a drive that left OP may take to come back; 10000 if \
+                     unsure)"
+                ),
+            )
+        })?;
+        positive_ms(
             "ethercat.following_error_timeout_ms",
             self.following_error_timeout_ms(period_ms),
             f64::from(u16::MAX),
@@ -493,6 +517,9 @@ fn default_enable_timeout() -> f64 {
 }
 fn default_sdo_timeout() -> f64 {
     1000.0
+}
+fn default_rejoin_timeout() -> f64 {
+    10_000.0
 }
 fn default_resume_window() -> f64 {
     0.05

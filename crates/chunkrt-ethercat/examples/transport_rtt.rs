@@ -55,6 +55,7 @@ fn params(iface: &str, drives: usize) -> EthercatParams {
         state_timeout: Duration::from_secs(5),
         enable_timeout: Duration::from_secs(2),
         sdo_timeout: Duration::from_secs(1),
+        rejoin_timeout: Duration::from_secs(10),
         following_error_timeout_ms: 5,
         resume_window_rad: 0.05,
         write_pdo: true,

@@ -117,6 +117,8 @@ pub struct EthercatParams {
     pub enable_timeout: Duration,
     /// One SDO.
     pub sdo_timeout: Duration,
+    /// A drive that left OP and is not back in OP after this long is lost.
+    pub rejoin_timeout: Duration,
     /// The drives' following error time out (0x6066, ms), written with the window.
     pub following_error_timeout_ms: u16,
     /// Largest accepted distance between a resumed command and the held position.
@@ -168,6 +170,7 @@ impl EthercatParams {
             state_timeout: ms(ec.state_timeout_ms),
             enable_timeout: ms(ec.enable_timeout_ms),
             sdo_timeout: ms(ec.sdo_timeout_ms),
+            rejoin_timeout: ms(ec.rejoin_timeout_ms),
             following_error_timeout_ms: ec.following_error_timeout_ms(period_ms) as u16,
             resume_window_rad: ec.resume_window_rad,
             write_pdo: ec.pdo.write,
