@@ -1,7 +1,7 @@
 //! The chain of drives on one wire: frame parsing, the order in which devices see a frame,
 //! the simulated clock, and seeded fault injection.
 
-use crate::config::{ClockMode, SimConfig};
+use crate::config::{ClockMode, DriveParams, SimConfig};
 use crate::device::{al, Device};
 use crate::error::EcsimError;
 use crate::esc::{cmd, Hop};
@@ -60,6 +60,8 @@ pub struct SimNetwork {
     cable_reach: usize,
     /// Per drive: simulated time at which its power returns, while it is off.
     off_until: Vec<Option<u64>>,
+    /// Per drive: another drive put in its place, powered up at its next power-up.
+    swapped: Vec<Option<Box<DriveParams>>>,
     fired: Vec<bool>,
     power_fired: Vec<bool>,
     stats: WireStats,
@@ -86,6 +88,7 @@ impl SimNetwork {
             reachable: cfg.drives,
             cable_reach: cfg.drives,
             off_until: vec![None; cfg.drives],
+            swapped: vec![None; cfg.drives],
             fired: vec![false; cfg.drive_fault.len()],
             power_fired: vec![false; cfg.power_cycle.len()],
             stats: WireStats::default(),
@@ -205,6 +208,20 @@ impl SimNetwork {
         true
     }
 
+    /// Another drive, described by `params`, takes bus position `i` while it is off: when
+    /// power returns (see [`SimNetwork::power_cycle`]) that one starts there, with its own
+    /// SII (identity, mailbox, PDOs) and object dictionary, as when someone swaps a drive
+    /// during an outage. Returns false if there is no such position.
+    pub fn swap_drive(&mut self, i: usize, params: DriveParams) -> bool {
+        match self.swapped.get_mut(i) {
+            Some(slot) => {
+                *slot = Some(Box::new(params));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether drive `i` has power (false while a power cycle holds it off, or no such drive).
     pub fn powered(&self, i: usize) -> bool {
         self.off_until.get(i).is_some_and(|t| t.is_none())
@@ -218,7 +235,10 @@ impl SimNetwork {
         for (i, (d, off)) in devices.enumerate() {
             if off.is_some_and(|t| self.now_ns >= t) {
                 *off = None;
-                d.restart_after_power_loss(&self.cfg.drive, i, self.now_ns);
+                match self.swapped[i].take() {
+                    Some(p) => *d = Device::new(&p, i, &self.cfg.refuse_transition),
+                    None => d.restart_after_power_loss(&self.cfg.drive, i, self.now_ns),
+                }
                 d.esc.set_drift_ppm(self.cfg.dc_drift_ppm);
                 changed = true;
             }
