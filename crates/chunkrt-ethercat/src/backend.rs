@@ -5,6 +5,8 @@ use crate::cia402::{self, PowerState};
 use crate::group::OpGroup;
 use crate::loss::{LossPolicy, Verdict};
 use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
+use crate::rejoin::snapshot::DriveSnapshot;
+use crate::rejoin::{access, Context as RejoinContext, Rejoin, RejoinFailure};
 use crate::wire::raw::RawSocket;
 use crate::wire::sim::{SimControl, SimWire};
 use crate::wire::Wire;
@@ -13,6 +15,9 @@ use chunkrt_core::{
     Backend, BackendError, Command, DriveRequest, DriveState, Feedback, MonoTime, MAX_DOF,
 };
 use ethercrab::{MainDevice, MainDeviceConfig, RetryBehaviour, Timeouts};
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// The host's view of one drive, updated every cycle (bus order).
@@ -76,6 +81,14 @@ pub struct BusStats {
     pub refused_commands: u64,
     /// Largest round trip seen, ns.
     pub max_rtt_ns: u64,
+    /// Drives that left OP or the bus and that the backend set out to bring back.
+    pub rejoins_started: u64,
+    /// ... that are back in OP.
+    pub rejoins_completed: u64,
+    /// ... that were given up (`DriveLost`: timeout, another identity, a mapping refused).
+    pub rejoins_failed: u64,
+    /// Longest time from a rejoin's start to the drive back in OP, ns (the runtime's clock).
+    pub longest_rejoin_ns: u64,
 }
 
 /// CiA 402 drives in CSP on one EtherCAT bus.
@@ -100,6 +113,14 @@ pub struct EthercatBackend {
     /// With DC: the last exchange's phase error against SYNC0 + shift (see
     /// `Feedback::sync_phase_ns`).
     pub(crate) sync_phase_ns: Option<i32>,
+    /// Per drive (bus order), what bringing it back needs; taken after bring-up.
+    pub(crate) snapshots: Vec<DriveSnapshot>,
+    /// The drive being brought back, if any (boxed once: it holds the mailbox buffers).
+    pub(crate) rejoin: Box<Rejoin>,
+    /// Drives (bit = bus position) given up: `DriveLost` from then on.
+    pub(crate) lost: u32,
+    /// Why each lost drive was given up.
+    pub(crate) lost_why: [Option<RejoinFailure>; MAX_DRIVES],
 }
 
 /// Below this a drive counts as at rest (leaving quick stop, shutdown).
@@ -169,6 +190,10 @@ impl EthercatBackend {
             ),
             log_level: None,
             sync_phase_ns: None,
+            snapshots: Vec::new(),
+            rejoin: Box::new(Rejoin::new()),
+            lost: 0,
+            lost_why: [None; MAX_DRIVES],
             p: params,
         }
     }
@@ -195,6 +220,11 @@ impl EthercatBackend {
         } else if let Some(level) = self.log_level.take() {
             log::set_max_level(level);
         }
+    }
+
+    /// Why the drive at bus position `i` was given up (None: it was not).
+    pub fn rejoin_failure(&self, i: usize) -> Option<RejoinFailure> {
+        self.lost_why.get(i).copied().flatten()
     }
 
     /// The last statusword of each drive (bus order), for tests and diagnostics.
@@ -232,11 +262,16 @@ impl EthercatBackend {
         let mut refused = None;
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
+            // A drive out of OP takes no outputs; the first it takes once back in OP keep
+            // its power stage off (disable voltage, target = actual), then the CiA 402 path
+            // below brings it up.
+            let missing = self.not_op & (1 << i) != 0;
             let at_rest = layout.velocity_actual.is_none()
                 || dp.scale.vel_rad_s(d.vel).abs() <= REST_VEL_RAD_S;
             let follow = matches!(request, DriveRequest::Track | DriveRequest::FaultReset)
                 && d.power == PowerState::OperationEnabled
-                && !self.recovering;
+                && !self.recovering
+                && !missing;
             let (cw, target, vel) = if follow {
                 match (request, cmd) {
                     (DriveRequest::Track, Some(c)) => {
@@ -264,6 +299,7 @@ impl EthercatBackend {
                 d.tracking = false;
                 d.hold = d.actual;
                 let cw = match d.power {
+                    _ if missing => cia402::CW_DISABLE_VOLTAGE,
                     // The group stops while a drive is in fault; a drive still ramping down
                     // in quick stop is not disabled mid-motion.
                     PowerState::OperationEnabled if stopping_group => cia402::CW_QUICK_STOP,
@@ -286,46 +322,184 @@ impl EthercatBackend {
     }
 
     /// One process-data exchange and the decoding of its inputs into `drv`. On a lost
-    /// frame `drv` keeps the last values.
-    pub(crate) fn cycle(&mut self) -> Result<(), BackendError> {
+    /// frame `drv` keeps the last values. With `rejoin_now` (the control loop's exchange:
+    /// the runtime's clock) a drive out of OP is brought back meanwhile, one access per
+    /// cycle beside the LRW (see [`crate::rejoin`]); without (bring-up, shutdown) not.
+    pub(crate) fn cycle(&mut self, rejoin_now: Option<MonoTime>) -> Result<(), BackendError> {
         let Some(group) = self.group.as_ref() else {
             return Err(BackendError::DriveMissing { joint: 0 });
         };
         let deadline = Instant::now() + self.p.frame_timeout;
-        let result = self
-            .io
-            .block_on(group.tx_rx(&self.md), Some(deadline), self.p.frame_timeout);
+        let rejoining = match (rejoin_now, self.rejoin.drive) {
+            (Some(_), Some(j)) => match self.snapshots.get(j) {
+                Some(snap) => {
+                    let cx = rejoin_context(&self.p, &self.snapshots, j, self.not_op);
+                    self.rejoin.prepare(snap, &cx);
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        };
+        let rj = &mut *self.rejoin;
+        let acc = if rejoining { rj.acc } else { [None; 2] };
+        let [tx0, tx1] = &rj.tx;
+        let [rx0, rx1] = &mut rj.rx;
+        let md = &self.md;
+        // The LRW and the rejoin's access(es) in flight together: the cycle is over when
+        // the LRW is back and the access too, or at the frame deadline. An access not back
+        // by then is dropped (its frame slot released) and made again next cycle; the LRW's
+        // result is kept either way, so a slow access never costs the cycle its frame.
+        let mut lrw_out = None;
+        let mut out = [None, None];
+        let result = {
+            let mut lrw = pin!(group.tx_rx(md));
+            let mut s0 = pin!(acc[0].map(|a| access(md, a, tx0, rx0)));
+            let mut s1 = pin!(acc[1].map(|a| access(md, a, tx1, rx1)));
+            let both = poll_fn(|cx| {
+                if out[0].is_none() {
+                    if let Some(Poll::Ready(v)) = s0.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
+                        out[0] = Some(v);
+                    }
+                }
+                if out[1].is_none() {
+                    if let Some(Poll::Ready(v)) = s1.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
+                        out[1] = Some(v);
+                    }
+                }
+                if lrw_out.is_none() {
+                    if let Poll::Ready(v) = lrw.as_mut().poll(cx) {
+                        lrw_out = Some(v);
+                    }
+                }
+                let steps_done = (acc[0].is_none() || out[0].is_some())
+                    && (acc[1].is_none() || out[1].is_some());
+                if lrw_out.is_some() && steps_done {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            });
+            self.io.block_on(both, Some(deadline), self.p.frame_timeout)
+        };
         self.sync_phase_ns = None;
-        let res = match result {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) | Err(Stall::Deadline) => {
-                return Err(BackendError::FrameLost);
-            }
-            Err(Stall::Wire(e)) => return Err(BackendError::Io { errno: e.errno }),
+        let res = match (result, lrw_out) {
+            (Err(Stall::Wire(e)), _) => return Err(BackendError::Io { errno: e.errno }),
+            (_, Some(Ok(r))) => r,
+            (_, Some(Err(_)) | None) => return Err(BackendError::FrameLost),
         };
         let layout = self.p.layout;
         for i in 0..self.p.dof() {
             let d = &mut self.drv[i];
-            group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
+            if res.counting & (1 << i) != 0 {
+                group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
+            } else {
+                // Its inputs are not its own (it did not take part): nothing is known of
+                // its power stage until it is back in SAFE-OP.
+                d.power = PowerState::NotReady;
+            }
         }
         self.sync_phase_ns = res
             .next_cycle_wait
             .map(|wait| sync_phase_error_ns(self.p.period, wait));
         self.not_op = res.not_op;
+        let Some(now) = rejoin_now else {
+            if res.not_op != 0 {
+                self.stats.drive_missing += 1;
+                return Err(self.missing(res.not_op));
+            }
+            return self.check_wkc(res.wkc, self.expected_wkc);
+        };
+        self.rejoin_step(now, rejoining.then_some(out), res.not_op);
         if res.not_op != 0 {
             self.stats.drive_missing += 1;
-            let i = res.not_op.trailing_zeros() as usize;
-            let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
-            return Err(BackendError::DriveMissing { joint });
+            // The drives not in SAFE-OP or OP do not count: the others are judged alone.
+            let expected = self
+                .snapshots
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| res.counting & (1 << i) != 0)
+                .map(|(_, s)| s.contribution)
+                .sum();
+            self.check_wkc(res.wkc, expected)?;
+        } else {
+            self.check_wkc(res.wkc, self.expected_wkc)?;
         }
-        if res.wkc != self.expected_wkc {
-            self.stats.wkc_errors += 1;
-            return Err(BackendError::WorkingCounter {
-                expected: self.expected_wkc,
-                received: res.wkc,
-            });
+        if self.lost != 0 {
+            let i = self.lost.trailing_zeros() as usize;
+            let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
+            return Err(BackendError::DriveLost { joint });
+        }
+        if res.not_op != 0 {
+            return Err(self.missing(res.not_op));
         }
         Ok(())
+    }
+
+    fn missing(&self, not_op: u32) -> BackendError {
+        let i = not_op.trailing_zeros() as usize;
+        let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
+        BackendError::DriveMissing { joint }
+    }
+
+    fn check_wkc(&mut self, received: u16, expected: u16) -> Result<(), BackendError> {
+        if received == expected {
+            return Ok(());
+        }
+        self.stats.wkc_errors += 1;
+        Err(BackendError::WorkingCounter { expected, received })
+    }
+
+    /// The rejoin's part of a cycle: the outcome of its access (`done`, None when none
+    /// was made), completion once the drive shows OP, give-up, and the start of the next
+    /// one for the lowest drive out of OP.
+    fn rejoin_step(
+        &mut self,
+        now: MonoTime,
+        done: Option<[Option<Result<(), ethercrab::error::Error>>; 2]>,
+        not_op: u32,
+    ) {
+        if let Some(j) = self.rejoin.drive {
+            if not_op & (1 << j) == 0 {
+                self.stats.rejoins_completed += 1;
+                let took = now.saturating_since(self.rejoin.started);
+                self.stats.longest_rejoin_ns = self.stats.longest_rejoin_ns.max(took);
+                self.rejoin.drive = None;
+            } else {
+                let failed = match (done, self.snapshots.get(j)) {
+                    (Some(done), Some(snap)) => {
+                        let cx = rejoin_context(&self.p, &self.snapshots, j, not_op);
+                        self.rejoin.advance(done, snap, &cx)
+                    }
+                    _ => None,
+                };
+                let timeout = self.p.rejoin_timeout.as_nanos() as u64;
+                let late = now.saturating_since(self.rejoin.started) > timeout;
+                match failed {
+                    Some(f) => self.give_up(j, f),
+                    None if late => self.give_up(j, RejoinFailure::Timeout),
+                    None => {}
+                }
+            }
+        }
+        let waiting = not_op & !self.lost;
+        if self.rejoin.drive.is_none() && waiting != 0 {
+            let j = waiting.trailing_zeros() as usize;
+            self.stats.rejoins_started += 1;
+            match self.snapshots.get(j) {
+                Some(s) if !s.unsupported => self.rejoin.start(j, now),
+                _ => self.give_up(j, RejoinFailure::Unsupported),
+            }
+        }
+    }
+
+    fn give_up(&mut self, j: usize, why: RejoinFailure) {
+        self.stats.rejoins_failed += 1;
+        self.lost |= 1 << j;
+        if let Some(w) = self.lost_why.get_mut(j) {
+            *w = Some(why);
+        }
+        self.rejoin.drive = None;
     }
 
     /// Fills `fb` from `drv` (joint order).
@@ -400,6 +574,26 @@ impl EthercatBackend {
             }
         }
         Ok(())
+    }
+}
+
+/// What a rejoin of drive `j` needs from the bus: its expected identity, and a DC
+/// reference to take the time from (the first drive in OP with a DC unit, not `j`).
+fn rejoin_context(
+    p: &EthercatParams,
+    snaps: &[DriveSnapshot],
+    j: usize,
+    not_op: u32,
+) -> RejoinContext {
+    let reference = snaps
+        .iter()
+        .enumerate()
+        .find(|(i, s)| *i != j && s.dc && not_op & (1 << i) == 0)
+        .map(|(_, s)| (s.addr, s.dc_delay));
+    RejoinContext {
+        vendor: p.drives.get(j).map_or(0, |d| d.vendor_id),
+        product: p.drives.get(j).map_or(0, |d| d.product_code),
+        reference,
     }
 }
 
@@ -538,7 +732,7 @@ impl Backend for EthercatBackend {
                 None,
             ),
         };
-        let cycled = self.cycle();
+        let cycled = self.cycle(Some(now));
         match cycled {
             Err(e @ BackendError::Io { .. }) => {
                 fb.bus_rtt_ns = 0;
@@ -593,7 +787,8 @@ impl Backend for EthercatBackend {
     }
 
     /// `bus_*`: exchanges, frames lost / late / ridden through / reported, the longest
-    /// run of lost or late frames, working-counter errors, the largest round trip (ns).
+    /// run of lost or late frames, working-counter errors, the largest round trip (ns),
+    /// drives brought back (started, completed, failed) and the longest rejoin (ns).
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let s = self.stats();
         out("bus_exchanges", s.cycles);
@@ -604,6 +799,10 @@ impl Backend for EthercatBackend {
         out("bus_longest_loss_run", u64::from(s.longest_loss_run));
         out("bus_wkc_errors", s.wkc_errors);
         out("bus_max_rtt_ns", s.max_rtt_ns);
+        out("bus_rejoins_started", s.rejoins_started);
+        out("bus_rejoins_completed", s.rejoins_completed);
+        out("bus_rejoins_failed", s.rejoins_failed);
+        out("bus_longest_rejoin_ns", s.longest_rejoin_ns);
     }
 }
 

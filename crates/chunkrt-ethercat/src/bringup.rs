@@ -7,7 +7,8 @@ use crate::cia402::PowerState;
 use crate::error::{BringUpError, DriveId};
 use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
 use crate::mapping::{
-    check_coe_mapping, check_fixed_mapping, coe_assigned, sii_pdo_entries, SII_RXPDO, SII_TXPDO,
+    check_coe_mapping, check_fixed_mapping, coe_assigned, sii_pdo_entries, Assigned, SII_RXPDO,
+    SII_TXPDO,
 };
 use crate::params::MAX_DRIVES;
 use chunkrt_config::PdoEntry;
@@ -129,9 +130,11 @@ impl EthercatBackend {
             }
         }
 
-        // PDO mapping and CSP mode over CoE, in PRE-OP.
+        // PDO mapping and CSP mode over CoE, in PRE-OP; what each drive read back is
+        // checked again when a drive comes back from a power cycle.
+        let mut readback = Vec::with_capacity(n);
         for i in 0..n {
-            self.configure_drive(&group, i)?;
+            readback.push(self.configure_drive(&group, i)?);
         }
 
         // PRE-OP -> SAFE-OP -> OP (requested; process data runs while drives get there).
@@ -242,6 +245,18 @@ impl EthercatBackend {
 
         self.check_fixed_mode()?;
 
+        // What a drive that leaves OP later needs to be brought back (see `rejoin`).
+        self.snapshot_for_rejoin(&readback)?;
+        for (i, s) in self.snapshots.iter().enumerate() {
+            if s.unsupported {
+                tracing::warn!(
+                    "{}: its mailbox or SDO list is larger than the rejoin holds: if it \
+                     leaves OP it is lost (the run stops)",
+                    self.id(i)
+                );
+            }
+        }
+
         // A drive in fault is not reset at start-up: its cause is for a person to see.
         let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
         if let Some(i) = faulted {
@@ -341,7 +356,12 @@ impl EthercatBackend {
     /// Writes the PDO mapping (with `ethercat.pdo.write`) and mode 8 to drive `i` (PRE-OP),
     /// then reads back its mapping and 0x6061 and compares them with the config. A drive
     /// without a CoE mailbox keeps its SII mapping, compared here; its mode is checked in OP.
-    fn configure_drive(&mut self, group: &PreOpGroup, i: usize) -> Result<(), BringUpError> {
+    /// Returns the mapping read back (rx, tx; None without CoE).
+    fn configure_drive(
+        &mut self,
+        group: &PreOpGroup,
+        i: usize,
+    ) -> Result<Option<(Assigned, Assigned)>, BringUpError> {
         let drive = self.id(i);
         let Ok(sd) = group.subdevice(&self.md, i) else {
             return Err(BringUpError::DriveCount {
@@ -453,7 +473,7 @@ impl EthercatBackend {
                          checks that limit"
                     );
                 }
-                return Ok(());
+                return Ok(None);
             }
             Err(SdoFail::Sdo {
                 error,
@@ -490,7 +510,7 @@ impl EthercatBackend {
             sd.sdo_read::<i8>(0x6061, 0),
         )?;
         match shown {
-            Ok(MODE_CSP) => Ok(()),
+            Ok(MODE_CSP) => Ok(Some((coe_rx, coe_tx))),
             Ok(m) => Err(BringUpError::Mode {
                 drive,
                 what: format!(

@@ -19,6 +19,9 @@ pub struct CycleResult {
     /// Drives (bit = bus position) not in OP: gone from the bus, or dropped out of OP
     /// (watchdog, error).
     pub not_op: u32,
+    /// Drives (bit = bus position) in SAFE-OP or OP: their sync managers run, so they
+    /// count in the LRW's working counter (an error flag does not stop them).
+    pub counting: u32,
     /// With DC: ethercrab's wait from this frame's arrival at the reference clock to the
     /// next cycle's start (SYNC0 + shift), `CycleInfo::next_cycle_wait`.
     pub next_cycle_wait: Option<std::time::Duration>,
@@ -32,14 +35,19 @@ pub enum OpGroup {
     Dc(SubDeviceGroup<MAX_DRIVES, MAX_PDI, DefaultLock, Op, HasDc>),
 }
 
-fn not_op<'a>(states: impl Iterator<Item = &'a SubDeviceState>, n: usize) -> u32 {
-    let mut mask = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+/// (not in OP, in SAFE-OP or OP) as bit masks by bus position.
+fn masks<'a>(states: impl Iterator<Item = &'a SubDeviceState>, n: usize) -> (u32, u32) {
+    let mut not_op = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    let mut counting = 0;
     for (i, s) in states.enumerate().take(32) {
         if *s == SubDeviceState::Op {
-            mask &= !(1 << i);
+            not_op &= !(1 << i);
+        }
+        if matches!(s, SubDeviceState::Op | SubDeviceState::SafeOp) {
+            counting |= 1 << i;
         }
     }
-    mask
+    (not_op, counting)
 }
 
 impl OpGroup {
@@ -61,15 +69,23 @@ impl OpGroup {
     pub async fn tx_rx(&self, md: &MainDevice<'_>) -> Result<CycleResult, Error> {
         let n = self.len();
         match self {
-            OpGroup::Plain(g) => g.tx_rx(md).await.map(|r| CycleResult {
-                wkc: r.working_counter,
-                not_op: not_op(r.subdevice_states.iter(), n),
-                next_cycle_wait: None,
+            OpGroup::Plain(g) => g.tx_rx(md).await.map(|r| {
+                let (not_op, counting) = masks(r.subdevice_states.iter(), n);
+                CycleResult {
+                    wkc: r.working_counter,
+                    not_op,
+                    counting,
+                    next_cycle_wait: None,
+                }
             }),
-            OpGroup::Dc(g) => g.tx_rx_dc(md).await.map(|r| CycleResult {
-                wkc: r.working_counter,
-                not_op: not_op(r.subdevice_states.iter(), n),
-                next_cycle_wait: Some(r.extra.next_cycle_wait),
+            OpGroup::Dc(g) => g.tx_rx_dc(md).await.map(|r| {
+                let (not_op, counting) = masks(r.subdevice_states.iter(), n);
+                CycleResult {
+                    wkc: r.working_counter,
+                    not_op,
+                    counting,
+                    next_cycle_wait: Some(r.extra.next_cycle_wait),
+                }
             }),
         }
     }
@@ -98,6 +114,21 @@ impl OpGroup {
                 .subdevice(md, i)
                 .map(|sd| f(&mut sd.outputs_raw_mut()))
                 .is_ok(),
+        }
+    }
+
+    /// Drive `i`'s configured station address and whether it has a DC unit.
+    pub fn address(&self, md: &MainDevice<'_>, i: usize) -> Option<(u16, bool)> {
+        let dc = |d: ethercrab::DcSupport| !matches!(d, ethercrab::DcSupport::None);
+        match self {
+            OpGroup::Plain(g) => g
+                .subdevice(md, i)
+                .ok()
+                .map(|sd| (sd.configured_address(), dc(sd.dc_support()))),
+            OpGroup::Dc(g) => g
+                .subdevice(md, i)
+                .ok()
+                .map(|sd| (sd.configured_address(), dc(sd.dc_support()))),
         }
     }
 

@@ -93,6 +93,8 @@ pub(crate) fn sii_pdo_entries(
 pub(crate) struct Assigned {
     /// 0x1C12:01.. (rx) or 0x1C13:01.. (tx).
     pub pdos: Vec<u16>,
+    /// How many entries each of those PDOs holds (its subindex 0).
+    pub counts: Vec<u8>,
     /// The entries of those PDOs, one after the other (the order of the process image).
     pub entries: Vec<Mapped>,
 }
@@ -112,6 +114,7 @@ pub(crate) fn coe_assigned(
     }
     for &pdo in &out.pdos {
         let n: u8 = sdo_r(io, sd, t, drive, pdo, 0)?;
+        out.counts.push(n.min(MAX_READ));
         for k in 1..=n.min(MAX_READ) {
             let word: u32 = sdo_r(io, sd, t, drive, pdo, k)?;
             out.entries
@@ -299,6 +302,7 @@ mod tests {
     fn assigned(pdo: u16, words: &[u32]) -> Assigned {
         Assigned {
             pdos: vec![pdo],
+            counts: vec![words.len() as u8],
             entries: words
                 .iter()
                 .map(|w| ((w >> 16) as u16, (w >> 8) as u8, *w as u8))

@@ -23,7 +23,7 @@ impl EthercatBackend {
         let mut last = BackendError::FrameLost;
         loop {
             self.encode(request, None);
-            match self.cycle() {
+            match self.cycle(None) {
                 Ok(()) if done(self) => return Ok(()),
                 Ok(()) => {}
                 Err(e) => last = e,
