@@ -58,3 +58,49 @@ fn with_manual_resume_a_faulted_drive_is_not_reset_and_the_others_quick_stop() {
     let modes = mode_events(&report);
     assert!(!modes.iter().any(|m| m.1 == "DrivesRecovered"), "{modes:?}");
 }
+
+#[test]
+fn a_drive_the_backend_cannot_bring_back_ends_the_run_with_a_controlled_stop() {
+    use chunkrt_core::BackendError;
+    use chunkrt_tests::faulty::{check_commands, ArmFault};
+    let cfg = sim_config(|_| {});
+    let arm = chunkrt_sim::SimArm::new(chunkrt_rt::build::sim_params(&cfg)).unwrap();
+    // At exchange 100 (2 s in, the arm moving), the backend gives up on joint 4's drive
+    // and says so every cycle from then on.
+    let lost = ArmFault::Errors {
+        cycles: u32::MAX,
+        error: BackendError::DriveLost { joint: 4 },
+    };
+    let (backend, log) = FaultyArm::new(arm, vec![(100, lost)]);
+    let policy = chunkrt_rt::build::policy(&cfg).unwrap();
+    let opts = RunOptions {
+        duration: Some(Duration::from_secs(30)),
+        ..RunOptions::default()
+    };
+    let outcome = Runtime::with_parts(&cfg, Box::new(backend), policy)
+        .run(&opts)
+        .unwrap();
+    let ex = log.lock().unwrap().clone();
+    let msg = outcome.drive_lost.as_deref().expect("the outcome names the lost drive");
+    assert!(msg.contains("joint 4"), "{msg}");
+    assert_eq!(
+        outcome.report.extra.get("drive_lost").and_then(|v| v.as_str()),
+        Some(msg)
+    );
+    // The run ended within the controlled stop's time, not at its 30 s duration.
+    assert!(
+        ex.len() < 100 + 4 * 50,
+        "{} exchanges: the run went on after the drive was lost",
+        ex.len()
+    );
+    let lost_events = chunkrt_tests::faulty::events_named(&outcome.report, "backend_error")
+        .into_iter()
+        .filter(|e| e["kind"] == "drive_lost")
+        .count();
+    assert!(lost_events > 0, "no drive_lost event in the report");
+    // No chunk took authority after the loss, and the stop stayed within the limits.
+    assert!(ex[101..].iter().all(|e| e.seen.cmd.chunk_seq == 0));
+    let cmds: Vec<_> = ex.iter().map(|e| &e.seen.cmd).collect();
+    check_commands(cmds.iter().copied(), &cfg.joint_limits(), cfg.period_ns())
+        .unwrap_or_else(|e| panic!("a command outside the limits: {e}"));
+}

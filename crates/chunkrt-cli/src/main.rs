@@ -34,6 +34,9 @@ pub const EXIT_SHUTDOWN_FAILED: u8 = 4;
 /// Exit status when the run ended normally but its records in `--out` are
 /// incomplete (a write failed, e.g. the disk filled).
 pub const EXIT_RECORDS_INCOMPLETE: u8 = 5;
+/// Exit status when a drive left the bus mid-run and could not be brought back (the arm
+/// was brought to a controlled stop); [`EXIT_SHUTDOWN_FAILED`] wins over it.
+pub const EXIT_DRIVE_LOST: u8 = 6;
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {

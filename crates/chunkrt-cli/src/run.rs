@@ -183,6 +183,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
              not in INIT: check the drives before going near the arm"
         ));
     }
+    if let Some(msg) = &outcome.drive_lost {
+        console::err(&format!("chunkrt: error: {msg}"));
+    }
     if let Some(msg) = &outcome.inference_panicked {
         console::err(&format!(
             "chunkrt: the policy failed during the run ({msg}); the arm was brought to rest"
@@ -190,6 +193,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     if outcome.shutdown_error.is_some() {
         return Ok(crate::EXIT_SHUTDOWN_FAILED);
+    }
+    if outcome.drive_lost.is_some() {
+        return Ok(crate::EXIT_DRIVE_LOST);
     }
     if outcome.inference_panicked.is_some() {
         return Ok(crate::EXIT_POLICY_FAILED);

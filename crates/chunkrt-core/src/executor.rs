@@ -141,6 +141,8 @@ pub enum ModeChangeReason {
     Shutdown,
     /// The drives were re-enabled after a fault; the executor holds where they are.
     DrivesRecovered,
+    /// A drive left the bus and the backend could not bring it back: the run ends.
+    DriveLost,
     /// The gate held a joint's command off the policy's proposal for too long: the
     /// executor's intent and what the drives are sent no longer agree.
     GateSaturated,

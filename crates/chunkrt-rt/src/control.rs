@@ -7,7 +7,8 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback, Gate,
+    Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor,
+    Feedback, Gate,
     JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume, Setpoint,
     MAX_DOF,
 };
@@ -55,6 +56,9 @@ pub struct ControlLoop {
     following_over: [bool; MAX_DOF],
     /// The command sent in the previous cycle: what this cycle's measurement follows.
     prev_cmd_pos: JointVec,
+    /// The joint of a drive the backend could not bring back (`BackendError::DriveLost`):
+    /// the run ends with a controlled stop.
+    drive_lost: Option<u16>,
 }
 
 /// Default gate-saturation thresholds (`executor.gate_saturated_*_ms`), in ms.
@@ -131,6 +135,7 @@ impl ControlLoop {
             following_limit: None,
             following_over: [false; MAX_DOF],
             prev_cmd_pos: p.first_feedback.pos_rad,
+            drive_lost: None,
         }
     }
 
@@ -259,6 +264,12 @@ impl ControlLoop {
         self.chunks_ignored_stopping
     }
 
+    /// The joint of a drive the backend gave up bringing back, if any: the run is over
+    /// (the schedule starts the controlled stop).
+    pub fn drive_lost(&self) -> Option<u16> {
+        self.drive_lost
+    }
+
     /// Cycles run so far (the loop's own count; the report's `cycles` counts the
     /// cycle records that reached telemetry, `cycles_run = cycles + ring drops`).
     pub fn cycles_run(&self) -> u64 {
@@ -356,10 +367,13 @@ impl ControlLoop {
             self.gate.flag_out_of_domain(Some(j));
         }
 
-        // 2b. Drive faults: answered with the fallback (the backend error below), a
-        // fault reset when `resume = auto`, and a re-seed at the measured position
-        // once every drive is enabled again, so nothing jumps on re-enable.
-        let faulted = self.fb.state[..self.dof].contains(&DriveState::Fault);
+        // 2b. Drive faults, and drives gone from OP (the backend brings them back):
+        // answered with the fallback (the backend error below), a fault reset and
+        // re-enable when `resume = auto`, and a re-seed at the measured position once
+        // every drive is enabled again, so nothing jumps on re-enable.
+        let faulted = self.fb.state[..self.dof]
+            .iter()
+            .any(|s| matches!(s, DriveState::Fault | DriveState::Missing));
         if faulted {
             self.recovering = true;
         } else if self.recovering && self.fb.all_enabled() {
@@ -452,6 +466,9 @@ impl ControlLoop {
                 self.executor
                     .force_fallback(t_cmd, ModeChangeReason::BackendError);
                 self.backend_failing = true;
+                if let BackendError::DriveLost { joint } = error {
+                    self.drive_lost.get_or_insert(joint);
+                }
                 true
             }
         };

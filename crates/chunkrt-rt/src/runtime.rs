@@ -77,6 +77,10 @@ pub struct RunOutcome {
     /// Why the backend's shutdown failed (drives not disabled, bus not back in INIT):
     /// the arm may still be powered; also in the report as `shutdown_error`.
     pub shutdown_error: Option<String>,
+    /// A drive left the bus mid-run and the backend could not bring it back: the arm
+    /// was brought to a controlled stop and the run ended early; also in the report as
+    /// `drive_lost`.
+    pub drive_lost: Option<String>,
     /// The histograms behind the report's percentiles (for `.hgrm` files and plots).
     pub metrics: MetricSet,
     /// Why the records in the output directory are incomplete (a log or the report
@@ -411,6 +415,14 @@ impl Runtime {
         if let Some(e) = &shutdown_error {
             report.extra.insert("shutdown_error".into(), json!(e));
         }
+        let drive_lost = control.drive_lost().map(|joint| {
+            format!(
+                "the drive of joint {joint} left the bus or OP and could not be brought back;                  the arm was brought to a controlled stop and the run ended"
+            )
+        });
+        if let Some(e) = &drive_lost {
+            report.extra.insert("drive_lost".into(), json!(e));
+        }
         let mut records_error = None;
         if let Some(e) = log_error {
             report.extra.insert("log_error".into(), json!(e));
@@ -438,6 +450,7 @@ impl Runtime {
             report,
             inference_panicked,
             shutdown_error,
+            drive_lost,
             metrics,
             records_error,
         })

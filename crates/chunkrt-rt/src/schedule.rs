@@ -125,12 +125,19 @@ impl Schedule {
             None => {
                 let expired = self.end.is_some_and(|e| now >= e);
                 let failed = requests.policy_failed.load(Ordering::Relaxed);
+                let lost = control.drive_lost().is_some();
                 if expired
                     || failed
+                    || lost
                     || requests.stop.load(Ordering::Relaxed)
                     || crate::signals::requested()
                 {
-                    control.stop_playing(now, ModeChangeReason::Shutdown);
+                    let reason = if lost {
+                        ModeChangeReason::DriveLost
+                    } else {
+                        ModeChangeReason::Shutdown
+                    };
+                    control.stop_playing(now, reason);
                     // Chunks are ignored from here on: the policy has nothing to do.
                     requests.stop_inference.store(true, Ordering::Release);
                     self.stopping_since = Some(now);
