@@ -81,10 +81,17 @@ fn a_drive_the_backend_cannot_bring_back_ends_the_run_with_a_controlled_stop() {
         .run(&opts)
         .unwrap();
     let ex = log.lock().unwrap().clone();
-    let msg = outcome.drive_lost.as_deref().expect("the outcome names the lost drive");
+    let msg = outcome
+        .drive_lost
+        .as_deref()
+        .expect("the outcome names the lost drive");
     assert!(msg.contains("joint 4"), "{msg}");
     assert_eq!(
-        outcome.report.extra.get("drive_lost").and_then(|v| v.as_str()),
+        outcome
+            .report
+            .extra
+            .get("drive_lost")
+            .and_then(|v| v.as_str()),
         Some(msg)
     );
     // The run ended within the controlled stop's time, not at its 30 s duration.

@@ -7,10 +7,9 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor,
-    Feedback, Gate,
-    JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume, Setpoint,
-    MAX_DOF,
+    Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback,
+    Gate, JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume,
+    Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
