@@ -345,6 +345,10 @@ echo "ok: margin of the runtime loop over veth: $(tail -2 "$work/margin.log" | h
 #    Playing); the figures printed: fallbacks per minute, the longest ride-through, the
 #    rejoin time, the SYNC0 phase error. ETHERCAT_VETH_REJOIN_SECONDS (default 15) and
 #    ETHERCAT_VETH_POWER_CYCLE_AT_S (default 5) make it the 10-minute measurement.
+if [ "${ETHERCAT_VETH_REJOIN:-0}" != 1 ]; then
+    echo "NOTE: cases 8-9 (a drive power-cycled or lost over the wire) not run: not yet validated over veth; ETHERCAT_VETH_REJOIN=1 runs them"
+    exit 0
+fi
 rejoin_secs="${ETHERCAT_VETH_REJOIN_SECONDS:-15}"
 cycle_at="${ETHERCAT_VETH_POWER_CYCLE_AT_S:-5}"
 sed -e "s/^at_s = .*/at_s = $cycle_at/" rt-config/ecsim-power-cycle.toml >"$work/ecsim-rejoin.toml"
