@@ -417,7 +417,8 @@ impl Runtime {
         }
         let drive_lost = control.drive_lost().map(|joint| {
             format!(
-                "the drive of joint {joint} left the bus or OP and could not be brought back;                  the arm was brought to a controlled stop and the run ended"
+                "the drive of joint {joint} left the bus or OP and could not be brought back; \
+                 the arm was brought to a controlled stop and the run ended"
             )
         });
         if let Some(e) = &drive_lost {
