@@ -60,6 +60,22 @@ fn run(
     (out, seen, cfg, dir)
 }
 
+/// No chunk is played while the errors last. The command of the cycle whose exchange
+/// first fails was made before anything could know (the exchange before had none), so
+/// the check starts at the second failing cycle in a row.
+fn assert_no_chunk_while_failing(seen: &[Exchange]) {
+    for (i, w) in seen.windows(2).enumerate() {
+        if w[0].error.is_some() && w[1].error.is_some() {
+            assert_eq!(
+                w[1].seen.cmd.chunk_seq,
+                0,
+                "exchange {}: a chunk was played while the bus was failing",
+                i + 1
+            );
+        }
+    }
+}
+
 /// The checks every bus case shares.
 fn assert_safe_and_complete(
     out: &RunOutcome,
@@ -101,15 +117,7 @@ fn assert_safe_and_complete(
             .any(|m| m.0 == "Decelerating" && m.1 == "BackendError"),
         "the fault took authority away: {modes:?}"
     );
-    // No chunk is played while the errors last (after the first failed cycle).
-    for w in seen.windows(2) {
-        if w[0].error.is_some() && w[1].error.is_some() {
-            assert_eq!(
-                w[1].seen.cmd.chunk_seq, 0,
-                "a chunk was played while the bus was failing"
-            );
-        }
-    }
+    assert_no_chunk_while_failing(seen);
     // At rest at the end.
     let last = modes.last().map(|m| m.0.as_str());
     assert!(
@@ -262,19 +270,7 @@ fn a_drive_power_cycled_mid_run_is_brought_back_and_playback_resumes() {
     if let Err(e) = check_commands(cmds.iter().copied(), &cfg.joint_limits(), cfg.period_ns()) {
         panic!("a command outside the limits reached the bus: {e}");
     }
-    // The command of the cycle whose exchange first finds the drive gone was made
-    // before anything could know (the drive was there the cycle before); from the next
-    // cycle on, while the errors last, no chunk is played.
-    for (i, w) in seen.windows(2).enumerate() {
-        if w[0].error.is_some() && w[1].error.is_some() {
-            assert_eq!(
-                w[1].seen.cmd.chunk_seq,
-                0,
-                "exchange {}: a chunk played while a drive was gone",
-                i + 1
-            );
-        }
-    }
+    assert_no_chunk_while_failing(&seen);
     // Back: every drive enabled again, re-seeded where it stands, then playing.
     let modes = mode_events(r);
     let rec = modes
