@@ -11,7 +11,7 @@
 #   3b. drives without CoE, default PDO lists -> exit 2, the drive's fixed lists and the fix
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
 #                                    every exchange reconciled (a round trip or a lost
-#                                    frame; every lost or late frame ridden through or
+#                                    frame; every lost frame ridden through or
 #                                    reported); timing (bus_rtt, lost / late frames,
 #                                    fallbacks) printed, not judged: it is the host's
 #   4b. 2 % frame faults (10 s)   -> the same checks; how many were ridden through printed
@@ -209,22 +209,28 @@ else:
     if not (c["cycles"] <= measured <= c["cycles"] + drops):
         fails.append(f"{rtt['count']} round trips + {c['bus_frames_lost']} lost frames do "
                      f"not account for {c['cycles']} cycles ({drops} records dropped)")
-    bad = c["bus_frames_lost"] + c["bus_frames_late"]
-    if c["bus_frames_ridden_through"] + c["bus_frames_reported"] != bad:
-        fails.append(f"{bad} lost or late frames, {c['bus_frames_ridden_through']} ridden "
+    # A late frame was answered (its command applied, its data used): only lost frames
+    # pass the loss policy.
+    lost = c["bus_frames_lost"]
+    if c["bus_frames_ridden_through"] + c["bus_frames_reported"] != lost:
+        fails.append(f"{lost} lost frames, {c['bus_frames_ridden_through']} ridden "
                      f"through + {c['bus_frames_reported']} reported")
-    reported = kinds.get("frame_lost", 0) + kinds.get("frame_late", 0)
+    if kinds.get("frame_late", 0):
+        fails.append(f"{kinds['frame_late']} frame_late error(s): a late frame is counted, "
+                     f"never reported")
+    reported = kinds.get("frame_lost", 0)
     if c["backend_errors"] == len(r.get("events", [])) and reported != c["bus_frames_reported"]:
         fails.append(f"{reported} frame errors in the events, {c['bus_frames_reported']} "
                      f"reported by the bus")
-    # How many injected losses are ridden through depends on the host: its own late
-    # frames fill the same success-rate window (a busy moment here made a third of all
-    # frames late and the policy rightly reported). The rule itself is judged on the
-    # virtual clock (crates/chunkrt-ethercat/tests/frame_loss.rs); here it is printed.
+    # How many injected losses are ridden through depends on the host: frames it loses
+    # itself (a stalled VM misses the timeout) fill the same success-rate window. The rule
+    # itself is judged on the virtual clock (crates/chunkrt-ethercat/tests/frame_loss.rs);
+    # here it is printed.
     if c["bus_frames_ridden_through"] < min_ridden:
         print(f"NOTE: {c['bus_frames_ridden_through']} frames ridden through (at least "
-              f"{min_ridden} with the injected losses alone): {g('bus_frames_late')} late "
-              f"frames of the host's own kept the success rate below its minimum")
+              f"{min_ridden} with the injected losses alone): {lost} lost in all, the "
+              f"longest run {g('bus_longest_loss_run')}: the host's own losses kept the "
+              f"success rate below its minimum")
 for f in fails:
     print(f"FAIL: {f}")
 sys.exit(1 if fails else 0)
@@ -391,7 +397,7 @@ print(f"power cycle over veth, {secs:.0f} s at 1 ms, DC on: rejoins started "
       f"backend errors {kinds}")
 print(f"frames: lost {g('bus_frames_lost')}, late {g('bus_frames_late')}, ridden through "
       f"{g('bus_frames_ridden_through')}, reported {g('bus_frames_reported')}, longest "
-      f"ride-through {g('bus_longest_loss_run')} frames")
+      f"run of lost frames {g('bus_longest_loss_run')}")
 gone = [e["t_s"] for e in events if e.get("kind") == "drive_missing"]
 back = [e["t_s"] for e in events if e.get("event") == "mode" and e["reason"] == "DrivesRecovered"]
 if gone and back:

@@ -164,7 +164,6 @@ fn a_burst_of_lost_frames_on_the_bus() {
             "frame_lost",
             "working_counter",
             "drive_missing",
-            "frame_late",
         ],
     );
     // With the link back, the bus runs clean again and playback resumes.

@@ -25,11 +25,12 @@ pub struct EthercatConfig {
     /// at most 2 ms).
     #[serde(default)]
     pub frame_timeout_ms: Option<f64>,
-    /// A cycle's frame back after this long is late (data used, error reported; default:
-    /// half the frame timeout).
+    /// A cycle's frame back after this long (and within the timeout) is late: its data is
+    /// used and it is counted (`bus_frames_late`), but it is not a lost frame: its command
+    /// reached the drives in its cycle (default: half the frame timeout).
     #[serde(default)]
     pub frame_late_ms: Option<f64>,
-    /// Lost or late frames in a row that are ridden through (the drives hold the last
+    /// Lost frames in a row that are ridden through (the drives hold the last
     /// command, the control loop gets the last feedback marked as held); the next one is
     /// reported and takes the policy's authority away. Default: the frames in 10 ms (at
     /// least 1), a tenth of a drive's typical 100 ms SM watchdog, so a ride-through ends
@@ -37,8 +38,9 @@ pub struct EthercatConfig {
     /// resume is at most 10 ms of motion.
     #[serde(default)]
     pub max_consecutive_lost: Option<u32>,
-    /// Lowest share of on-time frames over the last `success_window` frames; below it
-    /// every lost or late frame is reported (default 0.9: one frame in ten).
+    /// Lowest share of answered frames (back within the frame timeout) over the last
+    /// `success_window` frames; below it every lost frame is reported (default 0.9: one
+    /// frame in ten).
     #[serde(default = "default_min_success_rate")]
     pub min_success_rate: f64,
     /// Frames the success rate is measured over (default 100: 100 ms at a 1 ms bus, the
@@ -277,7 +279,7 @@ impl EthercatConfig {
             return fail(
                 "ethercat.min_success_rate".into(),
                 format!(
-                    "expected a share of on-time frames in 0..=1 (0.9: 90 %), got {}",
+                    "expected a share of answered frames in 0..=1 (0.9: 90 %), got {}",
                     self.min_success_rate
                 ),
             );
@@ -409,7 +411,7 @@ impl EthercatConfig {
             .unwrap_or_else(|| (0.5 * period_ms).min(2.0))
     }
 
-    /// Lost or late frames in a row ridden through (the default applied: the frames in
+    /// Lost frames in a row ridden through (the default applied: the frames in
     /// 10 ms, at least 1).
     pub fn max_consecutive_lost(&self, period_ms: f64) -> u32 {
         self.max_consecutive_lost

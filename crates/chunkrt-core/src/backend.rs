@@ -14,13 +14,9 @@ pub enum BackendError {
         /// Received working counter.
         received: u16,
     },
-    /// The cycle's frame never came back.
+    /// The cycle's frame did not come back within the frame timeout (and the loss policy
+    /// reports it: too many in a row, or too few answered of the last ones).
     FrameLost,
-    /// The frame came back after the cycle's timeout.
-    FrameLate {
-        /// Round trip in microseconds.
-        rtt_us: u32,
-    },
     /// A drive reports a fault.
     DriveFault {
         /// Joint index.
@@ -59,7 +55,6 @@ impl BackendError {
         match self {
             BackendError::WorkingCounter { .. } => "working_counter",
             BackendError::FrameLost => "frame_lost",
-            BackendError::FrameLate { .. } => "frame_late",
             BackendError::DriveFault { .. } => "drive_fault",
             BackendError::DriveMissing { .. } => "drive_missing",
             BackendError::DriveLost { .. } => "drive_lost",
@@ -77,7 +72,6 @@ impl core::fmt::Display for BackendError {
                 write!(f, "working counter {received}, expected {expected}")
             }
             BackendError::FrameLost => write!(f, "frame lost"),
-            BackendError::FrameLate { rtt_us } => write!(f, "frame late ({rtt_us} us)"),
             BackendError::DriveFault { joint, code } => {
                 write!(
                     f,

@@ -65,11 +65,11 @@ pub struct BusStats {
     pub frames_lost: u64,
     /// Frames back after the late threshold.
     pub frames_late: u64,
-    /// Lost or late frames ridden through (not reported: the last feedback held).
+    /// Lost frames ridden through (not reported: the last feedback held).
     pub frames_ridden_through: u64,
-    /// Lost or late frames reported to the runtime (the loss policy's limits passed).
+    /// Lost frames reported to the runtime (the loss policy's limits passed).
     pub frames_reported: u64,
-    /// Longest run of lost or late frames in a row.
+    /// Longest run of lost frames in a row.
     pub longest_loss_run: u32,
     /// Working-counter mismatches.
     pub wkc_errors: u64,
@@ -106,7 +106,7 @@ pub struct EthercatBackend {
     pub(crate) recovering: bool,
     /// Drives (bit = bus position) without a CoE mailbox: their SII mapping stands.
     pub(crate) no_coe: u32,
-    /// Which lost or late frames are ridden through.
+    /// Which lost frames are ridden through.
     pub(crate) loss: LossPolicy,
     /// The `log` level before the cyclic exchange began (restored at shutdown).
     pub(crate) log_level: Option<log::LevelFilter>,
@@ -704,10 +704,15 @@ impl Backend for EthercatBackend {
     ///   target = actual and held there until the runtime tracks again. `QuickStop` and
     ///   `Disable` send the CiA 402 commands; a drive still ramping down in quick stop is
     ///   not disabled by a `Track` or `FaultReset` until it is at rest.
-    /// - Lost frame: `fb` keeps the last measurement (bus_rtt_ns 0, `held` set). Late
-    ///   frame: `fb` is filled. Either is ridden through (`Ok`, counted) unless the loss
+    /// - Lost frame (not back within the frame timeout): `fb` keeps the last measurement
+    ///   (bus_rtt_ns 0, `held` set); it is ridden through (`Ok`, counted) unless the loss
     ///   policy ([`crate::loss`]: `max_consecutive_lost`, `min_success_rate` over
-    ///   `success_window`) says to report it: then `FrameLost` / `FrameLate`. Every cycle
+    ///   `success_window`) says to report it: then `FrameLost`. Late frame (back after
+    ///   `frame_late` but within the timeout): `fb` is filled and the frame counts as
+    ///   answered: it passed the drives before the timeout, which by default (timeout and
+    ///   SYNC0 shift half the period each) is before the next SYNC0, and without DC the
+    ///   drives take it on arrival. Its command was applied in its cycle, so a late frame
+    ///   is only counted (`frames_late`, the round trip in `bus_rtt`). Every cycle
     ///   rewrites every drive's outputs, so the next frame never carries a stale
     ///   command; meanwhile the drives hold the last one they got. A drive not in OP:
     ///   `DriveMissing`; working counter off: `WorkingCounter`; a drive in fault:
@@ -757,7 +762,8 @@ impl Backend for EthercatBackend {
         if late {
             self.stats.frames_late += 1;
         }
-        let verdict = self.loss.record(!late);
+        // Answered: whether late or not, the drives got this cycle's command.
+        self.loss.record(true);
         self.stats.max_rtt_ns = self.stats.max_rtt_ns.max(rtt_ns);
         // The drives latched their inputs about half a round trip after the send.
         let sent_after = self
@@ -772,11 +778,6 @@ impl Backend for EthercatBackend {
             self.stats.drive_faults += 1;
             return Err(e);
         }
-        if verdict == Verdict::Report {
-            return Err(BackendError::FrameLate {
-                rtt_us: (rtt_ns / 1000).min(u64::from(u32::MAX)) as u32,
-            });
-        }
         self.refusal(refused, checked)
     }
 
@@ -787,7 +788,7 @@ impl Backend for EthercatBackend {
     }
 
     /// `bus_*`: exchanges, frames lost / late / ridden through / reported, the longest
-    /// run of lost or late frames, working-counter errors, the largest round trip (ns),
+    /// run of lost frames, working-counter errors, the largest round trip (ns),
     /// drives brought back (started, completed, failed) and the longest rejoin (ns).
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let s = self.stats();

@@ -1,13 +1,16 @@
-//! The frame-loss policy: which lost or late frames are ridden through and which are
-//! reported to the control loop (and so take the policy's authority away).
+//! The frame-loss policy: which lost frames are ridden through and which are reported to
+//! the control loop (and so take the policy's authority away).
 //!
 //! A drive in CSP holds its last target when a frame does not reach it, and gives up on
 //! its own only when its SM watchdog expires (typically 100 ms). An isolated lost frame
 //! therefore costs nothing but one cycle of stale feedback, while reporting it costs the
-//! policy at least a chunk period of fallback. So a lost or late frame is ridden through
-//! unless it is the `max_consecutive + 1`-th in a row, or the on-time share of the last
-//! `window` frames has fallen below `min_success_rate` (a bus that keeps losing frames is
-//! reported even when no run is long). Fixed-size state: no allocation per frame.
+//! policy at least a chunk period of fallback. So a lost frame is ridden through unless it
+//! is the `max_consecutive + 1`-th in a row, or the answered share of the last `window`
+//! frames has fallen below `min_success_rate` (a bus that keeps losing frames is reported
+//! even when no run is long). A late frame (back after the late threshold, within the
+//! timeout) is answered: its command reached the drives in time and its inputs are used,
+//! so the backend counts it and records it here as answered. Fixed-size state: no
+//! allocation per frame.
 
 /// Most frames the success rate can be measured over.
 pub const MAX_WINDOW: usize = 1024;
@@ -15,22 +18,22 @@ pub const MAX_WINDOW: usize = 1024;
 /// What to do with one frame's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// The frame came back in time.
-    OnTime,
-    /// A lost or late frame that is counted and not reported.
+    /// The frame came back within the timeout.
+    Answered,
+    /// A lost frame that is counted and not reported.
     RideThrough,
-    /// A lost or late frame that is reported.
+    /// A lost frame that is reported.
     Report,
 }
 
 /// Counters the policy keeps (they go into the run report).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LossCounts {
-    /// Lost or late frames ridden through.
+    /// Lost frames ridden through.
     pub ridden_through: u64,
-    /// Lost or late frames reported.
+    /// Lost frames reported.
     pub reported: u64,
-    /// Longest run of lost or late frames in a row.
+    /// Longest run of lost frames in a row.
     pub longest_run: u32,
 }
 
@@ -41,7 +44,7 @@ pub struct LossPolicy {
     /// Most failures the window may hold before failures are reported.
     max_failures: u32,
     window: usize,
-    /// One bit per frame of the window (1: lost or late), a ring.
+    /// One bit per frame of the window (1: lost), a ring.
     bits: [u64; MAX_WINDOW / 64],
     next: usize,
     failures: u32,
@@ -69,22 +72,22 @@ impl LossPolicy {
         }
     }
 
-    /// Records one frame (`on_time`: back before the late threshold) and says what to do.
-    pub fn record(&mut self, on_time: bool) -> Verdict {
+    /// Records one frame (`answered`: back within the frame timeout) and says what to do.
+    pub fn record(&mut self, answered: bool) -> Verdict {
         let (w, b) = (self.next / 64, 1u64 << (self.next % 64));
         if self.bits[w] & b != 0 {
             self.failures -= 1;
         }
-        if on_time {
+        if answered {
             self.bits[w] &= !b;
         } else {
             self.bits[w] |= b;
             self.failures += 1;
         }
         self.next = (self.next + 1) % self.window;
-        if on_time {
+        if answered {
             self.run = 0;
-            return Verdict::OnTime;
+            return Verdict::Answered;
         }
         self.run += 1;
         self.counts.longest_run = self.counts.longest_run.max(self.run);
@@ -125,7 +128,7 @@ mod tests {
                 Verdict::Report
             ]
         );
-        assert_eq!(p.record(true), Verdict::OnTime);
+        assert_eq!(p.record(true), Verdict::Answered);
         assert_eq!(p.record(false), Verdict::RideThrough, "the run starts over");
         let c = p.counts();
         assert_eq!((c.ridden_through, c.reported, c.longest_run), (104, 2, 5));
@@ -136,13 +139,13 @@ mod tests {
         // 90 % over 20 frames: at most 2 failures in the window.
         let mut p = LossPolicy::new(100, 0.9, 20);
         assert_eq!(p.record(false), Verdict::RideThrough);
-        assert_eq!(p.record(true), Verdict::OnTime);
+        assert_eq!(p.record(true), Verdict::Answered);
         assert_eq!(p.record(false), Verdict::RideThrough);
-        assert_eq!(p.record(true), Verdict::OnTime);
+        assert_eq!(p.record(true), Verdict::Answered);
         assert_eq!(p.record(false), Verdict::Report, "3 failures in 20 frames");
         // The failures leave the window after 20 frames: the next one is ridden through.
         for _ in 0..20 {
-            assert_eq!(p.record(true), Verdict::OnTime);
+            assert_eq!(p.record(true), Verdict::Answered);
         }
         assert_eq!(p.record(false), Verdict::RideThrough);
     }
@@ -150,7 +153,7 @@ mod tests {
     #[test]
     fn zero_tolerance_reports_every_failure() {
         let mut p = LossPolicy::new(0, 1.0, 100);
-        assert_eq!(p.record(true), Verdict::OnTime);
+        assert_eq!(p.record(true), Verdict::Answered);
         assert_eq!(p.record(false), Verdict::Report);
         assert_eq!(p.counts().ridden_through, 0);
     }

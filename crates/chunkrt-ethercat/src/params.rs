@@ -102,12 +102,12 @@ pub struct EthercatParams {
     pub sync0_shift: Duration,
     /// No reply after this long: frame lost.
     pub frame_timeout: Duration,
-    /// Reply after this long: frame late.
+    /// Reply after this long (within `frame_timeout`): frame late, counted, data used.
     pub frame_late: Duration,
-    /// Lost or late frames in a row ridden through before one is reported.
+    /// Lost frames in a row ridden through before one is reported.
     pub max_consecutive_lost: u32,
-    /// Lowest share of on-time frames over `success_window` frames before lost or late
-    /// frames are reported.
+    /// Lowest share of answered frames over `success_window` frames before lost frames
+    /// are reported.
     pub min_success_rate: f64,
     /// Frames the success rate is measured over (1 to 1024).
     pub success_window: u32,

@@ -190,3 +190,49 @@ fn with_no_tolerance_every_lost_frame_is_reported_as_before() {
     let r = unplugged(&mut b, &ctl, &cmd, &mut k, 1);
     assert_eq!(r, [Err(BackendError::FrameLost)]);
 }
+
+#[test]
+fn late_frames_are_answered_applied_and_never_reported_however_many_in_a_row() {
+    // Every reply held back 12 ms: after the late threshold (10 ms here) and within the
+    // frame timeout (20 ms). 150 of them in a row, far past `max_consecutive_lost` (10):
+    // each frame reached the drives, so each is a cycle like any other.
+    let cfg = config();
+    let mut sim = sim_config(&cfg, 7);
+    sim.frames.delay = 1.0;
+    sim.frames.delay_us = 12_000;
+    let (mut b, ctl) = backend(&cfg, sim);
+    let fb0 = start(&mut b);
+    let p = params(&cfg);
+    let base = hold(&fb0, DriveRequest::Track);
+    let mut fb = fb0;
+    let mut late_in_a_row = 0u32;
+    let mut longest_late_run = 0u32;
+    for k in 1..=150u64 {
+        let cmd = moving(&base, k);
+        let late_before = b.stats().frames_late;
+        let r = b.exchange(t(k, 1.0), &cmd, &mut fb);
+        assert_eq!(r, Ok(()), "cycle {k}: a late frame is answered");
+        if fb.held {
+            // The host was too slow even for the 20 ms timeout: a lost frame, ridden
+            // through; the run of late frames starts over.
+            late_in_a_row = 0;
+            continue;
+        }
+        // What the drives hold now is this cycle's command, and the feedback is this
+        // frame's.
+        assert_eq!(sim_targets(&ctl), cmd_counts(&p, &cmd), "cycle {k}");
+        assert!(fb.bus_rtt_ns >= 12_000_000, "cycle {k}: {} ns", fb.bus_rtt_ns);
+        assert_eq!(b.stats().frames_late, late_before + 1, "cycle {k}");
+        late_in_a_row += 1;
+        longest_late_run = longest_late_run.max(late_in_a_row);
+    }
+    let s = b.stats();
+    eprintln!("longest run of late frames {longest_late_run}; {s:?}");
+    assert!(
+        longest_late_run > 2 * p.max_consecutive_lost,
+        "the test needs long runs of late frames: {longest_late_run}"
+    );
+    assert_eq!(s.frames_reported, 0, "{s:?}");
+    assert_eq!(s.frames_ridden_through, s.frames_lost, "{s:?}");
+    assert_eq!(s.frames_late + s.frames_lost, 150, "{s:?}");
+}

@@ -384,3 +384,75 @@ fn a_drive_back_with_a_mapping_it_will_not_change_is_lost() {
     let d = sim_drive(&ctl, 6);
     assert!(d.al_state < 4, "never in SAFE-OP: {d:?}");
 }
+
+/// With DC on: every drive's SYNC0 phase at this simulated instant, by its own clock.
+fn sync0_phases(ctl: &SimControl) -> Vec<Option<u64>> {
+    let net = ctl.network();
+    let now = net.now_ns();
+    (0..net.len())
+        .map(|i| net.device(i).unwrap().esc.sync0_phase_ns(now))
+        .collect()
+}
+
+#[test]
+fn the_dc_reference_drive_power_cycled_comes_back_and_every_drive_shares_its_sync0_again() {
+    // Drive 0 is the reference clock and the first on the line: its power cycle takes all
+    // seven off the bus, and its system time starts again from its power-up. Every drive
+    // must come back on one SYNC0 again, taken from the reference.
+    let mut cfg = config();
+    cfg.ethercat.as_mut().unwrap().dc_sync0 = true;
+    let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
+    let mut fb = start(&mut b);
+    let mut k = 0;
+    track_clean(&mut b, &mut fb, &mut k);
+    let agree = |phases: &[Option<u64>]| {
+        let p0 = phases[0].expect("SYNC0 runs on the reference");
+        // Within 1 µs of the reference's, around the 1 ms period.
+        phases.iter().all(|p| {
+            p.is_some_and(|p| {
+                let d = p.abs_diff(p0);
+                d.min(1_000_000 - d) < 1_000
+            })
+        })
+    };
+    let before = sync0_phases(&ctl);
+    assert!(agree(&before), "one SYNC0 before the power cycle: {before:?}");
+    assert!(ctl.network().power_cycle(0, 150_000_000));
+    let t0 = k;
+    loop {
+        k += 1;
+        assert!(k - t0 < 5000, "not back: {:?}", &fb.state[..7]);
+        let r = b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::FaultReset), &mut fb);
+        if r.is_ok() && all_enabled(&fb) {
+            break;
+        }
+        assert!(
+            !matches!(r, Err(BackendError::DriveLost { .. })),
+            "{r:?} at cycle {}",
+            k - t0
+        );
+    }
+    let back_at = k - t0;
+    // Past the SYNC0 start the rejoin set (100 ms after it programmed each drive).
+    for _ in 0..150 {
+        k += 1;
+        b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
+            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
+    }
+    let after = sync0_phases(&ctl);
+    for i in 0..7 {
+        let d = sim_drive(&ctl, i);
+        assert_eq!((d.al_state, d.al_error), (8, false), "drive {i}");
+        assert!(enabled(d.statusword), "drive {i}: {d:?}");
+        let net = ctl.network();
+        assert_eq!(net.device(i).unwrap().esc.sync0_cycle_ns(), Some(1_000_000));
+    }
+    assert!(agree(&after), "one SYNC0 after the rejoin: {after:?}");
+    let s = b.stats();
+    assert_eq!(s.wkc_errors, 0, "{s:?}");
+    assert_eq!((s.rejoins_completed, s.rejoins_failed), (7, 0), "{s:?}");
+    eprintln!(
+        "reference drive + 6 behind, DC on: {back_at} cycles from power loss (150 ms off) \
+         to all enabled; SYNC0 phases before {before:?}, after {after:?}"
+    );
+}
