@@ -160,11 +160,7 @@ fn a_burst_of_lost_frames_on_the_bus() {
         &seen,
         &cfg,
         &dir,
-        &[
-            "frame_lost",
-            "working_counter",
-            "drive_missing",
-        ],
+        &["frame_lost", "working_counter", "drive_missing"],
     );
     // With the link back, the bus runs clean again and playback resumes.
     let last_failed = *failed.last().unwrap();

@@ -333,7 +333,13 @@ impl EthercatBackend {
         let rejoining = match (rejoin_now, self.rejoin.drive) {
             (Some(_), Some(j)) => match self.snapshots.get(j) {
                 Some(snap) => {
-                    let cx = rejoin_context(&self.p, &self.snapshots, j, self.not_op);
+                    let cx = rejoin_context(
+                        &self.p,
+                        &self.snapshots,
+                        j,
+                        self.not_op,
+                        self.rejoin.no_time_source,
+                    );
                     self.rejoin.prepare(snap, &cx);
                     true
                 }
@@ -468,7 +474,13 @@ impl EthercatBackend {
             } else {
                 let failed = match (done, self.snapshots.get(j)) {
                     (Some(done), Some(snap)) => {
-                        let cx = rejoin_context(&self.p, &self.snapshots, j, not_op);
+                        let cx = rejoin_context(
+                            &self.p,
+                            &self.snapshots,
+                            j,
+                            not_op,
+                            self.rejoin.no_time_source,
+                        );
                         self.rejoin.advance(done, snap, &cx)
                     }
                     _ => None,
@@ -584,12 +596,19 @@ fn rejoin_context(
     snaps: &[DriveSnapshot],
     j: usize,
     not_op: u32,
+    no_time_source: u32,
 ) -> RejoinContext {
-    let reference = snaps
-        .iter()
-        .enumerate()
-        .find(|(i, s)| *i != j && s.dc && not_op & (1 << i) == 0)
-        .map(|(_, s)| (s.addr, s.dc_delay));
+    // A drive in OP first, else any other that may still keep the bus's time.
+    let candidates = || {
+        snaps
+            .iter()
+            .enumerate()
+            .filter(move |(i, s)| *i != j && s.dc && no_time_source & (1 << i) == 0)
+    };
+    let reference = candidates()
+        .find(|(i, _)| not_op & (1 << i) == 0)
+        .or_else(|| candidates().next())
+        .map(|(i, s)| (i, s.addr));
     RejoinContext {
         vendor: p.drives.get(j).map_or(0, |d| d.vendor_id),
         product: p.drives.get(j).map_or(0, |d| d.product_code),

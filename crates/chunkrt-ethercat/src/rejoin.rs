@@ -13,8 +13,13 @@
 //!   configured. Its identity is read from its SII (by bus position) before anything is
 //!   written; then station address, mailbox SMs, PRE-OP, the SDOs of `configure_drive`
 //!   and the read-back of its mapping by hand through the mailbox, process-data SMs and
-//!   FMMUs from the snapshot taken after bring-up, DC (a fresh offset: its local clock
-//!   restarted), SAFE-OP, OP.
+//!   FMMUs from the snapshot taken after bring-up, DC (its local clock restarted: every
+//!   drive latches its local time as one broadcast frame passes, and the drive's offset
+//!   is set so that its system time at the latch is a time source's, as ethercrab's
+//!   bring-up sets them; the source is another DC drive that answers at its station
+//!   address, so it kept power or was given the bus's time since, those in OP first; so
+//!   a power-cycled reference clock takes the bus's time back from the drives behind it,
+//!   and only with none left does it keep its own), SAFE-OP, OP.
 //!
 //! A drive in any other state is sent to INIT and goes the way of (b). Nothing here
 //! allocates, locks, logs or formats: the state lives in fixed arrays allocated at start.
@@ -69,6 +74,8 @@ pub(crate) enum Target {
     Station(u16),
     /// Auto-increment bus position (APRD/APWR), before the address is set.
     Position(u16),
+    /// Every drive on the bus (BRD/BWR; the working counter is not checked).
+    Broadcast,
 }
 
 /// One register access.
@@ -95,6 +102,18 @@ pub(crate) async fn access(
         (Target::Position(p), false) => Command::aprd(p, a.reg).receive_slice(md, a.len).await?,
         (Target::Station(s), true) => Command::fpwr(s, a.reg).send_receive_slice(md, data).await?,
         (Target::Position(p), true) => Command::apwr(p, a.reg).send_receive_slice(md, data).await?,
+        (Target::Broadcast, false) => {
+            Command::brd(a.reg)
+                .ignore_wkc()
+                .receive_slice(md, a.len)
+                .await?
+        }
+        (Target::Broadcast, true) => {
+            Command::bwr(a.reg)
+                .ignore_wkc()
+                .send_receive_slice(md, data)
+                .await?
+        }
     };
     let n = got.len().min(rx.len());
     rx[..n].copy_from_slice(&got[..n]);
@@ -126,7 +145,10 @@ pub(crate) enum Step {
     SdoReply,
     ProcessSms,
     Fmmus,
-    /// The reference's and the drive's system time in one cycle (two PDUs).
+    /// Every drive latches its local time as one broadcast frame passes (0x0900), as
+    /// ethercrab's bring-up does.
+    DcLatch,
+    /// The drive's latched local time and offset, and the reference's (two PDUs).
     DcTimes,
     DcOffset,
     DcDelay,
@@ -151,8 +173,11 @@ pub(crate) struct Context {
     /// Vendor and product the config expects at this position.
     pub vendor: u32,
     pub product: u32,
-    /// A drive in OP with a DC unit to take the time from (station address, its 0x0928).
-    pub reference: Option<(u16, u32)>,
+    /// Where the drive takes the bus's system time from: another DC drive that did not
+    /// lose power (it answers at its station address, in whatever state) or was given the
+    /// bus's time since, in bus order, those in OP first (bus position, station address).
+    /// None: no drive left to ask, the drive keeps its own time.
+    pub reference: Option<(usize, u16)>,
 }
 
 /// One drive being brought back.
@@ -171,6 +196,10 @@ pub(crate) struct Rejoin {
     /// DC: the offset to write and the system time it was computed at.
     dc_offset: u64,
     dc_now: u64,
+    /// Bus positions that did not answer as a time source (power-cycled too): skipped.
+    pub no_time_source: u32,
+    /// The time source asked by this cycle's `DcTimes` (bus position).
+    time_source: Option<usize>,
     /// This cycle's accesses and their buffers.
     pub acc: [Option<Access>; 2],
     pub tx: [[u8; MAX_PDU]; 2],
@@ -204,6 +233,8 @@ impl Rejoin {
             vendor: 0,
             dc_offset: 0,
             dc_now: 0,
+            no_time_source: 0,
+            time_source: None,
             acc: [None; 2],
             tx: [[0; MAX_PDU]; 2],
             rx: [[0; MAX_PDU]; 2],
@@ -217,6 +248,7 @@ impl Rejoin {
         self.started = now;
         self.sdo = 0;
         self.sii_word = 8;
+        self.no_time_source = 0;
         self.acc = [None; 2];
     }
 
@@ -294,15 +326,17 @@ impl Rejoin {
             }
             Step::ProcessSms => self.write(st, 0x0810, &s.sm[16..]),
             Step::Fmmus => self.write(st, 0x0600, &s.fmmu),
+            Step::DcLatch => self.write(Target::Broadcast, 0x0900, &[0; 4]),
             Step::DcTimes => {
-                // System time, receive time, offset (0x0910..0x0927) of the drive.
-                self.read(st, 0x0910, 24);
-                if let Some((r, _)) = cx.reference {
+                // Local time at the latch (0x0918) and system time offset (0x0920).
+                self.read(st, 0x0918, 16);
+                self.time_source = cx.reference.map(|(i, _)| i);
+                if let Some((_, r)) = cx.reference {
                     self.acc[1] = Some(Access {
                         target: Target::Station(r),
-                        reg: 0x0910,
+                        reg: 0x0918,
                         write: false,
-                        len: 8,
+                        len: 16,
                     });
                 }
             }
@@ -445,21 +479,32 @@ impl Rejoin {
             ProcessSms if ok0 => Fmmus,
             Fmmus if ok0 => {
                 if s.dc {
-                    DcTimes
+                    DcLatch
                 } else {
                     ReqSafeOp
                 }
             }
+            DcLatch if ok0 => DcTimes,
+            // The time source did not answer at its address: it lost power too and has
+            // not been brought back yet. Ask the next one (the latch still holds).
+            DcTimes if matches!(done[1], Some(Err(_))) => {
+                if let Some(i) = self.time_source {
+                    self.no_time_source |= 1 << i;
+                }
+                DcTimes
+            }
             DcTimes if ok0 && ok1 => {
-                let (sys, old_offset) = (u64_at(r, 0), u64_at(r, 16));
-                // Where the drive's system time should be: the reference's, plus the
-                // frame's way from it to this drive.
-                let want = match cx.reference {
-                    Some((_, ref_delay)) => u64_at(&self.rx[1], 0)
-                        .wrapping_add(u64::from(s.dc_delay.wrapping_sub(ref_delay))),
-                    None => sys,
+                let (local, old_offset) = (u64_at(r, 0), u64_at(r, 8));
+                // The system time the drive should have had at its latch: the reference's at
+                // its own latch (local + offset), by the same frame. As at bring-up
+                // (ethercrab's offsets), the way between them is left to the drive's time
+                // control, which the per-cycle FRMW feeds with its delay (0x0928). Without
+                // a reference the drive keeps its own time.
+                let want = match self.time_source {
+                    Some(_) => u64_at(&self.rx[1], 0).wrapping_add(u64_at(&self.rx[1], 8)),
+                    None => local.wrapping_add(old_offset),
                 };
-                self.dc_offset = old_offset.wrapping_add(want.wrapping_sub(sys));
+                self.dc_offset = want.wrapping_sub(local);
                 self.dc_now = want;
                 DcOffset
             }

@@ -221,7 +221,11 @@ fn late_frames_are_answered_applied_and_never_reported_however_many_in_a_row() {
         // What the drives hold now is this cycle's command, and the feedback is this
         // frame's.
         assert_eq!(sim_targets(&ctl), cmd_counts(&p, &cmd), "cycle {k}");
-        assert!(fb.bus_rtt_ns >= 12_000_000, "cycle {k}: {} ns", fb.bus_rtt_ns);
+        assert!(
+            fb.bus_rtt_ns >= 12_000_000,
+            "cycle {k}: {} ns",
+            fb.bus_rtt_ns
+        );
         assert_eq!(b.stats().frames_late, late_before + 1, "cycle {k}");
         late_in_a_row += 1;
         longest_late_run = longest_late_run.max(late_in_a_row);

@@ -394,36 +394,51 @@ fn sync0_phases(ctl: &SimControl) -> Vec<Option<u64>> {
         .collect()
 }
 
-#[test]
-fn the_dc_reference_drive_power_cycled_comes_back_and_every_drive_shares_its_sync0_again() {
-    // Drive 0 is the reference clock and the first on the line: its power cycle takes all
-    // seven off the bus, and its system time starts again from its power-up. Every drive
-    // must come back on one SYNC0 again, taken from the reference.
+/// Power-cycles `drives` (150 ms) on a DC bus and brings them back: each drive's SYNC0
+/// must stand against the reference's (drive 0) where ethercrab's bring-up had put it.
+/// (ecsim has no drift controller, so the propagation delay stays in the clocks as a static
+/// 1 µs per hop that a real ESC's time control would absorb; what is compared is the
+/// relation, not zero.)
+fn dc_power_cycle_keeps_one_sync0(drives: &[usize], name: &str) {
     let mut cfg = config();
     cfg.ethercat.as_mut().unwrap().dc_sync0 = true;
     let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
     let mut fb = start(&mut b);
     let mut k = 0;
-    track_clean(&mut b, &mut fb, &mut k);
-    let agree = |phases: &[Option<u64>]| {
-        let p0 = phases[0].expect("SYNC0 runs on the reference");
-        // Within 1 µs of the reference's, around the 1 ms period.
-        phases.iter().all(|p| {
-            p.is_some_and(|p| {
-                let d = p.abs_diff(p0);
-                d.min(1_000_000 - d) < 1_000
+    // Past the first SYNC0 pulse (ethercrab starts SYNC0 a little after bring-up).
+    for _ in 0..10 {
+        track_clean(&mut b, &mut fb, &mut k);
+    }
+    // Each drive's SYNC0 phase against the reference's, wrapped into ±half the period.
+    let relative = |phases: &[Option<u64>]| -> Vec<i64> {
+        let p0 = phases[0].expect("SYNC0 runs on the reference") as i64;
+        phases
+            .iter()
+            .map(|p| {
+                let d = (p.expect("SYNC0 runs on every drive") as i64 - p0).rem_euclid(1_000_000);
+                if d >= 500_000 {
+                    d - 1_000_000
+                } else {
+                    d
+                }
             })
-        })
+            .collect()
     };
     let before = sync0_phases(&ctl);
-    assert!(agree(&before), "one SYNC0 before the power cycle: {before:?}");
-    assert!(ctl.network().power_cycle(0, 150_000_000));
+    let rel_before = relative(&before);
+    for &i in drives {
+        assert!(ctl.network().power_cycle(i, 150_000_000));
+    }
     let t0 = k;
+    // While it is off nothing answers (lost frames, then `FrameLost`); once it is back,
+    // every drive is out of OP (`DriveMissing`) until the rejoins are done.
+    let mut missing = 0;
     loop {
         k += 1;
         assert!(k - t0 < 5000, "not back: {:?}", &fb.state[..7]);
         let r = b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::FaultReset), &mut fb);
-        if r.is_ok() && all_enabled(&fb) {
+        missing += u32::from(matches!(r, Err(BackendError::DriveMissing { .. })));
+        if r.is_ok() && !fb.held && all_enabled(&fb) {
             break;
         }
         assert!(
@@ -434,10 +449,12 @@ fn the_dc_reference_drive_power_cycled_comes_back_and_every_drive_shares_its_syn
     }
     let back_at = k - t0;
     // Past the SYNC0 start the rejoin set (100 ms after it programmed each drive).
+    assert!(missing > 0, "the drives were seen out of OP");
     for _ in 0..150 {
         k += 1;
         b.exchange(t(k, 1.0), &hold(&fb, DriveRequest::Track), &mut fb)
             .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
+        assert!(!fb.held, "cycle {k}");
     }
     let after = sync0_phases(&ctl);
     for i in 0..7 {
@@ -447,12 +464,38 @@ fn the_dc_reference_drive_power_cycled_comes_back_and_every_drive_shares_its_syn
         let net = ctl.network();
         assert_eq!(net.device(i).unwrap().esc.sync0_cycle_ns(), Some(1_000_000));
     }
-    assert!(agree(&after), "one SYNC0 after the rejoin: {after:?}");
+    let rel_after = relative(&after);
+    let worst = rel_before
+        .iter()
+        .zip(&rel_after)
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap();
+    assert!(
+        worst < 500,
+        "SYNC0 against the reference's, ns: before {rel_before:?}, after {rel_after:?}"
+    );
     let s = b.stats();
     assert_eq!(s.wkc_errors, 0, "{s:?}");
     assert_eq!((s.rejoins_completed, s.rejoins_failed), (7, 0), "{s:?}");
     eprintln!(
-        "reference drive + 6 behind, DC on: {back_at} cycles from power loss (150 ms off) \
-         to all enabled; SYNC0 phases before {before:?}, after {after:?}"
+        "{name}, DC on: {back_at} cycles from power loss (150 ms off) \
+         to all enabled; SYNC0 against the reference's (ns) before {rel_before:?}, after \
+         {rel_after:?}"
     );
+}
+
+#[test]
+fn the_dc_reference_drive_power_cycled_takes_the_bus_time_back_from_a_drive_that_kept_it() {
+    // Drive 0 is the reference clock and the first on the line: its power cycle takes all
+    // seven off the bus, and its system time starts again from its power-up. Drives 1-6
+    // kept power and the bus's time: drive 0 must take it back from them, or every SYNC0
+    // behind it stands at a random phase against its own.
+    dc_power_cycle_keeps_one_sync0(&[0], "reference drive");
+}
+
+#[test]
+fn the_whole_chain_power_cycled_comes_back_on_one_sync0() {
+    // No drive kept the time: the reference starts a new one and the others take it.
+    dc_power_cycle_keeps_one_sync0(&[0, 1, 2, 3, 4, 5, 6], "whole chain");
 }
