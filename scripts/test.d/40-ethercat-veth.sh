@@ -9,6 +9,10 @@
 #   2. a drive missing (6 of 7)   -> exit 2, message names the bus position to check
 #   3. identity mismatch          -> exit 2, message names drive, expected and found
 #   3b. drives without CoE, default PDO lists -> exit 2, the drive's fixed lists and the fix
+#   3c. the same drives, write = false, rx without mode_of_operation
+#                                 -> exit 2, the drive's rx list and the config's
+#   3d. the same drives, write = false, their own lists -> a 5 s run in CSP, the drives
+#                                    follow (the checks of 4)
 #   4. nominal run (60 s)         -> exit 0, bring-up, zero working-counter / drive errors,
 #                                    every exchange reconciled (a round trip or a lost
 #                                    frame; every lost frame ridden through or
@@ -26,6 +30,12 @@
 #                                    error, DrivesRecovered then Playing; fallbacks/min,
 #                                    longest ride-through, rejoin time, SYNC0 phase printed
 #   9. a drive that never comes back -> the run ends early, exit 6 (or 4), said on stderr
+#  10. the master silent for 150 ms (chunkrt stopped with SIGSTOP, the drives' SM watchdog
+#      is 100 ms)                -> every drive found in SAFE-OP and acknowledged back to OP
+#                                    (7 rejoins, none failed), playback resumes, exit 0
+#  11. drives that cannot follow (ecsim's velocity limit), max_following_error_rad set
+#                                 -> following_error events naming joints past the limit,
+#                                    the policy's authority taken (FollowingError), exit 0
 #
 # Timing gates only where a budget file says so (scripts/test.d/30-bench.sh); this test
 # judges correctness, so a noisy moment on a shared 2-core host cannot fail it.
@@ -127,7 +137,10 @@ expect_refusal() {
             echo "FAIL: $name: message lacks '$text':"; cat "$work/$name.log"; exit 1
         fi
     done
-    echo "ok: $name refused with exit 2: $(grep -m1 -i error "$work/$name.log" | cut -c1-220)"
+    # chunkrt's own message; ethercrab's log lines may come before it.
+    local said
+    said="$(grep -m1 'chunkrt: error' "$work/$name.log" || grep -m1 -i error "$work/$name.log")"
+    echo "ok: $name refused with exit 2: $(cut -c1-260 <<<"$said")"
 }
 
 # 1. Wrong interface name.
@@ -265,6 +278,50 @@ if grep -q "did not take the mapping written" "$work/no-coe.log"; then
     echo "FAIL: no-coe: the message says a mapping was written"; exit 1
 fi
 
+# The veth config with `[ethercat.pdo]` set: pdo_config WRITE RX TX OUTPUT (TOML lists).
+pdo_config() {
+    sed -e "/^\[ethercat.pdo\]$/,/^\[/{s/^write = .*/write = $1/;s/^rx = .*/rx = $2/;s/^tx = .*/tx = $3/}" \
+        "$work/veth.toml" >"$4"
+    grep -q "^write = $1$" "$4"
+}
+fixed_tx='["statusword", "position_actual", "velocity_actual", "torque_actual", "error_code", "mode_display"]'
+
+# 3c. The same drives, `write = false` (nothing to write without a mailbox) and an rx list
+#     without the mode entry: the drives would never be put in CSP. Refused, with the
+#     drive's rx list and the config's.
+pdo_config false '["controlword", "target_position"]' "$fixed_tx" "$work/nomode.toml"
+expect_refusal no-mode "$work/nomode.toml" "no CoE mailbox" \
+    'rx mapping is ["controlword", "target_position", "mode_of_operation"]' \
+    'ethercat.pdo.rx asks for ["controlword", "target_position"]'
+
+# 3d. The same drives with their own lists in the config: they come up in CSP (0x6061 read
+#     through process data) and follow the policy, with the checks of a nominal run.
+pdo_config false '["controlword", "target_position", "mode_of_operation"]' "$fixed_tx" \
+    "$work/fixed.toml"
+stop_sim
+start_sim 7 rt-config/ecsim-no-coe.toml
+fout="$root/runs/ethercat-veth-fixed"
+rm -rf "$fout"
+status=0
+"$bin" run --config "$work/fixed.toml" --bus-period-ms 1 --duration 5s --quiet \
+    --out "$fout" >"$work/fixed.log" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: fixed-mapping run exited $status:"; tail -30 "$work/fixed.log"; exit 1
+fi
+if ! check_run "$fout/report.json" 5 0 || ! python3 - "$fout/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["counters"]
+# The drives moved with the policy: chunks were played and the arm tracked them.
+if c["chunks_used"] < 20 or r["tracking"]["max_err_rad"] > 0.05:
+    sys.exit(f"chunks used {c['chunks_used']}, max tracking error "
+             f"{r['tracking']['max_err_rad']} rad")
+PY
+then
+    echo "FAIL: fixed-mapping run (report in $fout/report.json)"; exit 1
+fi
+echo "ok: drives without CoE, their own lists: 5 s in CSP, report in $fout/report.json"
+
 # 4. Nominal run. The simulator is restarted so its drives start from rest.
 run_checked nominal "$secs" rt-config/ecsim-nominal.toml 0
 
@@ -348,6 +405,44 @@ then
 fi
 echo "ok: margin of the runtime loop over veth: $(tail -2 "$work/margin.log" | head -1 | tr -s ' ')"
 
+# events_check REPORT EVENTS [ARG...]: runs the Python on stdin with the run's counters as
+# `c` (`g` reads one), its whole event log as `events` (the report keeps only the first
+# events), the backend errors by kind as `kinds`, the mode changes as `modes`, and `fails`
+# already holding any working-counter, lost-drive, refused-command or I/O error.
+events_check() {
+    python3 - "$@" <<PY
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["counters"]
+g = lambda k: c.get(k, 0)
+events = [json.loads(line) for line in open(sys.argv[2])]
+kinds = {}
+for e in events:
+    if e.get("event") == "backend_error":
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+modes = [(e["to"], e["reason"]) for e in events if e.get("event") == "mode"]
+
+
+def resumed_after_recovery(modes, fails):
+    rec = [i for i, m in enumerate(modes) if m[1] == "DrivesRecovered"]
+    if not rec:
+        fails.append(f"no DrivesRecovered mode change in {len(modes)}: the last {modes[-6:]}")
+    elif not any(m[0] == "Playing" for m in modes[rec[-1]:]):
+        fails.append(f"playback did not resume after the drives were back: "
+                     f"{modes[rec[-1]:][:6]}")
+
+
+fails = []
+for kind in ("working_counter", "drive_lost", "invalid_command", "io"):
+    if kinds.get(kind, 0):
+        fails.append(f"{kinds[kind]} {kind} error(s)")
+$(cat)
+for f in fails:
+    print(f"FAIL: {f}")
+sys.exit(1 if fails else 0)
+PY
+}
+
 # 8. A drive power-cycled mid-run, with DC SYNC0 on and the drives' clocks 50 ppm fast
 #    against the host's: drive 3 loses power (the drives behind it lose the line and fall
 #    to SAFE-OP + 0x001B by their watchdogs) and is brought back without a restart, the
@@ -373,19 +468,8 @@ status=0
 if [ "$status" -ne 0 ]; then
     echo "FAIL: power-cycle run exited $status:"; tail -30 "$work/rejoin.log"; exit 1
 fi
-if ! python3 - "$rout/report.json" "$rejoin_secs" "$rout/events.jsonl" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-secs = float(sys.argv[2])
-c = r["counters"]
-g = lambda k: c.get(k, 0)
-# The whole event log: the report keeps only the first events of a long run.
-events = [json.loads(line) for line in open(sys.argv[3])]
-kinds = {}
-for e in events:
-    if e.get("event") == "backend_error":
-        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
-modes = [(e["to"], e["reason"]) for e in events if e.get("event") == "mode"]
+if ! events_check "$rout/report.json" "$rout/events.jsonl" "$rejoin_secs" <<'PY'
+secs = float(sys.argv[3])
 ph = r["metrics"].get("sync0_phase") or {}
 us = lambda ns: f"{ns / 1000:.1f}"
 # The fallbacks the power cycle caused (the drives gone, then re-enabled) are not the bus's;
@@ -409,24 +493,13 @@ if gone and back:
 if ph:
     print(f"sync0_phase (us): p50 {us(ph['p50'])}  p99 {us(ph['p99'])}  p99.9 {us(ph['p999'])}  "
           f"max {us(ph['max'])}  (n={ph['count']})")
-fails = []
 if g("bus_rejoins_started") < 1:
     fails.append("no rejoin started: the power cycle was not seen")
 if g("bus_rejoins_completed") != g("bus_rejoins_started") or g("bus_rejoins_failed"):
     fails.append("a rejoin did not complete")
-for kind in ("working_counter", "drive_lost", "invalid_command", "io"):
-    if kinds.get(kind, 0):
-        fails.append(f"{kinds[kind]} {kind} error(s)")
-rec = [i for i, m in enumerate(modes) if m[1] == "DrivesRecovered"]
-if not rec:
-    fails.append(f"no DrivesRecovered mode change in {len(modes)}: the last {modes[-6:]}")
-elif not any(m[0] == "Playing" for m in modes[rec[-1]:]):
-    fails.append(f"playback did not resume after the drives were back: {modes[rec[-1]:][:6]}")
+resumed_after_recovery(modes, fails)
 if not ph or ph.get("count", 0) == 0:
     fails.append("no sync0_phase samples with DC on")
-for f in fails:
-    print(f"FAIL: {f}")
-sys.exit(1 if fails else 0)
 PY
 then
     echo "FAIL: power-cycle run (report in $rout/report.json)"; exit 1
@@ -459,3 +532,80 @@ sys.exit(0 if r['duration_s'] < 20 else 1)" 2>/dev/null; then
     echo "FAIL: a drive that never came back: the run did not end early"; exit 1
 fi
 echo "ok: a drive that never came back: exit $status: $(grep -m1 "could not be brought back" "$work/gone.log" | cut -c1-200)"
+
+# 10. The master silent for 150 ms, the drives' SM watchdog being 100 ms: chunkrt (every
+#     thread) is stopped with SIGSTOP. The first frame after the gap finds every drive in
+#     SAFE-OP with AL status 0x001B (the state a real ESC leaves on its watchdog), so each
+#     one is acknowledged back to OP; the drives are reset, re-enabled where they stand and
+#     playback resumes.
+stop_sim
+start_sim 7
+sout="$root/runs/ethercat-veth-silent"
+rm -rf "$sout"
+"$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration 10s --quiet \
+    --out "$sout" >"$work/silent.log" 2>&1 &
+run_pid=$!
+sleep 4
+kill -STOP "$run_pid"
+sleep 0.15
+kill -CONT "$run_pid"
+status=0
+wait "$run_pid" || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: silent master run exited $status:"; tail -30 "$work/silent.log"; exit 1
+fi
+if ! events_check "$sout/report.json" "$sout/events.jsonl" <<'PY'
+print(f"master silent 150 ms: rejoins started {g('bus_rejoins_started')}, completed "
+      f"{g('bus_rejoins_completed')}, failed {g('bus_rejoins_failed')}, longest "
+      f"{g('bus_longest_rejoin_ns') / 1e6:.1f} ms; backend errors {kinds}")
+# Every drive left OP on its own watchdog (a rejoin each) and was brought back.
+if g("bus_rejoins_started") < 7:
+    fails.append(f"{g('bus_rejoins_started')} rejoins for 7 drives out of OP")
+if g("bus_rejoins_completed") != g("bus_rejoins_started") or g("bus_rejoins_failed"):
+    fails.append("a rejoin did not complete")
+if not kinds.get("drive_missing"):
+    fails.append("no drive_missing: the drives did not leave OP")
+resumed_after_recovery(modes, fails)
+PY
+then
+    echo "FAIL: silent master run (report in $sout/report.json)"; exit 1
+fi
+echo "ok: the master silent for 150 ms: every drive out of OP on its watchdog, back, playing again"
+
+# 11. Drives that cannot follow: ecsim's velocity limit (0.03 rad/s) far below what the
+#     policy asks, and a following-error limit in the config. The control loop names the
+#     joints past it and takes the policy's authority (FollowingError); the same limit is
+#     each drive's own window (0x6065), so drive faults (0x8611) may come with it.
+printf '[drive]\nmax_velocity_counts_s = 5000.0\n' >"$work/ecsim-slow.toml"
+sed -e 's/^\[limits\]$/[limits]\nmax_following_error_rad = 0.02/' "$work/veth.toml" \
+    >"$work/veth-fe.toml"
+grep -q "^max_following_error_rad = 0.02" "$work/veth-fe.toml"
+stop_sim
+start_sim 7 "$work/ecsim-slow.toml"
+feout="$root/runs/ethercat-veth-following"
+rm -rf "$feout"
+status=0
+"$bin" run --config "$work/veth-fe.toml" --bus-period-ms 1 --duration 8s --quiet \
+    --out "$feout" >"$work/following.log" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: following-error run exited $status:"; tail -30 "$work/following.log"; exit 1
+fi
+if ! events_check "$feout/report.json" "$feout/events.jsonl" <<'PY'
+fe = [e for e in events if e.get("event") == "following_error"]
+print(f"following error over veth: {len(fe)} event(s), joints "
+      f"{sorted({e['joint'] for e in fe})}, largest "
+      f"{max((e['error_rad'] for e in fe), default=0):.4f} rad (limit 0.02); "
+      f"modes {[m for m in modes if m[1] != 'FreshChunk'][:4]}; backend errors {kinds}")
+if not fe:
+    fails.append("no following_error event")
+elif not all(e["error_rad"] > 0.02 and e["limit_rad"] == 0.02 for e in fe):
+    fails.append(f"an event within the limit: {fe[:3]}")
+if g("following_errors") != len(fe):
+    fails.append(f"following_errors {g('following_errors')}, {len(fe)} events")
+if not any(m == ("Decelerating", "FollowingError") for m in modes):
+    fails.append(f"the policy kept authority: {modes[:6]}")
+PY
+then
+    echo "FAIL: following-error run (report in $feout/report.json)"; exit 1
+fi
+echo "ok: drives that cannot follow: named, the policy's authority taken"
