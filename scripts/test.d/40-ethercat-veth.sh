@@ -250,18 +250,25 @@ sys.exit(1 if fails else 0)
 PY
 }
 
-# run_checked NAME SECONDS SIM_CONFIG MIN_RIDDEN: a run against freshly started drives.
-run_checked() {
-    local name="$1" secs="$2" sim_cfg="$3" min_ridden="$4" out="$root/runs/ethercat-veth${5:-}"
+# run_ok NAME CONFIG SECONDS OUT SIM_CONFIG: `chunkrt run` at 1 ms against freshly started
+# drives; it must exit 0.
+run_ok() {
+    local name="$1" cfg="$2" secs="$3" out="$4"
     stop_sim
-    start_sim 7 "$sim_cfg"
+    start_sim 7 "$5"
     rm -rf "$out"
     local status=0
-    "$bin" run --config "$work/veth.toml" --bus-period-ms 1 --duration "${secs}s" --quiet \
+    "$bin" run --config "$cfg" --bus-period-ms 1 --duration "${secs}s" --quiet \
         --out "$out" >"$work/$name.log" 2>&1 || status=$?
     if [ "$status" -ne 0 ]; then
         echo "FAIL: $name run exited $status:"; tail -30 "$work/$name.log"; exit 1
     fi
+}
+
+# run_checked NAME SECONDS SIM_CONFIG MIN_RIDDEN: a run against freshly started drives.
+run_checked() {
+    local name="$1" secs="$2" sim_cfg="$3" min_ridden="$4" out="$root/runs/ethercat-veth${5:-}"
+    run_ok "$name" "$work/veth.toml" "$secs" "$out" "$sim_cfg"
     if ! check_run "$out/report.json" "$secs" "$min_ridden"; then
         echo "FAIL: $name run (report in $out/report.json)"; exit 1
     fi
@@ -298,16 +305,8 @@ expect_refusal no-mode "$work/nomode.toml" "no CoE mailbox" \
 #     through process data) and follow the policy, with the checks of a nominal run.
 pdo_config false '["controlword", "target_position", "mode_of_operation"]' "$fixed_tx" \
     "$work/fixed.toml"
-stop_sim
-start_sim 7 rt-config/ecsim-no-coe.toml
 fout="$root/runs/ethercat-veth-fixed"
-rm -rf "$fout"
-status=0
-"$bin" run --config "$work/fixed.toml" --bus-period-ms 1 --duration 5s --quiet \
-    --out "$fout" >"$work/fixed.log" 2>&1 || status=$?
-if [ "$status" -ne 0 ]; then
-    echo "FAIL: fixed-mapping run exited $status:"; tail -30 "$work/fixed.log"; exit 1
-fi
+run_ok fixed-mapping "$work/fixed.toml" 5 "$fout" rt-config/ecsim-no-coe.toml
 if ! check_run "$fout/report.json" 5 0 || ! python3 - "$fout/report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -458,16 +457,8 @@ cycle_at="${ETHERCAT_VETH_POWER_CYCLE_AT_S:-5}"
     >"$work/ecsim-rejoin.toml"
 sed -e 's/^dc_sync0 = false.*/dc_sync0 = true/' "$work/veth.toml" >"$work/veth-dc.toml"
 grep -q "^dc_sync0 = true" "$work/veth-dc.toml"
-stop_sim
-start_sim 7 "$work/ecsim-rejoin.toml"
 rout="$root/runs/ethercat-veth-rejoin"
-rm -rf "$rout"
-status=0
-"$bin" run --config "$work/veth-dc.toml" --bus-period-ms 1 --duration "${rejoin_secs}s" --quiet \
-    --out "$rout" >"$work/rejoin.log" 2>&1 || status=$?
-if [ "$status" -ne 0 ]; then
-    echo "FAIL: power-cycle run exited $status:"; tail -30 "$work/rejoin.log"; exit 1
-fi
+run_ok power-cycle "$work/veth-dc.toml" "$rejoin_secs" "$rout" "$work/ecsim-rejoin.toml"
 if ! events_check "$rout/report.json" "$rout/events.jsonl" "$rejoin_secs" <<'PY'
 secs = float(sys.argv[3])
 ph = r["metrics"].get("sync0_phase") or {}
@@ -580,16 +571,8 @@ printf '[drive]\nmax_velocity_counts_s = 5000.0\n' >"$work/ecsim-slow.toml"
 sed -e 's/^\[limits\]$/[limits]\nmax_following_error_rad = 0.02/' "$work/veth.toml" \
     >"$work/veth-fe.toml"
 grep -q "^max_following_error_rad = 0.02" "$work/veth-fe.toml"
-stop_sim
-start_sim 7 "$work/ecsim-slow.toml"
 feout="$root/runs/ethercat-veth-following"
-rm -rf "$feout"
-status=0
-"$bin" run --config "$work/veth-fe.toml" --bus-period-ms 1 --duration 8s --quiet \
-    --out "$feout" >"$work/following.log" 2>&1 || status=$?
-if [ "$status" -ne 0 ]; then
-    echo "FAIL: following-error run exited $status:"; tail -30 "$work/following.log"; exit 1
-fi
+run_ok following-error "$work/veth-fe.toml" 8 "$feout" "$work/ecsim-slow.toml"
 if ! events_check "$feout/report.json" "$feout/events.jsonl" <<'PY'
 fe = [e for e in events if e.get("event") == "following_error"]
 print(f"following error over veth: {len(fe)} event(s), joints "
