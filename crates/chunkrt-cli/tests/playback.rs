@@ -137,7 +137,11 @@ fn the_gate_stays_idle_at_a_1_ms_bus() {
 fn the_gate_stays_idle_with_late_chunks() {
     let extra = "\n[inject]\nseed = 13\n\
                  inference_delay = { kind = \"uniform\", min_ms = 0.0, max_ms = 40.0 }\n";
-    let Some((p, _)) = run("late", "20", "20s", extra) else {
+    // 60 s, as the README's measurement of this case: at a 20 ms bus 20 s is only ~1000
+    // Playing cycles, so their P99.9 was the single worst cycle (0.504 against 0.5 in one
+    // fresh-clone run here, P99.9 = max), the one seam whose chunk came latest. 3000 cycles
+    // make it a percentile again, with the bound unchanged.
+    let Some((p, _)) = run("late", "20", "60s", extra) else {
         return;
     };
     assert_seamless("0-40 ms inference delay", &p);
