@@ -155,6 +155,36 @@ fn observation_at(
     *observations.peek()
 }
 
+/// The control tick the next chunk starts on, and the slot after it, for a thread
+/// that is ready at `now` with `nominal` the slot it was due at.
+///
+/// On time (`now` at or before the slot's tick) the chunk starts on the first control
+/// tick at or after the slot, and the next slot is one chunk period later: the
+/// absolute schedule. Late (the previous inference ran past this slot's tick) it
+/// starts on the first control tick at or after `now`, the soonest observation there
+/// is, and the schedule starts again from that tick: one chunk at a time, a chunk
+/// period apart at the least, never a burst to catch up. Waiting instead for the
+/// next slot of the old schedule would leave the thread idle for up to a chunk
+/// period while the chunk being played, already late, ages towards
+/// `max_chunk_age_ms` (a DDPM policy at 50 ms lost a chunk that way: the next slot
+/// was 60 ms after an inference of 102 ms ended, and its chunk came 13 ms after the
+/// old one expired).
+pub fn next_slot(
+    origin: MonoTime,
+    nominal: MonoTime,
+    period_ns: u64,
+    control_period_ns: u64,
+    now: MonoTime,
+) -> (MonoTime, MonoTime) {
+    let tick = origin.grid_at_or_after(control_period_ns, nominal);
+    if now <= tick {
+        (tick, nominal.add_ns(period_ns))
+    } else {
+        let tick = origin.grid_at_or_after(control_period_ns, now);
+        (tick, tick.add_ns(period_ns))
+    }
+}
+
 /// How the inference thread ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InferenceExit {
@@ -197,11 +227,8 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
     let control_period_ns = p.grid.period_ns();
     let mut nominal = origin.add_ns(p.period_ns);
     while !p.stop.load(Ordering::Relaxed) {
-        // Late (inference overran): skip the periods that have passed instead of
-        // bursting.
-        nominal = nominal.grid_at_or_after(p.period_ns, os::now());
-        let tick = origin.grid_at_or_after(control_period_ns, nominal);
-        nominal = nominal.add_ns(p.period_ns);
+        let tick;
+        (tick, nominal) = next_slot(origin, nominal, p.period_ns, control_period_ns, os::now());
         let obs = observation_at(&mut p.observations, tick, control_period_ns, &p.stop);
         if p.stop.load(Ordering::Relaxed) {
             break;
@@ -403,26 +430,115 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
 mod tests {
     use super::*;
 
+    const MS: u64 = 1_000_000;
+
+    /// The inference thread's schedule run through `next_slot` in simulated time: each
+    /// inference takes `busy[i]` ns (cycling), the thread is ready again when it ends.
+    /// Returns (ready, start) per chunk, the start being the control tick it took.
+    fn simulate(period: u64, control: u64, busy: &[u64], n: usize) -> Vec<(u64, u64)> {
+        let origin = MonoTime::from_ms(0);
+        let mut nominal = origin.add_ns(period);
+        let mut ready = origin;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let tick;
+            (tick, nominal) = next_slot(origin, nominal, period, control, ready);
+            out.push((ready.as_ns(), tick.as_ns()));
+            ready = tick.add_ns(busy[i % busy.len()]);
+        }
+        out
+    }
+
     #[test]
     fn a_50_ms_schedule_on_a_20_ms_grid_alternates_40_60_and_averages_50() {
-        let origin = MonoTime::from_ms(0);
-        let ticks: Vec<u64> = (1..=10)
-            .map(|n| {
-                origin
-                    .grid_at_or_after(20_000_000, MonoTime::from_ms(50 * n))
-                    .as_ns()
-            })
+        let starts: Vec<u64> = simulate(50 * MS, 20 * MS, &[5 * MS], 11)
+            .iter()
+            .map(|&(_, t)| t)
             .collect();
-        let gaps: Vec<u64> = ticks
-            .windows(2)
-            .map(|w| (w[1] - w[0]) / 1_000_000)
-            .collect();
+        let gaps: Vec<u64> = starts.windows(2).map(|w| (w[1] - w[0]) / MS).collect();
         assert!(gaps.iter().all(|&g| g == 40 || g == 60), "{gaps:?}");
-        assert_eq!((ticks[9] - ticks[1]) / 1_000_000, 400);
+        assert_eq!((starts[10] - starts[0]) / MS, 500);
         // On a 1 ms grid the schedule is exact.
-        for n in 1..=10 {
-            let t = MonoTime::from_ms(50 * n);
-            assert_eq!(origin.grid_at_or_after(1_000_000, t), t);
+        let starts = simulate(50 * MS, MS, &[5 * MS], 10);
+        for (n, &(_, t)) in starts.iter().enumerate() {
+            assert_eq!(t, 50 * MS * (n as u64 + 1));
+        }
+    }
+
+    #[test]
+    fn an_inference_that_ends_after_its_slot_but_before_the_tick_keeps_the_tick() {
+        // Slot 150 ms on a 20 ms grid starts on the tick at 160 ms; an inference that
+        // began at 100 ms and ends at 155 ms is in time for it.
+        let origin = MonoTime::from_ms(0);
+        let (tick, next) = next_slot(
+            origin,
+            MonoTime::from_ms(150),
+            50 * MS,
+            20 * MS,
+            MonoTime::from_ms(155),
+        );
+        assert_eq!(tick, MonoTime::from_ms(160));
+        assert_eq!(next, MonoTime::from_ms(200));
+    }
+
+    #[test]
+    fn after_an_overrun_the_next_chunk_starts_on_the_first_tick_after_it_ends() {
+        // The failure seen: slot at 7.23 s, the inference before it ended at 7.232 s.
+        // The next observation is the 7.25 s tick's, not the next slot's (7.29 s).
+        let origin = MonoTime::from_ms(90);
+        let (tick, next) = next_slot(
+            origin,
+            MonoTime::from_ms(7_230),
+            50 * MS,
+            20 * MS,
+            MonoTime(7_232 * MS),
+        );
+        assert_eq!(tick, MonoTime::from_ms(7_250));
+        assert_eq!(next, MonoTime::from_ms(7_300));
+        // 45 ms of inference every 50 ms on a 20 ms grid: every chunk starts on the
+        // first tick after the one before ended (the thread never waits a whole
+        // control period), and no two start closer than a chunk period apart less
+        // one control period.
+        let run = simulate(50 * MS, 20 * MS, &[45 * MS, 45 * MS, 70 * MS, 120 * MS], 40);
+        for w in run.windows(2) {
+            let ((_, s0), (ready, s1)) = (w[0], w[1]);
+            assert!(s1 >= ready && s1 - ready < 20 * MS, "{run:?}");
+            assert!(s1 - s0 >= 30 * MS, "{run:?}");
+            assert_eq!(s1 % (20 * MS), 0);
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the inference times: each chunk starts on a control tick at or
+        /// after the thread is ready, less than a control period after it when the
+        /// thread was late for its slot; never less than a chunk period after the
+        /// previous start when rounded to the grid (no burst to catch up); and on the
+        /// absolute schedule's tick whenever the thread was in time for it.
+        #[test]
+        fn the_schedule_never_idles_while_late_and_never_bursts(
+            control_ms in 1u64..=25,
+            period_ms in 10u64..=100,
+            busy in proptest::collection::vec(1u64..=250_000, 1..8),
+        ) {
+            let (control, period) = (control_ms * MS, period_ms * MS);
+            let busy: Vec<u64> = busy.iter().map(|b| b * 1_000).collect();
+            let run = simulate(period, control, &busy, 60);
+            let mut slot = period; // the absolute schedule's slot the thread was due at
+            for (i, &(ready, start)) in run.iter().enumerate() {
+                proptest::prop_assert_eq!(start % control, 0);
+                proptest::prop_assert!(start >= ready);
+                let due = slot.div_ceil(control) * control;
+                if ready <= due {
+                    proptest::prop_assert_eq!(start, due);
+                    slot += period;
+                } else {
+                    proptest::prop_assert!(start - ready < control);
+                    slot = start + period;
+                }
+                if i > 0 {
+                    proptest::prop_assert!(start - run[i - 1].1 + control > period);
+                }
+            }
         }
     }
 
