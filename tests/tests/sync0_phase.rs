@@ -90,15 +90,19 @@ fn frames_reach_the_drives_at_sync0_plus_the_shift_though_their_clocks_drift() {
             reported_p50 as f64 * 1e-3,
             within_quarter * 100.0
         );
-        // Unlocked, the frames slide across the whole period: median |error| T/4
-        // (500 us), half of them within T/4. Locked, the median is the host's wake
-        // jitter (tens of us here).
+        // Unlocked (the schedule's phase correction taken out), the frames slide across
+        // the period: median |error| 748 us, 18.7 % of them within T/4. Locked, the
+        // median is the host's wake jitter (12-97 us here). The share within T/4 is that
+        // jitter's tail, 94-99.8 % on a quiet host and 88.1 % once in a fresh-clone run
+        // on a noisy one; it is held to 75 %, well clear of unlocked, and the host's
+        // tail beyond that is reported, not gated (issue 16: a timing figure gates only
+        // through a budget file).
         assert!(
             median < period_ns / 10,
             "shift {shift}: median |phase error| {median} ns, not locked to SYNC0 + shift"
         );
         assert!(
-            within_quarter > 0.9,
+            within_quarter > 0.75,
             "shift {shift}: only {:.1} % of frames within T/4 of SYNC0 + shift",
             within_quarter * 100.0
         );
