@@ -47,6 +47,62 @@ pub enum BackendError {
     },
     /// An error injected by a test or fault-injection configuration.
     Injected,
+    /// The bus failed in a way that is not a lost frame: a reply the master could not
+    /// read, the master's own frame handling, or a process image it could not write or
+    /// read. Never ridden through; the cycle's feedback is held, not fresh.
+    Bus {
+        /// What failed.
+        kind: BusErrorKind,
+    },
+}
+
+/// What kind of bus failure a [`BackendError::Bus`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusErrorKind {
+    /// A reply came back that the master could not parse (a PDU longer than the frame, a
+    /// frame header that does not fit, a datagram missing).
+    MalformedReply,
+    /// A reply's data did not decode (a field too short or with a value it cannot hold).
+    Decode,
+    /// The frame could not be queued or sent (no free frame slot, a send refused).
+    Send,
+    /// A mailbox (CoE) error.
+    Mailbox,
+    /// A drive reported an AL error or a state it may not be in.
+    SubDevice,
+    /// Any other error of the bus master.
+    Master,
+    /// A drive's outputs could not be written into the process image: its command did not
+    /// go out this cycle.
+    OutputImage {
+        /// Joint index.
+        joint: u16,
+    },
+    /// A drive's inputs could not be read from the process image: its measurement is not
+    /// this cycle's.
+    InputImage {
+        /// Joint index.
+        joint: u16,
+    },
+}
+
+impl core::fmt::Display for BusErrorKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BusErrorKind::MalformedReply => f.write_str("a reply the master could not parse"),
+            BusErrorKind::Decode => f.write_str("a reply whose data did not decode"),
+            BusErrorKind::Send => f.write_str("the frame could not be sent"),
+            BusErrorKind::Mailbox => f.write_str("a mailbox error"),
+            BusErrorKind::SubDevice => f.write_str("a drive reported an AL error"),
+            BusErrorKind::Master => f.write_str("an error of the bus master"),
+            BusErrorKind::OutputImage { joint } => {
+                write!(f, "the outputs of joint {joint} could not be written")
+            }
+            BusErrorKind::InputImage { joint } => {
+                write!(f, "the inputs of joint {joint} could not be read")
+            }
+        }
+    }
 }
 
 impl BackendError {
@@ -61,6 +117,7 @@ impl BackendError {
             BackendError::InvalidCommand { .. } => "invalid_command",
             BackendError::Io { .. } => "io",
             BackendError::Injected => "injected",
+            BackendError::Bus { .. } => "bus",
         }
     }
 }
@@ -91,6 +148,7 @@ impl core::fmt::Display for BackendError {
             }
             BackendError::Io { errno } => write!(f, "I/O error (errno {errno})"),
             BackendError::Injected => write!(f, "injected backend error"),
+            BackendError::Bus { kind } => write!(f, "bus error: {kind}"),
         }
     }
 }

@@ -135,10 +135,11 @@ pub struct Feedback {
     /// Bus round trip of this exchange in ns (0 where there is no bus, or no frame came
     /// back).
     pub bus_rtt_ns: u64,
-    /// No frame came back this cycle and the backend rode through it: every other field
-    /// is the last measurement, held (the drives hold the last command they got). A
-    /// ridden-through exchange returns `Ok`; only the backend's loss policy turns a lost
-    /// frame into an error.
+    /// Not every joint was measured this cycle. With `Ok`: no frame came back and the
+    /// backend rode through it: every other field is the last measurement, held (the
+    /// drives hold the last command they got); only the backend's loss policy turns a
+    /// lost frame into an error. With an error: at least one joint's fields are not from
+    /// this cycle (nothing was decoded, or some drive's inputs were not read).
     pub held: bool,
     /// With Distributed Clocks: when this exchange's frame reached the bus's reference
     /// clock, relative to the instant it is meant to (SYNC0 + the configured shift), in
