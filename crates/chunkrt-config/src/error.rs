@@ -6,13 +6,19 @@ use std::path::{Path, PathBuf};
 /// A configuration file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{}: cannot read: {message}", file.display())]
-    Io {
+    /// The file could not be read: missing, not a regular file (a directory, FIFO or
+    /// device), or larger than a TOML file may be.
+    #[error(transparent)]
+    File(#[from] chunkrt_files::FileError),
+    /// The file is not UTF-8 text.
+    #[error("{}: {}", file.display(), not_text_message(*onnx, *offset))]
+    NotText {
         /// The file.
         file: PathBuf,
-        /// The OS error.
-        message: String,
+        /// Byte offset of the first byte that is not UTF-8.
+        offset: usize,
+        /// Whether it looks like an ONNX model (by its name or its first bytes).
+        onnx: bool,
     },
     /// The file is not valid TOML or does not fit the schema (unknown key, wrong type).
     #[error("{}:{line}: key `{path}`: {message}", file.display())]
@@ -38,6 +44,21 @@ pub enum ConfigError {
         /// What was wrong and what was expected.
         message: String,
     },
+}
+
+/// What to say of a file that is not text.
+fn not_text_message(onnx: bool, offset: usize) -> String {
+    if onnx {
+        "a binary file (an ONNX model?), not TOML text: `chunkrt validate` reads chunkrt's \
+         TOML files; `chunkrt policy inspect FILE` lists a model's inputs and outputs, and \
+         `chunkrt validate` on the manifest that names the model checks it against the manifest"
+            .to_string()
+    } else {
+        format!(
+            "not UTF-8 text (byte {offset}): chunkrt's files (run configurations, budgets, \
+             ecsim configurations, policy manifests) are TOML in UTF-8"
+        )
+    }
 }
 
 /// `:LINE` when the line is known.

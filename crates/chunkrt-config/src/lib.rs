@@ -32,7 +32,7 @@ impl Config {
     /// Relative paths inside the file (policy manifests, ORT library) are resolved
     /// against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = read_file(path)?;
+        let text = read_text(path, "run configuration")?;
         let mut cfg = Config::parse_str(&text, path)?;
         cfg.base_dir = path
             .parent()
@@ -59,12 +59,33 @@ impl Config {
     }
 }
 
-/// Reads a TOML file's text; the error names the file.
+/// Reads a TOML file's text, with a bound: a regular file of at most
+/// [`chunkrt_files::TOML_LIMIT_BYTES`] (a directory, FIFO or device is refused without
+/// blocking), in UTF-8 (a binary file, an ONNX model say, is told as such). The error
+/// names the file.
 pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
-        file: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    read_text(path, "TOML file")
+}
+
+/// [`read_file`] with what the file is read as, for messages ("run configuration").
+pub fn read_text(path: &Path, what: &'static str) -> Result<String, ConfigError> {
+    match chunkrt_files::read_text_bounded(path, chunkrt_files::TOML_LIMIT_BYTES, what)? {
+        Ok(text) => Ok(text),
+        Err(bytes) => {
+            let offset = std::str::from_utf8(&bytes)
+                .err()
+                .map_or(0, |e| e.valid_up_to());
+            // An ONNX model is a protobuf ModelProto: field 1 (ir_version, a varint)
+            // comes first, tag byte 0x08.
+            let onnx =
+                path.extension().is_some_and(|e| e == "onnx") || bytes.first() == Some(&0x08);
+            Err(ConfigError::NotText {
+                file: path.to_path_buf(),
+                offset,
+                onnx,
+            })
+        }
+    }
 }
 
 /// Deserializes TOML text into any of chunkrt's file schemas (runtime config,

@@ -89,6 +89,7 @@ impl Config {
             BackendKind::Sim => {
                 let sim = self.sim.clone().unwrap_or_default();
                 sim.validate(n)?;
+                sim.check_start_pose(n, &self.limits)?;
             }
             BackendKind::Ethercat => match &self.ethercat {
                 Some(ec) => {
@@ -615,6 +616,34 @@ impl SimConfig {
         }
         if let Some(v) = &self.initial_pos_rad {
             v.check("sim.initial_pos_rad", n, |_| true, "a finite number")?;
+        }
+        Ok(())
+    }
+}
+
+impl SimConfig {
+    /// The simulated arm starts at `initial_pos_rad`, between its hard stops (the
+    /// position limits); outside them the arm refuses to be built at `run`.
+    fn check_start_pose(&self, n: usize, limits: &crate::LimitsConfig) -> Check {
+        let Some(v) = &self.initial_pos_rad else {
+            return Ok(());
+        };
+        for j in 0..n {
+            let (pos, lo, hi) = (
+                v.get(j),
+                limits.pos_min_rad.get(j),
+                limits.pos_max_rad.get(j),
+            );
+            if !(lo..=hi).contains(&pos) {
+                return Err((
+                    "sim.initial_pos_rad".into(),
+                    format!(
+                        "joint {j}: the start pose {pos} rad is outside the joint's stops \
+                         [{lo}, {hi}] rad (limits.pos_min_rad / limits.pos_max_rad): the \
+                         simulated arm cannot start there; give a pose inside the stops"
+                    ),
+                ));
+            }
         }
         Ok(())
     }

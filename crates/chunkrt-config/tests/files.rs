@@ -107,3 +107,37 @@ fn a_100_mb_string_value_gives_a_short_error_with_its_line() {
         assert!(err.contains("more bytes not shown"), "{err}");
     }
 }
+
+/// A config path that names no regular file, or one too large to be a config, is
+/// refused before it is read: `/dev/zero` and a FIFO would otherwise read (or block)
+/// forever.
+#[test]
+fn a_path_that_is_not_a_config_file_is_refused_without_reading_it() {
+    let dir = std::env::temp_dir().join(format!("chunkrt-config-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo.toml");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let big = dir.join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(5 << 20)
+        .unwrap();
+    let binary = dir.join("model.onnx");
+    std::fs::write(&binary, b"\x08\x08\x12\x07pytorch\xff\xfe").unwrap();
+    for (path, expected) in [
+        (Path::new("/dev/zero").to_path_buf(), "/dev/zero: is a character device, not a regular file: the run configuration is read from a regular file"),
+        (dir.clone(), "is a directory, not a regular file"),
+        (fifo, "fifo.toml: is a FIFO (named pipe), not a regular file"),
+        (big, "big.toml: 5.0 MiB is more than the 4.0 MiB a run configuration may have"),
+        (binary, "model.onnx: a binary file (an ONNX model?), not TOML text"),
+    ] {
+        let err = Config::load(&path).err().unwrap().to_string();
+        assert!(err.contains(expected), "{}: {err}", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,13 @@
 //! Why a policy model could not be loaded or sampled.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// ` (model_file of manifest M)` when a manifest named the model.
+fn named_by(manifest: Option<&Path>) -> String {
+    manifest
+        .map(|m| format!(" (model_file of manifest {})", m.display()))
+        .unwrap_or_default()
+}
 
 /// A refusal at load time (or a failure of the offline sampling helpers).
 ///
@@ -8,14 +15,10 @@ use std::path::PathBuf;
 /// was refused and why without reading code.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyLoadError {
-    /// The manifest file cannot be read.
-    #[error("cannot read policy manifest {path}: {source}")]
-    ManifestRead {
-        /// The manifest path.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The manifest file cannot be read: missing, not a regular file, or larger than
+    /// a manifest may be (the message names the path).
+    #[error(transparent)]
+    ManifestRead(chunkrt_files::FileError),
     /// The manifest is not valid TOML or lacks/misnames a field.
     #[error("policy manifest {path}: {message}")]
     ManifestParse {
@@ -32,15 +35,15 @@ pub enum PolicyLoadError {
         /// What is wrong, naming the key.
         what: String,
     },
-    /// The model file named by the manifest cannot be read.
-    #[error("policy model {path} (named by manifest {manifest}) cannot be read: {source}")]
+    /// The model file cannot be read: missing, not a regular file, larger than a
+    /// model may be, or of another size than its manifest's `model_bytes` (the message
+    /// names the path).
+    #[error("{source}{}", named_by(manifest.as_deref()))]
     ModelRead {
-        /// The model path.
-        path: PathBuf,
-        /// The manifest that names it.
-        manifest: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The manifest that names it (none for `chunkrt policy inspect FILE`).
+        manifest: Option<PathBuf>,
+        /// Why it cannot be read.
+        source: chunkrt_files::FileError,
     },
     /// The model file's SHA-256 differs from the manifest's `model_sha256`.
     #[error(

@@ -84,7 +84,12 @@ impl ImportedModel {
         let m = CheckedManifest2::load(manifest_path)?;
         let raw = &m.raw;
         let model_path = raw.model_path(manifest_path);
-        let bytes = read_verified(&model_path, manifest_path, &raw.model_sha256)?;
+        let bytes = read_verified(
+            &model_path,
+            manifest_path,
+            &raw.model_sha256,
+            raw.model_bytes,
+        )?;
         let domain = Domain::new(&raw.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
             path: manifest_path.to_path_buf(),
             what: e.to_string(),

@@ -8,7 +8,6 @@ use std::path::Path;
 use ort::value::ValueType;
 
 use crate::error::PolicyLoadError;
-use crate::model::sha256_hex;
 use crate::session::{describe, open_session, SessionOptions};
 
 /// One graph input or output.
@@ -55,14 +54,19 @@ fn port(name: &str, t: &ValueType) -> Port {
 
 /// Opens the model in ONNX Runtime and lists its inputs and outputs.
 pub fn inspect(model: &Path, opts: &SessionOptions) -> Result<Inspection, PolicyLoadError> {
-    let bytes = std::fs::read(model).map_err(|source| PolicyLoadError::ModelRead {
-        path: model.to_path_buf(),
-        manifest: model.to_path_buf(),
+    let (bytes, sha256) = chunkrt_files::read_with_sha256(
+        model,
+        chunkrt_files::MODEL_LIMIT_BYTES,
+        "policy model",
+        None,
+    )
+    .map_err(|source| PolicyLoadError::ModelRead {
+        manifest: None,
         source,
     })?;
     let session = open_session(model, &bytes, opts)?;
     Ok(Inspection {
-        sha256: sha256_hex(&bytes),
+        sha256,
         bytes: bytes.len() as u64,
         inputs: session
             .inputs()
@@ -185,6 +189,7 @@ pub fn draft_manifest(model: &Path, i: &Inspection) -> String {
     );
     let _ = writeln!(s, "model_file = \"{file}\"");
     let _ = writeln!(s, "model_sha256 = \"{}\"", i.sha256);
+    let _ = writeln!(s, "model_bytes = {}", i.bytes);
     let _ = writeln!(s, "d_a = {d_a}");
     let _ = writeln!(
         s,

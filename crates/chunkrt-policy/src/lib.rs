@@ -30,6 +30,7 @@ pub mod scripted;
 pub mod servo;
 pub mod session;
 pub mod smoothing;
+pub mod verify;
 
 pub use domain::{Domain, DomainError, DomainVerdict};
 pub use error::PolicyLoadError;
@@ -49,3 +50,4 @@ pub use scripted::{ScriptedParams, ScriptedParamsError, ScriptedPolicy};
 pub use servo::{ServoParams, ServoPolicy};
 pub use session::{ExecutionProvider, SessionOptions};
 pub use smoothing::ChunkSmoother;
+pub use verify::{verify_manifest, ManifestVerdict};

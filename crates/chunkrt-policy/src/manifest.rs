@@ -255,6 +255,11 @@ pub struct Manifest {
     pub model_file: String,
     /// SHA-256 of the model file, lowercase hex.
     pub model_sha256: String,
+    /// The model file's size in bytes, when declared: a file of another size is
+    /// refused before it is read (else it may be up to
+    /// [`chunkrt_files::MODEL_LIMIT_BYTES`]).
+    #[serde(default)]
+    pub model_bytes: Option<u64>,
     /// Observation vector length.
     pub d_obs: usize,
     /// Action dimension (joints).
@@ -282,11 +287,7 @@ pub struct Manifest {
 impl Manifest {
     /// Reads, parses and checks a manifest.
     pub fn load(path: &Path) -> Result<Manifest, PolicyLoadError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| PolicyLoadError::ManifestRead {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let text = read_manifest_text(path)?;
         Manifest::parse(path, &text)
     }
 
@@ -330,6 +331,7 @@ impl Manifest {
             ));
         }
         check_digest_and_file(&self.model_sha256, &self.model_file)?;
+        check_model_bytes(self.model_bytes)?;
         range("d_a", self.d_a, 1, MAX_DOF)?;
         range("horizon", self.horizon, 2, MAX_HORIZON)?;
         range("d_obs", self.d_obs, 1, MAX_OBS)?;
@@ -430,6 +432,31 @@ pub(crate) fn check_digest_and_file(sha: &str, file: &str) -> Result<(), String>
         return Err("model_file is empty".into());
     }
     Ok(())
+}
+
+/// Checks a declared model size: 1 byte to [`chunkrt_files::MODEL_LIMIT_BYTES`].
+pub(crate) fn check_model_bytes(bytes: Option<u64>) -> Result<(), String> {
+    match bytes {
+        Some(b) if b == 0 || b > chunkrt_files::MODEL_LIMIT_BYTES => Err(format!(
+            "model_bytes = {b}: expected 1 to {} (an ONNX file holds at most 2 GiB; larger \
+             models keep their weights in external data, which chunkrt does not load)",
+            chunkrt_files::MODEL_LIMIT_BYTES
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Reads a manifest's text with a bound: a regular file of at most
+/// [`chunkrt_files::TOML_LIMIT_BYTES`], in UTF-8.
+pub fn read_manifest_text(path: &Path) -> Result<String, PolicyLoadError> {
+    chunkrt_files::read_text_bounded(path, chunkrt_files::TOML_LIMIT_BYTES, "policy manifest")
+        .map_err(PolicyLoadError::ManifestRead)?
+        .map_err(|_| PolicyLoadError::ManifestParse {
+            path: path.to_path_buf(),
+            message: "not UTF-8 text (a binary file?): a manifest is TOML; the model it \
+                      describes is named by its model_file key"
+                .to_string(),
+        })
 }
 
 /// Checks a `[domain]` table over observations of `d_obs` values.

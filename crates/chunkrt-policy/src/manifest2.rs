@@ -423,6 +423,10 @@ pub struct Manifest2 {
     pub model_file: String,
     /// SHA-256 of the model file.
     pub model_sha256: String,
+    /// The model file's size in bytes, when declared: a file of another size is
+    /// refused before it is read.
+    #[serde(default)]
+    pub model_bytes: Option<u64>,
     /// Joints.
     pub d_a: usize,
     /// Frame period of the training data: one action step, one history step (ms).
@@ -522,11 +526,7 @@ impl Manifest2 {
 impl CheckedManifest2 {
     /// Reads, parses and checks a manifest.
     pub fn load(path: &Path) -> Result<CheckedManifest2, PolicyLoadError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| PolicyLoadError::ManifestRead {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let text = crate::manifest::read_manifest_text(path)?;
         CheckedManifest2::parse(path, &text)
     }
 
@@ -550,6 +550,7 @@ impl Manifest2 {
             return Err(format!("format = {} (expected 2)", self.format));
         }
         check_digest_and_file(&self.model_sha256, &self.model_file)?;
+        crate::manifest::check_model_bytes(self.model_bytes)?;
         range("d_a", self.d_a, 1, MAX_DOF)?;
         positive("dt_ms", self.dt_ms)?;
         let o = &self.observation;

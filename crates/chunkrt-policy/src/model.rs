@@ -34,20 +34,33 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Reads the model file and checks its SHA-256 against the manifest's. The digest is taken
-/// of the very bytes handed to ONNX Runtime: no window in which the file could change
-/// between check and load.
+/// Reads the model file with a bound and checks its SHA-256 against the manifest's.
+///
+/// A model that is not a regular file (a directory, FIFO, `/dev/zero`) is refused
+/// without reading; so is one of another size than the manifest's `model_bytes`, or,
+/// without it, one larger than [`chunkrt_files::MODEL_LIMIT_BYTES`]. The digest is
+/// taken while reading, of the very bytes handed to ONNX Runtime: no window in which
+/// the file could change between check and load.
 pub fn read_verified(
     model_path: &Path,
     manifest_path: &Path,
     expected_sha256: &str,
+    model_bytes: Option<u64>,
 ) -> Result<Vec<u8>, PolicyLoadError> {
-    let bytes = std::fs::read(model_path).map_err(|source| PolicyLoadError::ModelRead {
-        path: model_path.to_path_buf(),
-        manifest: manifest_path.to_path_buf(),
+    let declared = model_bytes.map(|bytes| chunkrt_files::DeclaredSize {
+        bytes,
+        by: format!("manifest {} (model_bytes)", manifest_path.display()),
+    });
+    let (bytes, actual) = chunkrt_files::read_with_sha256(
+        model_path,
+        chunkrt_files::MODEL_LIMIT_BYTES,
+        "policy model",
+        declared.as_ref(),
+    )
+    .map_err(|source| PolicyLoadError::ModelRead {
+        manifest: Some(manifest_path.to_path_buf()),
         source,
     })?;
-    let actual = sha256_hex(&bytes);
     if actual != expected_sha256 {
         return Err(PolicyLoadError::DigestMismatch {
             path: model_path.to_path_buf(),
@@ -97,7 +110,12 @@ impl PolicyModel {
     ) -> Result<PolicyModel, PolicyLoadError> {
         let manifest = Manifest::load(manifest_path)?;
         let model_path = manifest.model_path(manifest_path);
-        let bytes = read_verified(&model_path, manifest_path, &manifest.model_sha256)?;
+        let bytes = read_verified(
+            &model_path,
+            manifest_path,
+            &manifest.model_sha256,
+            manifest.model_bytes,
+        )?;
         let domain =
             Domain::new(&manifest.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
                 path: manifest_path.to_path_buf(),

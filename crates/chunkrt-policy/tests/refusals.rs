@@ -77,10 +77,80 @@ fn refuses_a_missing_model() {
     assert_eq!(
         e,
         format!(
-            "policy model {} (named by manifest {}) cannot be read: No such file or directory (os error 2)",
+            "{}: cannot open the policy model: No such file or directory (os error 2) \
+             (model_file of manifest {})",
             dir.join("flow.onnx").display(),
             manifest.display()
         )
+    );
+}
+
+/// A `model_file` that names no regular file, or one far too large, is refused before a
+/// byte is read: `/dev/zero` read without bound until the OOM killer, a FIFO without a
+/// writer blocked the load for good, a 10 GB sparse file was read whole.
+#[test]
+fn refuses_a_model_that_is_not_a_regular_file_or_too_large_without_reading_it() {
+    let dir = temp_dir("not-a-model");
+    let manifest = copy_policy("flow", &dir);
+    let fifo = dir.join("fifo.onnx");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let sparse = dir.join("sparse.onnx");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(10_000_000_000)
+        .unwrap();
+    for (model, says) in [
+        ("/dev/zero".to_string(), "/dev/zero: is a character device, not a regular file: the policy model is read from a regular file"),
+        (dir.display().to_string(), "is a directory, not a regular file"),
+        (fifo.display().to_string(), "fifo.onnx: is a FIFO (named pipe), not a regular file"),
+        (sparse.display().to_string(), "sparse.onnx: 9.3 GiB is more than the 2.0 GiB a policy model may have"),
+    ] {
+        edit_manifest(&manifest, |t| {
+            t["model_file"] = toml::Value::String(model.clone());
+        });
+        let e = load_err(&manifest);
+        assert!(e.contains(says), "{model}: {e}");
+        assert!(
+            e.ends_with(&format!("(model_file of manifest {})", manifest.display())),
+            "{model}: {e}"
+        );
+    }
+}
+
+/// A manifest that declares the model's size (`model_bytes`) has a model of another
+/// size refused before it is read; the declared size itself is bounded.
+#[test]
+fn refuses_a_model_whose_size_differs_from_model_bytes() {
+    let dir = temp_dir("model-bytes");
+    let manifest = copy_policy("flow", &dir);
+    let n = std::fs::metadata(dir.join("flow.onnx")).unwrap().len();
+    edit_manifest(&manifest, |t| {
+        t.insert("model_bytes".into(), toml::Value::Integer(n as i64));
+    });
+    PolicyModel::load(&manifest, &SessionOptions::default()).unwrap();
+    edit_manifest(&manifest, |t| {
+        t["model_bytes"] = toml::Value::Integer(n as i64 + 1);
+    });
+    let e = load_err(&manifest);
+    assert!(
+        e.contains(&format!(
+            "flow.onnx: {n} bytes, but its manifest {} (model_bytes) declares {} bytes",
+            manifest.display(),
+            n + 1
+        )),
+        "{e}"
+    );
+    edit_manifest(&manifest, |t| {
+        t["model_bytes"] = toml::Value::Integer(3 << 30);
+    });
+    let e = load_err(&manifest);
+    assert!(
+        e.contains("model_bytes = 3221225472: expected 1 to 2147483648"),
+        "{e}"
     );
 }
 
@@ -91,7 +161,7 @@ fn refuses_a_missing_manifest() {
     assert_eq!(
         e,
         format!(
-            "cannot read policy manifest {}: No such file or directory (os error 2)",
+            "{}: cannot open the policy manifest: No such file or directory (os error 2)",
             dir.join("nope.toml").display()
         )
     );

@@ -221,7 +221,7 @@ pub struct Verdict {
 impl Budget {
     /// Reads and validates a budget file.
     pub fn load(path: &Path) -> Result<Budget, BudgetError> {
-        let text = chunkrt_config::read_file(path)?;
+        let text = chunkrt_config::read_text(path, "budget")?;
         Budget::parse_str(&text, path)
     }
 
@@ -705,11 +705,18 @@ mod tests {
 
         assert!(parse("").unwrap_err().to_string().contains("no limits"));
 
+        let e = Budget::load(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/dev/zero: is a character device, not a regular file"),
+            "{e}"
+        );
         let e = Budget::load(Path::new("/nonexistent/budget.toml"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("/nonexistent/budget.toml: cannot read"),
+            e.starts_with("/nonexistent/budget.toml: cannot open the budget"),
             "{e}"
         );
     }

@@ -155,12 +155,19 @@ struct EventMsg {
     joint: Option<usize>,
 }
 
+/// Cap of a run's `report.json` when it is read back for the recording's file names.
+const REPORT_LIMIT_BYTES: u64 = 64 << 20;
+
 /// The segments of the recording in `run_dir`: `recording.mcap`,
 /// `recording.1.mcap`, ... in order (or the files the report lists, for a run
 /// recorded with `--record`).
 pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
     let report = run_dir.join("report.json");
-    if let Ok(text) = std::fs::read_to_string(&report) {
+    // Read with a bound (a report is a few KiB): a `report.json` that is a FIFO or a
+    // device is passed over like a missing one.
+    if let Ok(Ok(text)) =
+        chunkrt_files::read_text_bounded(&report, REPORT_LIMIT_BYTES, "run report")
+    {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
             if let Some(files) = v["recording"]["files"].as_array() {
                 let files: Vec<PathBuf> = files
@@ -212,7 +219,12 @@ pub fn read_with(
     let mut r = Reader::new(window);
     r.visit = Some(&mut visit);
     for f in files {
-        if let Err(e) = r.segment(f) {
+        // A segment that cannot be opened, or is not a regular file (a FIFO would block
+        // the reader for good), is an error, not a recording cut short.
+        let file = chunkrt_files::open_regular(f, "recording")
+            .map_err(err)?
+            .file;
+        if let Err(e) = r.segment(file) {
             // A killed run's last segment has no summary and may end inside a
             // record: what was read stays, and the figure says so.
             r.data.truncated = Some(format!("{}: {e}", f.display()));
@@ -261,11 +273,10 @@ impl Reader<'_> {
         self.data.window.is_none_or(|(a, b)| t >= a && t <= b)
     }
 
-    fn segment(&mut self, path: &Path) -> Result<(), String> {
+    fn segment(&mut self, mut file: std::fs::File) -> Result<(), String> {
         use mcap::records::Record;
         use mcap::sans_io::{LinearReadEvent, LinearReader};
         use std::io::Read;
-        let mut file = std::fs::File::open(path).map_err(err)?;
         let mut reader = LinearReader::new();
         let mut topics: HashMap<u16, String> = HashMap::new();
         while let Some(event) = reader.next_event() {
@@ -642,6 +653,29 @@ mod tests {
         assert_eq!(data.chunks[0].pos_rad[2], vec![1.0, 0.0]);
         assert_eq!(data.gate_events, 0);
         assert_eq!(data.first_mode.as_deref(), Some("Playing"));
+    }
+
+    /// A recording that is a FIFO (nothing writes to it: a plain open would block the
+    /// reader for good) or a device is refused at once, naming the file and what it is;
+    /// it is not shown as a recording cut short.
+    #[test]
+    fn a_recording_that_is_not_a_regular_file_is_refused_without_blocking() {
+        let d = dir("fifo");
+        let fifo = d.join("recording.mcap");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let files = segments(&d).unwrap();
+        let e = read(&files, None).err().unwrap();
+        assert!(
+            e.contains("recording.mcap: is a FIFO (named pipe), not a regular file"),
+            "{e}"
+        );
+        let e = read(&[PathBuf::from("/dev/zero")], None).err().unwrap();
+        assert!(e.contains("/dev/zero: is a character device"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
