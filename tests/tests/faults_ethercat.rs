@@ -201,6 +201,36 @@ fn a_drive_faults_on_the_bus() {
 }
 
 #[test]
+fn malformed_replies_on_the_bus_are_reported_at_once_not_ridden_through() {
+    // From 2 s on, one process-data reply in 50 comes back with a datagram longer than
+    // its frame (ecsim `frames.garble`). Lost frames that sparse would all be ridden
+    // through; a reply the master cannot read is a bus error of its kind: every one is
+    // reported, takes the policy's authority, and its cycle's feedback is held.
+    let (out, seen, cfg, dir) = run(
+        "ec-garbled",
+        |s| {
+            s.frames.garble = 0.02;
+            s.frames.start_s = 2.0;
+        },
+        5,
+    );
+    assert_safe_and_complete(&out, &seen, &cfg, &dir, &["bus"]);
+    let r = &out.report;
+    let failed: Vec<_> = seen.iter().filter(|e| e.error.is_some()).collect();
+    for e in &failed {
+        assert!(
+            matches!(e.error, Some(chunkrt_core::BackendError::Bus { .. })),
+            "{:?}",
+            e.error
+        );
+        assert!(e.seen.fb.held, "an error cycle's feedback marked fresh");
+    }
+    assert_eq!(counter(r, "bus_errors"), failed.len() as u64);
+    assert_eq!(counter(r, "bus_frames_lost"), 0);
+    assert_eq!(counter(r, "bus_frames_ridden_through"), 0);
+}
+
+#[test]
 fn a_drive_disappears_from_the_bus() {
     // The cable in front of the last drive is pulled and never plugged back.
     let (out, seen, cfg, dir) = run(

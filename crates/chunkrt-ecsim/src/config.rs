@@ -136,6 +136,11 @@ pub struct FrameFaults {
     /// Fraction of frames corrupted on a random link: drives behind the bad link count a CRC
     /// error (0x0300 invalid frame counter) and do not process it; the master gets no reply.
     pub corrupt: f64,
+    /// Fraction of process-data frames whose reply comes back malformed: the first PDU's
+    /// length field says more data than the frame holds (a master that parses the reply
+    /// must refuse it; the drives did process the frame). Drawn only when above 0, so
+    /// seeded runs without it see the same faults as before it existed.
+    pub garble: f64,
     /// Apply frame faults from the first frame instead of from the first OP.
     pub from_start: bool,
     /// Seconds after the first OP when frame faults begin (ignored with `from_start`); lets a
@@ -304,6 +309,7 @@ impl SimConfig {
             ("frames.drop", self.frames.drop),
             ("frames.delay", self.frames.delay),
             ("frames.corrupt", self.frames.corrupt),
+            ("frames.garble", self.frames.garble),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("{name} = {p} must be a fraction in 0..=1"));

@@ -52,7 +52,7 @@ pub mod transport;
 
 pub use config::{ClockMode, DriveParams, SimConfig};
 pub use error::EcsimError;
-pub use network::{FrameOutcome, SimNetwork, WireStats};
+pub use network::{FrameOutcome, Garble, SimNetwork, WireStats};
 pub use transport::af_packet::{run_af_packet, run_af_packet_with};
 pub use transport::in_process::{spawn_in_process, SimHandle};
 

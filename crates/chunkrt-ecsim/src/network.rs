@@ -41,10 +41,45 @@ pub struct WireStats {
     pub delayed: u64,
     /// Frames corrupted by injection.
     pub corrupted: u64,
+    /// Process-data replies sent back malformed by injection.
+    pub garbled: u64,
     /// Frames ignored (not EtherCAT, or already processed).
     pub ignored: u64,
     /// Drives that lost power (each outage once, however it was injected).
     pub power_cycles: u64,
+}
+
+/// How an injected fault makes a reply malformed (see [`SimNetwork::garble_replies`]).
+/// The drives process the frame as usual; only what comes back to the master is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Garble {
+    /// The first PDU's length field says more data than the frame holds (2047 bytes), as a
+    /// device or switch that mangles a datagram header would leave it.
+    PduLength,
+    /// The EtherCAT frame header's length says more than the frame holds.
+    FrameLength,
+    /// The first PDU's index is changed: the reply matches no frame the master sent.
+    Index,
+}
+
+impl Garble {
+    /// Applies the fault to `reply`, an Ethernet frame holding an EtherCAT frame.
+    fn apply(self, reply: &mut [u8]) {
+        if reply.len() < 16 + 12 {
+            return;
+        }
+        match self {
+            Garble::PduLength => {
+                let flags = u16::from_le_bytes([reply[22], reply[23]]);
+                reply[22..24].copy_from_slice(&((flags & !0x07FF) | 0x07FF).to_le_bytes());
+            }
+            Garble::FrameLength => {
+                let header = u16::from_le_bytes([reply[14], reply[15]]);
+                reply[14..16].copy_from_slice(&((header & !0x07FF) | 0x07FF).to_le_bytes());
+            }
+            Garble::Index => reply[17] ^= 0x80,
+        }
+    }
 }
 
 /// A simulated EtherCAT segment: a line of drives.
@@ -67,6 +102,8 @@ pub struct SimNetwork {
     stats: WireStats,
     /// Where each process-data frame reached the first drive within its SYNC0 period.
     sync_phases: Vec<u32>,
+    /// Process-data replies still to garble, and how (`garble_replies`).
+    garble_next: (u32, Garble),
 }
 
 /// Process-data frames whose SYNC0 phase is kept (about 17 minutes at 1 ms).
@@ -93,6 +130,7 @@ impl SimNetwork {
             power_fired: vec![false; cfg.power_cycle.len()],
             stats: WireStats::default(),
             sync_phases: Vec::new(),
+            garble_next: (0, Garble::PduLength),
             cfg,
         };
         for d in &mut net.devices {
@@ -159,6 +197,13 @@ impl SimNetwork {
             }
             None => false,
         }
+    }
+
+    /// The replies to the next `n` process-data frames (those with a logical command)
+    /// come back malformed as `how` says; other frames are untouched. The drives process
+    /// those frames as usual: their outputs are taken, their inputs written.
+    pub fn garble_replies(&mut self, n: u32, how: Garble) {
+        self.garble_next = (n, how);
     }
 
     /// The master is silent for `ns`: simulated time passes with no frame on the wire (the
@@ -326,7 +371,8 @@ impl SimNetwork {
         let header = u16::from_le_bytes([frame[14], frame[15]]);
         let end = (16 + usize::from(header & 0x07FF)).min(frame.len());
         let dlpdu = header >> 12 == 1;
-        self.advance_clock(dlpdu && has_logical(&frame[16..end]));
+        let process_data = dlpdu && has_logical(&frame[16..end]);
+        self.advance_clock(process_data);
         self.apply_timed_faults();
         self.restore_power();
 
@@ -394,6 +440,20 @@ impl SimNetwork {
         }
         if lost || self.reachable == 0 {
             return FrameOutcome::NoReply;
+        }
+        if process_data {
+            let garble = if self.garble_next.0 > 0 {
+                self.garble_next.0 -= 1;
+                Some(self.garble_next.1)
+            } else {
+                // Drawn only when asked for: the other faults' seeded sequence is unchanged.
+                (faults_on && f.garble > 0.0 && self.rng.random_bool(f.garble))
+                    .then_some(Garble::PduLength)
+            };
+            if let Some(how) = garble {
+                how.apply(reply);
+                self.stats.garbled += 1;
+            }
         }
         self.stats.replies += 1;
         if delay {
@@ -651,6 +711,33 @@ mod tests {
             (1, 0x43),
             "the SDO reply arrived in SM1"
         );
+    }
+
+    #[test]
+    fn garbled_replies_are_process_data_replies_only_and_as_many_as_asked() {
+        let mut n = net(2);
+        n.garble_replies(1, Garble::PduLength);
+        let mut reply = Vec::new();
+        // A register read is not process data: untouched.
+        n.process_frame(&build_frame(&[(cmd::BRD, [0; 4], &[0])]), &mut reply);
+        assert_eq!(u16::from_le_bytes([reply[22], reply[23]]) & 0x07FF, 1);
+        let lrw = build_frame(&[(cmd::LRW, [0; 4], &[0; 8]), (cmd::BRD, [0; 4], &[0])]);
+        n.process_frame(&lrw, &mut reply);
+        let flags = u16::from_le_bytes([reply[22], reply[23]]);
+        assert_eq!(
+            flags,
+            0x8000 | 0x07FF,
+            "length past the frame, more-follows kept"
+        );
+        n.process_frame(&lrw, &mut reply);
+        assert_eq!(parse_reply(&reply).len(), 2, "the next reply is whole");
+        n.garble_replies(1, Garble::FrameLength);
+        n.process_frame(&lrw, &mut reply);
+        assert_eq!(u16::from_le_bytes([reply[14], reply[15]]), 0x1000 | 0x07FF);
+        n.garble_replies(1, Garble::Index);
+        n.process_frame(&lrw, &mut reply);
+        assert_eq!(reply[17], 0x80, "first PDU index 0 -> 0x80");
+        assert_eq!(n.stats().garbled, 3);
     }
 
     struct DriveParamsDefault;

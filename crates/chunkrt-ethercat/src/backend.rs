@@ -11,6 +11,7 @@ use crate::wire::raw::RawSocket;
 use crate::wire::sim::{SimControl, SimWire};
 use crate::wire::Wire;
 use crate::BringUpError;
+use chunkrt_core::backend::BusErrorKind;
 use chunkrt_core::{
     Backend, BackendError, Command, DriveRequest, DriveState, Feedback, MonoTime, MAX_DOF,
 };
@@ -73,6 +74,9 @@ pub struct BusStats {
     pub longest_loss_run: u32,
     /// Working-counter mismatches.
     pub wkc_errors: u64,
+    /// Bus errors that are not lost frames (`BackendError::Bus`): a reply the master could
+    /// not read, a frame it could not send, a process image not written or read.
+    pub bus_errors: u64,
     /// Cycles with a drive gone or out of OP.
     pub drive_missing: u64,
     /// Cycles with a drive in fault.
@@ -121,6 +125,13 @@ pub struct EthercatBackend {
     pub(crate) lost: u32,
     /// Why each lost drive was given up.
     pub(crate) lost_why: [Option<RejoinFailure>; MAX_DRIVES],
+    /// The first joint (bus order) whose outputs `encode` could not write this cycle.
+    pub(crate) output_failed: Option<u16>,
+    /// Whether the last cycle's reply was decoded (false: nothing was measured).
+    pub(crate) decoded: bool,
+    /// Whether the last decoded cycle measured every drive: all in OP, the working
+    /// counter as expected, every drive's inputs read. `Feedback::held` is its negation.
+    pub(crate) inputs_fresh: bool,
 }
 
 /// Below this a drive counts as at rest (leaving quick stop, shutdown).
@@ -194,6 +205,9 @@ impl EthercatBackend {
             rejoin: Box::new(Rejoin::new()),
             lost: 0,
             lost_why: [None; MAX_DRIVES],
+            output_failed: None,
+            decoded: false,
+            inputs_fresh: true,
             p: params,
         }
     }
@@ -239,6 +253,7 @@ impl EthercatBackend {
     /// command when it may be followed (checked by the caller), else None: hold.
     /// Returns the joint whose resume was refused, if any.
     pub(crate) fn encode(&mut self, request: DriveRequest, cmd: Option<&Command>) -> Option<u16> {
+        self.output_failed = None;
         let group = self.group.as_ref()?;
         let layout = self.p.layout;
         let window = self.p.resume_window_rad;
@@ -314,9 +329,13 @@ impl EthercatBackend {
                 (cw, d.actual, 0)
             };
             d.last_cw = cw;
-            group.write_outputs(&self.md, i, |out| {
+            let written = group.write_outputs(&self.md, i, |out| {
                 write_outputs(out, &layout, cw, target, vel)
             });
+            if written != Some(true) {
+                // Its part of the image keeps last cycle's outputs: `cycle` reports it.
+                self.output_failed.get_or_insert(dp.joint as u16);
+            }
         }
         refused
     }
@@ -326,6 +345,8 @@ impl EthercatBackend {
     /// the runtime's clock) a drive out of OP is brought back meanwhile, one access per
     /// cycle beside the LRW (see [`crate::rejoin`]); without (bring-up, shutdown) not.
     pub(crate) fn cycle(&mut self, rejoin_now: Option<MonoTime>) -> Result<(), BackendError> {
+        self.decoded = false;
+        let out_failed = self.output_failed.take();
         let Some(group) = self.group.as_ref() else {
             return Err(BackendError::DriveMissing { joint: 0 });
         };
@@ -392,13 +413,28 @@ impl EthercatBackend {
         let res = match (result, lrw_out) {
             (Err(Stall::Wire(e)), _) => return Err(BackendError::Io { errno: e.errno }),
             (_, Some(Ok(r))) => r,
-            (_, Some(Err(_)) | None) => return Err(BackendError::FrameLost),
+            // A command that did not go out is never ridden through as a lost frame.
+            _ if out_failed.is_some() => return Err(self.output_error(out_failed)),
+            (_, Some(Err(e))) => return Err(self.lrw_error(e)),
+            // No reply within the deadline: lost, unless the reply came back unreadable.
+            (_, None) => {
+                return Err(match self.io.malformed_reply() {
+                    Some(e) => self.lrw_error(e),
+                    None => BackendError::FrameLost,
+                })
+            }
         };
+        self.decoded = true;
         let layout = self.p.layout;
-        for i in 0..self.p.dof() {
+        let mut unread = None;
+        for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
             if res.counting & (1 << i) != 0 {
-                group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
+                let read = group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
+                if read != Some(true) {
+                    // Its fields keep last cycle's values: not this cycle's measurement.
+                    unread.get_or_insert(dp.joint as u16);
+                }
             } else {
                 // Its inputs are not its own (it did not take part): nothing is known of
                 // its power stage until it is back in SAFE-OP.
@@ -409,7 +445,14 @@ impl EthercatBackend {
             .next_cycle_wait
             .map(|wait| sync_phase_error_ns(self.p.period, wait));
         self.not_op = res.not_op;
+        self.inputs_fresh = unread.is_none() && res.not_op == 0 && res.wkc == self.expected_wkc;
         let Some(now) = rejoin_now else {
+            if out_failed.is_some() {
+                return Err(self.output_error(out_failed));
+            }
+            if let Some(joint) = unread {
+                return Err(self.bus_error(BusErrorKind::InputImage { joint }));
+            }
             if res.not_op != 0 {
                 self.stats.drive_missing += 1;
                 return Err(self.missing(res.not_op));
@@ -417,6 +460,12 @@ impl EthercatBackend {
             return self.check_wkc(res.wkc, self.expected_wkc);
         };
         self.rejoin_step(now, rejoining.then_some(out), res.not_op);
+        if out_failed.is_some() {
+            return Err(self.output_error(out_failed));
+        }
+        if let Some(joint) = unread {
+            return Err(self.bus_error(BusErrorKind::InputImage { joint }));
+        }
         if res.not_op != 0 {
             self.stats.drive_missing += 1;
             // The drives not in SAFE-OP or OP do not count: the others are judged alone.
@@ -440,6 +489,47 @@ impl EthercatBackend {
             return Err(self.missing(res.not_op));
         }
         Ok(())
+    }
+
+    /// A bus error of `kind`, counted.
+    fn bus_error(&mut self, kind: BusErrorKind) -> BackendError {
+        self.stats.bus_errors += 1;
+        BackendError::Bus { kind }
+    }
+
+    fn output_error(&mut self, joint: Option<u16>) -> BackendError {
+        self.bus_error(BusErrorKind::OutputImage {
+            joint: joint.unwrap_or_default(),
+        })
+    }
+
+    /// What an error of the cyclic exchange is: a timeout is a lost frame (the loss policy
+    /// decides whether it is ridden through); anything else came back, or failed on this
+    /// side, and is reported as what it is.
+    fn lrw_error(&mut self, e: ethercrab::error::Error) -> BackendError {
+        use ethercrab::error::{Error, PduError};
+        let kind = match e {
+            Error::Timeout(_) => return BackendError::FrameLost,
+            Error::WorkingCounter { expected, received } => {
+                self.stats.wkc_errors += 1;
+                return BackendError::WorkingCounter { expected, received };
+            }
+            // The master's own frame slots, not the wire.
+            Error::Pdu(
+                PduError::SwapState | PduError::InvalidFrameState | PduError::CreateFrame,
+            ) => BusErrorKind::Master,
+            // In the cyclic exchange ethercrab says `Internal` where a reply's datagram is
+            // missing or shorter than the one sent.
+            Error::Pdu(_) | Error::ReceiveFrame | Error::Internal => BusErrorKind::MalformedReply,
+            Error::Wire(_) => BusErrorKind::Decode,
+            Error::SendFrame | Error::PartialSend { .. } => BusErrorKind::Send,
+            Error::Mailbox(_) => BusErrorKind::Mailbox,
+            Error::SubDevice(_) | Error::StateTransition | Error::InvalidState { .. } => {
+                BusErrorKind::SubDevice
+            }
+            _ => BusErrorKind::Master,
+        };
+        self.bus_error(kind)
     }
 
     fn missing(&self, not_op: u32) -> BackendError {
@@ -519,7 +609,7 @@ impl EthercatBackend {
         fb.t_capture = t_capture;
         fb.dof = self.p.dof() as u16;
         fb.bus_rtt_ns = rtt_ns;
-        fb.held = false;
+        fb.held = !self.inputs_fresh;
         fb.sync_phase_ns = self.sync_phase_ns;
         for j in self.p.dof()..MAX_DOF {
             fb.pos_rad[j] = 0.0;
@@ -630,9 +720,11 @@ pub fn sync_phase_error_ns(period: Duration, next_cycle_wait: Duration) -> i32 {
     wrapped.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
 
-fn write_outputs(out: &mut [u8], l: &PdoLayout, cw: u16, target: i32, vel: i32) {
+/// Writes one drive's outputs; false (nothing written) when its image is shorter than
+/// the layout (checked at bring-up: never, unless the group changed under us).
+fn write_outputs(out: &mut [u8], l: &PdoLayout, cw: u16, target: i32, vel: i32) -> bool {
     if out.len() < l.out_len {
-        return; // checked at bring-up
+        return false;
     }
     out[l.controlword..l.controlword + 2].copy_from_slice(&cw.to_le_bytes());
     out[l.target_position..l.target_position + 4].copy_from_slice(&target.to_le_bytes());
@@ -642,11 +734,14 @@ fn write_outputs(out: &mut [u8], l: &PdoLayout, cw: u16, target: i32, vel: i32) 
     if let Some(o) = l.mode_of_operation {
         out[o] = 8; // CSP
     }
+    true
 }
 
-fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) {
+/// Decodes one drive's inputs into `d`; false (`d` untouched) when its image is shorter
+/// than the layout (checked at bring-up: never, unless the group changed under us).
+fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) -> bool {
     if inp.len() < l.in_len {
-        return; // checked at bring-up
+        return false;
     }
     let u16_at = |o: usize| u16::from_le_bytes([inp[o], inp[o + 1]]);
     let i32_at = |o: usize| i32::from_le_bytes([inp[o], inp[o + 1], inp[o + 2], inp[o + 3]]);
@@ -657,6 +752,7 @@ fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) {
     d.torque = l.torque_actual.map_or(0, |o| u16_at(o) as i16);
     d.error_code = l.error_code.map_or(0, u16_at);
     d.mode_display = l.mode_display.map_or(0, |o| inp[o] as i8);
+    true
 }
 
 impl Backend for EthercatBackend {
@@ -736,6 +832,14 @@ impl Backend for EthercatBackend {
     ///   command; meanwhile the drives hold the last one they got. A drive not in OP:
     ///   `DriveMissing`; working counter off: `WorkingCounter`; a drive in fault:
     ///   `DriveFault` with 0x603F.
+    /// - Only a frame with no reply by the deadline is lost. A reply that came back but
+    ///   could not be read (a malformed datagram, a frame header that does not fit), any
+    ///   other error of the exchange, and a drive's outputs not written or inputs not read
+    ///   are `Bus { kind }`, returned at once and never ridden through (`bus_errors`).
+    /// - `fb.held` is set whenever some joint was not measured this cycle: nothing decoded
+    ///   (a lost frame, a wire or bus error: `fb` keeps the last measurement, bus_rtt_ns
+    ///   0), or a drive out of OP, a working counter off, a drive's inputs not read (the
+    ///   others' fields are this cycle's).
     fn exchange(
         &mut self,
         now: MonoTime,
@@ -757,23 +861,21 @@ impl Backend for EthercatBackend {
             ),
         };
         let cycled = self.cycle(Some(now));
-        match cycled {
-            Err(e @ BackendError::Io { .. }) => {
-                fb.bus_rtt_ns = 0;
-                return Err(e);
+        if !self.decoded {
+            // Nothing was measured: the last feedback stands, held, with no round trip.
+            fb.bus_rtt_ns = 0;
+            fb.held = true;
+            fb.sync_phase_ns = None;
+            if cycled != Err(BackendError::FrameLost) {
+                // A wire error, a reply that could not be read, a command that did not go
+                // out: reported at once, never ridden through.
+                return cycled;
             }
-            Err(BackendError::FrameLost) => {
-                // Nothing was measured: the last feedback stands, held, with no round trip.
-                self.stats.frames_lost += 1;
-                fb.bus_rtt_ns = 0;
-                fb.held = true;
-                fb.sync_phase_ns = None;
-                if self.loss.record(false) == Verdict::Report {
-                    return Err(BackendError::FrameLost);
-                }
-                return self.refusal(refused, checked);
+            self.stats.frames_lost += 1;
+            if self.loss.record(false) == Verdict::Report {
+                return Err(BackendError::FrameLost);
             }
-            _ => {}
+            return self.refusal(refused, checked);
         }
         let rtt = self.io.last_rtt().unwrap_or_default();
         let rtt_ns = rtt.as_nanos() as u64;
@@ -807,7 +909,8 @@ impl Backend for EthercatBackend {
     }
 
     /// `bus_*`: exchanges, frames lost / late / ridden through / reported, the longest
-    /// run of lost frames, working-counter errors, the largest round trip (ns),
+    /// run of lost frames, working-counter errors, other bus errors (`bus_errors`), the
+    /// largest round trip (ns),
     /// drives brought back (started, completed, failed) and the longest rejoin (ns).
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let s = self.stats();
@@ -818,6 +921,7 @@ impl Backend for EthercatBackend {
         out("bus_frames_reported", s.frames_reported);
         out("bus_longest_loss_run", u64::from(s.longest_loss_run));
         out("bus_wkc_errors", s.wkc_errors);
+        out("bus_errors", s.bus_errors);
         out("bus_max_rtt_ns", s.max_rtt_ns);
         out("bus_rejoins_started", s.rejoins_started);
         out("bus_rejoins_completed", s.rejoins_completed);
@@ -831,3 +935,7 @@ impl Drop for EthercatBackend {
         self.quiet_logs(false);
     }
 }
+
+#[cfg(test)]
+#[path = "backend_tests.rs"]
+mod tests;

@@ -69,6 +69,8 @@ pub struct Io {
     waker: Waker,
     sent_at: Option<Instant>,
     received_at: Option<Instant>,
+    /// The first reply of the last `block_on` that ethercrab refused as malformed.
+    malformed: Option<ethercrab::error::Error>,
 }
 
 impl Io {
@@ -87,6 +89,7 @@ impl Io {
             waker,
             sent_at: None,
             received_at: None,
+            malformed: None,
         }
     }
 
@@ -108,6 +111,15 @@ impl Io {
         }
     }
 
+    /// An EtherCAT reply that came back during the last `block_on` and that ethercrab
+    /// could not read (a header that does not fit the frame, a datagram cut short): the
+    /// reply of a frame in flight, most likely, which then never completes. Replies that
+    /// match no frame in flight (a reply to a frame given up on, other traffic) are not
+    /// counted here: they are ignored, as ethercrab's own receive task ignores them.
+    pub fn malformed_reply(&self) -> Option<ethercrab::error::Error> {
+        self.malformed
+    }
+
     /// Polls `fut` to completion, sending what it queues and feeding replies back, until
     /// `deadline` (None: ethercrab's own timeouts decide). Between polls it waits on the
     /// wire at most `slice`: the latency with which ethercrab's timers are noticed (a
@@ -123,6 +135,7 @@ impl Io {
         let mut cx = Context::from_waker(&waker);
         self.sent_at = None;
         self.received_at = None;
+        self.malformed = None;
         loop {
             self.signal.0.store(false, Ordering::Release);
             if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
@@ -151,8 +164,13 @@ impl Io {
             if n > 0 {
                 self.received_at = Some(Instant::now());
                 // Frames that are not ours (other traffic, a reply that timed out) are
-                // ignored here exactly as ethercrab's own tx/rx task ignores them.
-                let _ = self.rx.receive_frame(&self.buf[..n]);
+                // ignored here exactly as ethercrab's own tx/rx task ignores them; a reply
+                // it cannot read is noted for the caller.
+                if let Err(e) = self.rx.receive_frame(&self.buf[..n]) {
+                    if !unmatched(&e) {
+                        self.malformed.get_or_insert(e);
+                    }
+                }
             }
         }
     }
@@ -175,4 +193,11 @@ impl Io {
         }
         Ok(())
     }
+}
+
+/// Whether a receive error only says that the reply belongs to no frame in flight (its
+/// first PDU's index is not one sent, or that frame is no longer waiting).
+fn unmatched(e: &ethercrab::error::Error) -> bool {
+    use ethercrab::error::{Error, PduError};
+    matches!(e, Error::Pdu(PduError::Decode | PduError::InvalidIndex(_)))
 }

@@ -103,17 +103,22 @@ impl OpGroup {
         }
     }
 
-    /// Calls `f` with drive `i`'s outputs; false if there is no such drive.
-    pub fn write_outputs(&self, md: &MainDevice<'_>, i: usize, f: impl FnOnce(&mut [u8])) -> bool {
+    /// Calls `f` with drive `i`'s outputs (None: no such drive).
+    pub fn write_outputs<R>(
+        &self,
+        md: &MainDevice<'_>,
+        i: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
         match self {
             OpGroup::Plain(g) => g
                 .subdevice(md, i)
-                .map(|sd| f(&mut sd.outputs_raw_mut()))
-                .is_ok(),
+                .ok()
+                .map(|sd| f(&mut sd.outputs_raw_mut())),
             OpGroup::Dc(g) => g
                 .subdevice(md, i)
-                .map(|sd| f(&mut sd.outputs_raw_mut()))
-                .is_ok(),
+                .ok()
+                .map(|sd| f(&mut sd.outputs_raw_mut())),
         }
     }
 
