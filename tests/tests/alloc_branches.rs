@@ -92,6 +92,7 @@ struct Rig {
     grid: ControlGrid,
     stop: AtomicBool,
     policy_failed: AtomicBool,
+    thread_failed: AtomicBool,
     stop_inference: AtomicBool,
     policy: Box<dyn Policy>,
     chunks: Publisher<Chunk>,
@@ -223,6 +224,7 @@ impl Rig {
             grid,
             stop: AtomicBool::new(false),
             policy_failed: AtomicBool::new(false),
+            thread_failed: AtomicBool::new(false),
             stop_inference: AtomicBool::new(false),
             policy: chunkrt_rt::build::policy(cfg).unwrap(),
             chunks: chunk_pub,
@@ -251,6 +253,7 @@ impl Rig {
         let requests = StopRequests {
             stop: &self.stop,
             policy_failed: &self.policy_failed,
+            thread_failed: &self.thread_failed,
             stop_inference: &self.stop_inference,
         };
         let schedule = &mut self.schedule;
@@ -433,8 +436,11 @@ impl Rig {
     fn shut_down(&mut self, flag: &'static str) {
         match flag {
             "stop" => self.stop.store(true, Ordering::Relaxed),
+            // A thread's panic: the quick stop (drives' own quick stop, bounded wait).
+            "panic" => self.thread_failed.store(true, Ordering::Relaxed),
             _ => self.policy_failed.store(true, Ordering::Relaxed),
         }
+        let quick_stops = self.requests("QuickStop");
         self.step();
         let rearmed = self.reason_count("Rearmed");
         chunkrt_rt::signals::request_rearm();
@@ -443,6 +449,10 @@ impl Rig {
         assert!(!chunkrt_rt::signals::take_rearm());
         assert_eq!(self.reason_count("Rearmed"), rearmed);
         assert!(self.stop_inference.load(Ordering::Relaxed));
+        if flag == "panic" {
+            // The drives were asked for their own quick stop.
+            assert!(self.requests("QuickStop") > quick_stops);
+        }
         assert!(self.control.chunks_ignored_stopping() > 0);
         assert!(self.control.command_at_rest());
         assert!(matches!(
@@ -492,7 +502,8 @@ fn auto_resume_scenario(period_ms: f64) -> Rig {
         auto_resume_round(&mut r, period_ns);
     }
     r.run_for("play", 1.0);
-    r.shut_down("stop");
+    // At 1 ms the run ends as after a thread's panic: the quick stop's branch.
+    r.shut_down(if period_ms < 2.0 { "panic" } else { "stop" });
     // The ways back to Playing besides SafeStop's (checked each round), and the
     // chunks refused because they predate a forced fallback.
     let s = &r.seen;

@@ -67,6 +67,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         Some(p) => p.clone(),
         None => paths::default_config()?,
     };
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let cfg = Config::load(&config_path)?;
     let budget_path = match &args.budget {
         Some(p) => p.clone(),
@@ -75,7 +76,6 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let budget = Budget::load(&budget_path)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("output directory {}", args.out.display()))?;
-    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
 
     eprintln!(
         "chunkrt bench: {} for {:?} on the {:?} backend, {} ms period, budget {}{}",
@@ -115,6 +115,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         stop: Arc::new(AtomicBool::new(false)),
         config_name: config_path.display().to_string(),
     };
+    chunkrt_rt::signals::loaded();
     let outcome = match runtime.run(&opts) {
         Ok(o) => o,
         Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
@@ -129,6 +130,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_FAIL);
         }
     };
+    // A run that ended as a run must not (a panic, a failed shutdown, a drive lost, a
+    // quick stop, lost records) ends the bench with `chunkrt run`'s status, after its
+    // files are written.
+    let ending = outcome.ending();
+    let ending_message = outcome.describe_ending();
     let mut report = outcome.report;
     let metrics = outcome.metrics;
 
@@ -148,7 +154,8 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         let mut ours = pairs[0].0.clone();
         let mut theirs = pairs[0].1.clone();
         for (l, c) in &pairs[1..] {
-            let _ = ours.add(l);
+            ours.add(l)
+                .map_err(|e| anyhow::anyhow!("merging the loop's wake-latency segments: {e:?}"))?;
             theirs.merge(c);
         }
         baseline_hists = (ours, theirs.to_hdr());
@@ -192,9 +199,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         "report: {} (+ .hgrm per metric, latency.svg and .png)",
         args.out.join("report.json").display()
     );
-    if let Some(msg) = outcome.inference_panicked {
-        eprintln!("chunkrt: error: the inference thread panicked: {msg}");
-        return Ok(EXIT_FAIL);
+    if ending != chunkrt_rt::Ending::Normal {
+        eprintln!("chunkrt: error: {ending_message}");
+        return Ok(crate::exit_status(ending));
     }
     Ok(if budget::all_pass(&verdicts) {
         0

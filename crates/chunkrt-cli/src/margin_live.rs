@@ -198,6 +198,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
             .join(", ")
     );
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    chunkrt_rt::signals::loaded();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
 
@@ -230,8 +231,22 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
                 .join(comp_name(comp))
                 .join(format!("delay-{delay_ms}ms"));
             clear_point_dir(&dir)?;
-            let row = measure(&s, &inj, &dir, Arc::new(AtomicBool::new(false)))
-                .with_context(|| format!("{} at {delay_ms} ms", comp_name(comp)))?;
+            let row = match measure(&s, &inj, &dir, Arc::new(AtomicBool::new(false))) {
+                Ok(row) => row,
+                // A point's run ended as a run must not: the sweep ends with `chunkrt
+                // run`'s status for it.
+                Err(chunkrt_rt::margin::MarginError::Ended { ending, message }) => {
+                    eprintln!(
+                        "chunkrt: error: {} at {delay_ms} ms: {message} (run: {})",
+                        comp_name(comp),
+                        dir.display()
+                    );
+                    return Ok(crate::exit_status(ending));
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| format!("{} at {delay_ms} ms", comp_name(comp)))
+                }
+            };
             print_row(comp, delay_ms, &row);
             rows.push((comp, d, row));
         }

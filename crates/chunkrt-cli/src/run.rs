@@ -3,8 +3,8 @@
 use crate::args::{Cli, Command, RunArgs};
 use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
-use chunkrt_config::{Config, FileKind};
-use chunkrt_rt::{RunOptions, Runtime};
+use chunkrt_config::Config;
+use chunkrt_rt::{Ending, RunOptions, Runtime};
 use chunkrt_telemetry::outdir;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Plot(args) => crate::plot::plot(&args),
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),
-        Command::Validate { file } => validate(&file),
+        Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }
 
@@ -32,62 +32,10 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
     Ok((cfg, path.display().to_string()))
 }
 
-/// `chunkrt validate FILE`: tells which of chunkrt's file kinds FILE is (run
-/// configuration, budget, ecsim configuration, policy manifest), loads it with that
-/// kind's loader, and says which kind it validated.
-fn validate(file: &std::path::Path) -> anyhow::Result<u8> {
-    let text = chunkrt_config::read_file(file)?;
-    let kind = FileKind::detect(file, &text);
-    let summary = validate_as(kind, file, &text).map_err(|e| {
-        anyhow::anyhow!(
-            "{} (read as a {}; the kind is told from its keys)",
-            chunkrt_config::clip(&e.to_string()),
-            kind.name()
-        )
-    })?;
-    println!("{}: OK: {}: {summary}", file.display(), kind.name());
-    Ok(0)
-}
-
-/// Loads `text` as a file of `kind`; a one-line summary of what it holds.
-fn validate_as(
-    kind: FileKind,
-    file: &std::path::Path,
-    text: &str,
-) -> Result<String, Box<dyn std::error::Error>> {
-    Ok(match kind {
-        FileKind::Run => {
-            let cfg = Config::parse_str(text, file)?;
-            format!(
-                "{} joints, {} ms bus period, {:?} policy, {:?} backend",
-                cfg.control.joints, cfg.control.period_ms, cfg.policy.kind, cfg.backend.kind
-            )
-        }
-        FileKind::Budget => {
-            let b = chunkrt_telemetry::budget::Budget::parse_str(text, file)?;
-            format!(
-                "{} limits{}",
-                b.limits.len(),
-                b.description
-                    .map(|d| format!(" ({})", chunkrt_config::clip(&d)))
-                    .unwrap_or_default()
-            )
-        }
-        FileKind::Ecsim => {
-            let c = chunkrt_ecsim::SimConfig::from_toml_str(text, file)?;
-            format!(
-                "{} drives, {:?} clock, {} timed drive faults, {} link cuts",
-                c.drives,
-                c.clock,
-                c.drive_fault.len(),
-                c.link_cut.len()
-            )
-        }
-        FileKind::PolicyManifest => chunkrt_policy::manifest2::check_any_manifest(file, text)?,
-    })
-}
-
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    // Before anything is read: a stop request while loading ends the process at once
+    // (nothing is powered yet); from `loaded` on it starts the controlled stop.
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let (mut cfg, name) = load(args.config.as_deref())?;
     if let Some(p) = args.bus_period_ms {
         if !(1.0..=20.0).contains(&p) {
@@ -131,6 +79,9 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         cfg.telemetry.record = true;
         cfg.telemetry.record_file = Some(file.clone());
     }
+    // The policy is loaded before the output directory is claimed: a stop request
+    // while loading ends the process at once, with nothing left behind.
+    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
     // Checked before anything is brought up: a run whose records could not be
     // written must not move the arm (a usage error, exit 2). The reserve is held
     // until the report is written (see chunkrt_telemetry::outdir).
@@ -144,7 +95,6 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_USAGE);
         }
     };
-    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let opts = RunOptions {
         duration: args.duration.0,
         out_dir: Some(args.out.clone()),
@@ -156,7 +106,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         "chunkrt: {} on the {:?} backend, {} ms bus period, {:?} policy; Ctrl-C stops safely",
         name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
     ));
-    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
+    chunkrt_rt::signals::loaded();
     let outcome = match runtime.run(&opts) {
         Ok(o) => o,
         Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
@@ -176,29 +126,11 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         "report: {}",
         args.out.join("report.json").display()
     ));
-    if let Some(e) = &outcome.shutdown_error {
+    let ending = outcome.ending();
+    if !matches!(ending, Ending::Normal | Ending::RecordsIncomplete) {
         // Before anything else: the drives may still be powered.
-        console::err(&format!(
-            "chunkrt: error: shutdown failed: {e}; drives may still be enabled or the bus \
-             not in INIT: check the drives before going near the arm"
-        ));
-    }
-    if let Some(msg) = &outcome.drive_lost {
-        console::err(&format!("chunkrt: error: {msg}"));
-    }
-    if let Some(msg) = &outcome.inference_panicked {
-        console::err(&format!(
-            "chunkrt: the policy failed during the run ({msg}); the arm was brought to rest"
-        ));
-    }
-    if outcome.shutdown_error.is_some() {
-        return Ok(crate::EXIT_SHUTDOWN_FAILED);
-    }
-    if outcome.drive_lost.is_some() {
-        return Ok(crate::EXIT_DRIVE_LOST);
-    }
-    if outcome.inference_panicked.is_some() {
-        return Ok(crate::EXIT_POLICY_FAILED);
+        console::err(&format!("chunkrt: error: {}", outcome.describe_ending()));
+        return Ok(crate::exit_status(ending));
     }
     // The plots, from the recording just closed (the arm is at rest and the
     // backend shut down): a failure is said, the run's status stays.
@@ -222,9 +154,8 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
              and the arm was brought to rest)",
             args.out.display()
         ));
-        return Ok(crate::EXIT_RECORDS_INCOMPLETE);
     }
-    Ok(0)
+    Ok(crate::exit_status(ending))
 }
 
 /// A `--record` file: refused when it exists (unless `overwrite`); its directory is

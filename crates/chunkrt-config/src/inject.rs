@@ -14,6 +14,7 @@
 //! camera_delay = { kind = "fixed", ms = 30.0 }  # each frame delivered this much later
 //! camera_stall_after_s = 10.0   # the camera delivers nothing from 10 s after its start ...
 //! camera_stall_s = 3.0          # ... for 3 s (then frames return)
+//! panic = { thread = "backend", after_ms = 2000.0 }  # a panic in that thread (fail-safe test)
 //!
 //! [inject.probe]                 # a multisine added to one joint's setpoint (chunkrt margin)
 //! joint = 0
@@ -80,6 +81,51 @@ pub struct InjectConfig {
     /// ... and lasts this long (s; 0: no stall): no frame is delivered meanwhile.
     #[serde(default)]
     pub camera_stall_s: f64,
+    /// A panic raised in one of the runtime's threads this long after the loop's start:
+    /// rehearses the fail-safe path (every thread's panic ends in the stop a fault
+    /// gets, exit status 7).
+    #[serde(default)]
+    pub panic: Option<PanicInjection>,
+}
+
+/// `inject.panic`: which thread panics, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanicInjection {
+    /// The thread that panics.
+    pub thread: PanicThread,
+    /// When (ms after the control loop's first deadline; for the camera, after its
+    /// first frame).
+    pub after_ms: f64,
+}
+
+/// A runtime thread that `inject.panic` can make panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PanicThread {
+    /// The control loop itself (in its cycle, before the gate).
+    Control,
+    /// The backend's exchange, on the control thread.
+    Backend,
+    /// The inference thread, outside the policy call.
+    Inference,
+    /// The camera thread.
+    Camera,
+    /// The telemetry thread.
+    Telemetry,
+}
+
+impl PanicThread {
+    /// The name used in records and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            PanicThread::Control => "control",
+            PanicThread::Backend => "backend",
+            PanicThread::Inference => "inference",
+            PanicThread::Camera => "camera",
+            PanicThread::Telemetry => "telemetry",
+        }
+    }
 }
 
 /// Most sine components of a probe.
@@ -229,6 +275,7 @@ impl Default for InjectConfig {
             camera_delay: InferenceDelayConfig::default(),
             camera_stall_after_s: 0.0,
             camera_stall_s: 0.0,
+            panic: None,
         }
     }
 }
@@ -319,6 +366,7 @@ impl InjectConfig {
             || self.burns_control_thread()
             || self.probe.is_some()
             || self.camera_is_disturbed()
+            || self.panic.is_some()
     }
 
     /// Whether camera frames are delayed or stalled.
@@ -414,6 +462,14 @@ impl InjectConfig {
                 return Err((
                     key.into(),
                     format!("expected a time in [0, 86400] s, got {v}"),
+                ));
+            }
+        }
+        if let Some(p) = &self.panic {
+            if !(p.after_ms.is_finite() && (0.0..=86_400_000.0).contains(&p.after_ms)) {
+                return Err((
+                    "inject.panic.after_ms".into(),
+                    format!("expected a time in [0, 86400000] ms, got {}", p.after_ms),
                 ));
             }
         }

@@ -16,8 +16,8 @@ mod validate;
 pub use error::ConfigError;
 pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
 pub use inject::{
-    InferenceDelayConfig, InjectConfig, ProbeConfig, MAX_INJECT_DELAY_MS, MAX_PROBE_FREQS,
-    PROBE_LIMIT_SHARE,
+    InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig,
+    MAX_INJECT_DELAY_MS, MAX_PROBE_FREQS, PROBE_LIMIT_SHARE,
 };
 pub use kind::FileKind;
 pub use locate::{clip, line_of, MAX_MESSAGE_BYTES};

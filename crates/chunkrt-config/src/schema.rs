@@ -67,6 +67,14 @@ pub struct ControlConfig {
     pub hold_cpu_dma_latency: bool,
     /// Number of joints of the arm.
     pub joints: usize,
+    /// How long the quick stop (a second stop request, a thread's panic) waits for
+    /// the drives to report standstill before they are disabled anyway.
+    #[serde(default = "default_quick_stop_timeout")]
+    pub quick_stop_timeout_ms: f64,
+}
+
+fn default_quick_stop_timeout() -> f64 {
+    1000.0
 }
 
 /// The inference thread.

@@ -47,6 +47,13 @@ impl Config {
                 ),
             );
         }
+        let q = self.control.quick_stop_timeout_ms;
+        if !(q.is_finite() && (10.0..=10_000.0).contains(&q)) {
+            return fail(
+                "control.quick_stop_timeout_ms",
+                format!("expected 10 to 10000 ms, got {q}"),
+            );
+        }
         if !(1..=99).contains(&self.control.priority) {
             return fail(
                 "control.priority",

@@ -50,6 +50,8 @@ pub struct CameraInjection {
     delay_active: bool,
     stall_after_ns: u64,
     stall_ns: u64,
+    /// `inject.panic` in the camera thread.
+    panic: Option<crate::supervise::PanicPoint>,
 }
 
 /// Stream number of the camera delay (see `chunkrt_core::stream_seed`).
@@ -67,6 +69,10 @@ impl CameraInjection {
             delay_active: !model.is_zero(),
             stall_after_ns: ms_to_ns(cfg.camera_stall_after_s * 1e3),
             stall_ns: ms_to_ns(cfg.camera_stall_s * 1e3),
+            panic: crate::supervise::PanicPoint::for_thread(
+                cfg,
+                chunkrt_config::PanicThread::Camera,
+            ),
         }
     }
 
@@ -96,6 +102,7 @@ pub fn run(mut p: CameraParts) {
     let mut first: Option<MonoTime> = None;
     let mut errors_said = 0u32;
     while !p.stop.load(Ordering::Relaxed) {
+        crate::supervise::check_panic(&mut p.inject.panic, os::now());
         let target = p.camera.target();
         let mut rec = CameraRecord {
             target_index: target.map_or(0, |t| t.0),

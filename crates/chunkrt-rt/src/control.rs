@@ -38,6 +38,16 @@ pub struct ControlLoop {
     out_of_domain: bool,
     last_mode: Mode,
     stopping: bool,
+    /// The stop became a quick stop (a second stop request, a panic): the drives are
+    /// asked for their own quick stop (`DriveRequest::QuickStop`) while the gate
+    /// brakes the commands.
+    quick_stop: bool,
+    /// The gate made this cycle's command and the exchange has not yet returned: a
+    /// panic in between left a command the drives never got.
+    unsent: bool,
+    /// After such a panic the next cycle sends that command instead of the gate
+    /// making another one for the same deadline (the gate's state is what it sent).
+    resend: bool,
     recovering: bool,
     /// The operator re-armed while drives were faulted with `resume = manual`: fault
     /// reset is allowed until they are enabled again.
@@ -59,6 +69,9 @@ pub struct ControlLoop {
     /// the run ends with a controlled stop.
     drive_lost: Option<u16>,
 }
+
+/// The measured speed under which a drive counts as at standstill (rad/s).
+pub const STANDSTILL_VEL_RAD_S: f64 = 0.005;
 
 /// Default gate-saturation thresholds (`executor.gate_saturated_*_ms`), in ms.
 const SATURATION_EVENT_MS: u64 = 200;
@@ -121,6 +134,9 @@ impl ControlLoop {
             out_of_domain: false,
             last_mode: Mode::Holding,
             stopping: false,
+            quick_stop: false,
+            unsent: false,
+            resend: false,
             recovering: false,
             reset_approved: false,
             chunks_ignored_stopping: 0,
@@ -242,6 +258,35 @@ impl ControlLoop {
         if self.executor.mode() == Mode::Playing {
             self.executor.force_fallback(now, reason);
         }
+    }
+
+    /// Makes the stop a quick stop: from the next cycle on every drive is asked for its
+    /// own quick stop (CiA 402 quick-stop ramp on EtherCAT, the simulated drive's
+    /// quick-stop deceleration) while the gate brakes the commands to rest. Takes
+    /// authority from the policy as [`ControlLoop::stop_playing`] does.
+    pub fn quick_stop(&mut self) {
+        self.stopping = true;
+        self.quick_stop = true;
+    }
+
+    /// After a panic caught on the control thread: a command the gate made that never
+    /// reached the exchange is sent by the next cycle (retried for the same deadline),
+    /// so the drives get the gate's command stream in order, one period late, as after
+    /// a stall.
+    pub fn after_panic(&mut self) {
+        if self.unsent {
+            self.unsent = false;
+            self.resend = true;
+        }
+    }
+
+    /// Whether the drives report standstill: every joint's measured speed is at most
+    /// [`STANDSTILL_VEL_RAD_S`], or the drive is disabled or gone (no torque).
+    pub fn drives_at_standstill(&self) -> bool {
+        (0..self.dof.min(MAX_DOF)).all(|j| {
+            self.fb.vel_rad_s[j].abs() <= STANDSTILL_VEL_RAD_S
+                || matches!(self.fb.state[j], DriveState::Disabled | DriveState::Missing)
+        })
     }
 
     /// Operator re-arm (SIGUSR1 in `chunkrt run`): with `resume = manual`, fresh chunks
@@ -406,7 +451,18 @@ impl ControlLoop {
             }
             None => None,
         };
-        let mask = self.gate.filter(&self.setpoint, &mut self.cmd);
+        if let Some(inj) = self.inject.as_deref_mut() {
+            // `inject.panic` on the control thread (the fail-safe rehearsal).
+            inj.check_control_panic(deadline);
+        }
+        let mask = if self.resend {
+            // The command a panic kept from the drives (`after_panic`), sent now.
+            self.resend = false;
+            chunkrt_core::GateMask(0)
+        } else {
+            self.gate.filter(&self.setpoint, &mut self.cmd)
+        };
+        self.unsent = true;
         if let Some(added) = probed {
             crate::inject::ControlInjection::unprobe(&mut self.setpoint, added);
         }
@@ -424,7 +480,9 @@ impl ControlLoop {
         let mode = self.executor.mode();
         self.cmd.t_cmd = deadline;
         let auto_resume = self.executor.config().resume == Resume::Auto;
-        self.cmd.request = if self.recovering {
+        self.cmd.request = if self.quick_stop {
+            DriveRequest::QuickStop
+        } else if self.recovering {
             if (auto_resume || self.reset_approved) && !self.stopping {
                 DriveRequest::FaultReset
             } else {
@@ -447,6 +505,7 @@ impl ControlLoop {
             // Injected transport / feedback delay (issue 8), keyed on the deadline.
             Some(inj) => inj.exchange(&mut *self.backend, deadline, t_cmd, &self.cmd, &mut self.fb),
         };
+        self.unsent = false;
         let backend_error = match result {
             Ok(()) => {
                 self.backend_failing = false;

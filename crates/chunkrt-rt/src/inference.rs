@@ -237,6 +237,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             continue; // the control loop has not measured anything yet
         }
         let t_begin = os::now();
+        crate::supervise::check_panic(&mut p.inject.panic, t_begin);
         // The camera image: the newest frame, judged by its age now. An observation is
         // as old as its oldest part; a stale image gives no chunk (the one being played
         // ages out and the executor takes authority as for any stale chunk).

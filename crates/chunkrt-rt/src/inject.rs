@@ -74,6 +74,9 @@ pub struct ControlInjection {
     raw_fb: Feedback,
     burn: Burn,
     probe: Option<Probe>,
+    /// `inject.panic` in the control cycle or in the backend's exchange.
+    control_panic: Option<crate::supervise::PanicPoint>,
+    backend_panic: Option<crate::supervise::PanicPoint>,
 }
 
 /// The probe of `[inject.probe]`, evaluated on the loop's deadlines: a multisine
@@ -181,6 +184,14 @@ impl ControlInjection {
                 .then(|| Delayed::new(cfg.observation_delay_ns(), obs)),
             raw_fb: *first,
             probe: cfg.probe.as_ref().map(Probe::new),
+            control_panic: crate::supervise::PanicPoint::for_thread(
+                cfg,
+                chunkrt_config::PanicThread::Control,
+            ),
+            backend_panic: crate::supervise::PanicPoint::for_thread(
+                cfg,
+                chunkrt_config::PanicThread::Backend,
+            ),
             burn: Burn {
                 stall_ns: ms_to_ns(cfg.cycle_stall_ms),
                 every: cfg.cycle_stall_every.max(1),
@@ -220,6 +231,11 @@ impl ControlInjection {
         }
     }
 
+    /// `inject.panic` in the control cycle: panics once when its time has come.
+    pub fn check_control_panic(&mut self, deadline: MonoTime) {
+        crate::supervise::check_panic(&mut self.control_panic, deadline);
+    }
+
     /// Cycles that stalled.
     pub fn stalls(&self) -> u64 {
         self.burn.stalls
@@ -236,6 +252,8 @@ impl ControlInjection {
         cmd: &Command,
         fb: &mut Feedback,
     ) -> Result<(), BackendError> {
+        // `inject.panic` in the backend's exchange (the fail-safe rehearsal).
+        crate::supervise::check_panic(&mut self.backend_panic, at);
         let wire = match &mut self.transport {
             Some(line) => line.pass(at, cmd),
             None => cmd,
@@ -338,6 +356,8 @@ pub struct InferenceInjection {
     delay_active: bool,
     drop_active: bool,
     counts: Arc<InjectCounts>,
+    /// `inject.panic` in the inference thread (outside the policy's call).
+    pub panic: Option<crate::supervise::PanicPoint>,
 }
 
 /// Stream numbers of the injection points (see `chunkrt_core::stream_seed`).
@@ -357,6 +377,10 @@ impl InferenceInjection {
             delay_active: !model.is_zero(),
             drop_active: cfg.drop_chunk_probability > 0.0,
             counts,
+            panic: crate::supervise::PanicPoint::for_thread(
+                cfg,
+                chunkrt_config::PanicThread::Inference,
+            ),
         }
     }
 
@@ -396,6 +420,7 @@ pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> Con
         && cfg.observation_delay_ns() == 0
         && !cfg.burns_control_thread()
         && cfg.probe.is_none()
+        && cfg.panic.is_none()
     {
         return control;
     }

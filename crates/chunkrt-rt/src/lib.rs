@@ -17,6 +17,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod select;
 pub mod signals;
+pub mod supervise;
 
 pub use control::{ControlLoop, ControlParts};
-pub use runtime::{RunError, RunOptions, RunOutcome, Runtime};
+pub use runtime::{Ending, QuickStopOutcome, RunError, RunOptions, RunOutcome, Runtime};

@@ -184,6 +184,15 @@ pub enum MarginError {
     /// A run of the runtime's loop failed, or its recording could not be read.
     #[error("runtime loop: {0}")]
     Run(String),
+    /// A run of the runtime's loop ended as a run must not (a panic, a failed
+    /// shutdown, a drive lost, a quick stop, lost records): the sweep ends with it.
+    #[error("runtime loop: {message}")]
+    Ended {
+        /// How the run ended (`chunkrt` exits with its status).
+        ending: crate::Ending,
+        /// What happened.
+        message: String,
+    },
     /// `|L|` does not cross 1 in the frequency range.
     #[error(
         "no gain crossover between {lo_hz} Hz and {hi_hz} Hz (|L| from {mag_lo:.3} to {mag_hi:.3})"

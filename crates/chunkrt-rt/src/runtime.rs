@@ -5,7 +5,9 @@ use crate::control::{ControlLoop, ControlParts};
 use crate::inference::{self, ControlGrid, HandoffCounts, InferenceExit, InferenceParts};
 use crate::os;
 use crate::schedule::{Schedule, StopRequests};
+use crate::supervise::{self, Failures};
 use chunkrt_config::Config;
+use chunkrt_config::PanicThread;
 use chunkrt_core::{Backend, Chunk, Executor, Feedback, Gate, MonoTime, Observation, Policy};
 use chunkrt_telemetry::{rings, Collector, HostInfo, MetricSet, Report};
 use serde_json::json;
@@ -86,6 +88,125 @@ pub struct RunOutcome {
     /// Why the records in the output directory are incomplete (a log or the report
     /// could not be written, e.g. the disk filled); the run itself went on.
     pub records_error: Option<String>,
+    /// The runtime threads that panicked (control with its backend, inference outside
+    /// the policy, camera, telemetry): the run ended with the quick stop; also in the
+    /// report as `thread_panics`.
+    pub thread_panics: Vec<crate::supervise::ThreadPanic>,
+    /// The stop became a quick stop (a second stop request, or a panic): how it ended;
+    /// also in the report as `quick_stop`.
+    pub quick_stop: Option<QuickStopOutcome>,
+}
+
+/// How a quick stop ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuickStopOutcome {
+    /// A second stop request (SIGINT, SIGTERM, SIGHUP) asked for it.
+    pub by_signal: bool,
+    /// A third one ended the wait for standstill at once.
+    pub third_signal: bool,
+    /// The drives reported standstill before they were disabled.
+    pub standstill: bool,
+    /// From the quick stop's start to the disable (ms).
+    pub after_ms: f64,
+    /// The backend's shutdown (disable, INIT) succeeded.
+    pub disabled: bool,
+}
+
+impl std::fmt::Display for QuickStopOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.by_signal {
+            "a second stop request"
+        } else {
+            "a thread's panic"
+        };
+        write!(f, "{why} switched to the drives' quick stop; ")?;
+        if self.third_signal {
+            write!(
+                f,
+                "a third one ended the wait after {:.0} ms; ",
+                self.after_ms
+            )?;
+        } else if self.standstill {
+            write!(f, "standstill after {:.0} ms; ", self.after_ms)?;
+        } else {
+            write!(f, "no standstill within {:.0} ms; ", self.after_ms)?;
+        }
+        f.write_str(if self.disabled {
+            "drives disabled"
+        } else {
+            "the shutdown failed (see shutdown_error)"
+        })
+    }
+}
+
+/// How a run ended, most serious first: what `chunkrt` turns into its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ending {
+    /// The backend's shutdown failed: drives may still be enabled.
+    ShutdownFailed,
+    /// A runtime thread panicked; the arm was brought to a quick stop.
+    ThreadPanicked,
+    /// A drive left the bus and could not be brought back.
+    DriveLost,
+    /// The policy failed (panicked); the arm was brought to rest.
+    PolicyFailed,
+    /// A second stop request made the stop a quick stop.
+    QuickStopped,
+    /// The run ended normally but its records are incomplete.
+    RecordsIncomplete,
+    /// The run ended normally.
+    Normal,
+}
+
+impl RunOutcome {
+    /// What went wrong, one clause per item, most serious first (empty when the run
+    /// ended normally).
+    pub fn describe_ending(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(e) = &self.shutdown_error {
+            parts.push(format!(
+                "the shutdown failed: {e}; drives may still be enabled or the bus not in \
+                 INIT: check the drives before going near the arm"
+            ));
+        }
+        for p in &self.thread_panics {
+            parts.push(p.to_string());
+        }
+        if let Some(msg) = &self.drive_lost {
+            parts.push(msg.clone());
+        }
+        if let Some(msg) = &self.inference_panicked {
+            parts.push(format!(
+                "the policy failed during the run ({msg}); the arm was brought to rest"
+            ));
+        }
+        if let Some(q) = &self.quick_stop {
+            parts.push(q.to_string());
+        }
+        if let Some(e) = &self.records_error {
+            parts.push(format!("the records are incomplete: {e}"));
+        }
+        parts.join("; ")
+    }
+
+    /// How the run ended (the most serious of what happened).
+    pub fn ending(&self) -> Ending {
+        if self.shutdown_error.is_some() {
+            Ending::ShutdownFailed
+        } else if !self.thread_panics.is_empty() {
+            Ending::ThreadPanicked
+        } else if self.drive_lost.is_some() {
+            Ending::DriveLost
+        } else if self.inference_panicked.is_some() {
+            Ending::PolicyFailed
+        } else if self.quick_stop.as_ref().is_some_and(|q| q.by_signal) {
+            Ending::QuickStopped
+        } else if self.records_error.is_some() {
+            Ending::RecordsIncomplete
+        } else {
+            Ending::Normal
+        }
+    }
 }
 
 /// Everything a run needs, built from a config; tests may swap the backend or policy.
@@ -235,7 +356,9 @@ impl Runtime {
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };
+        let failures = Arc::new(Failures::default());
         let camera_stop = camera_parts_cpu.as_ref().map(|(p, _)| p.stop.clone());
+        let camera_failures = failures.clone();
         let camera_handle = match camera_parts_cpu {
             Some((parts, cpu)) => Some(
                 thread::Builder::new()
@@ -246,12 +369,16 @@ impl Runtime {
                                 tracing::warn!("camera thread: {e}");
                             }
                         }
-                        crate::camera::run(parts)
+                        // A panic stops the run (the control thread polls the flag).
+                        supervise::guarded(&camera_failures, "chunkrt-camera", || {
+                            crate::camera::run(parts)
+                        });
                     })
                     .map_err(|e| RunError::Thread(e.to_string()))?,
             ),
             None => None,
         };
+        let inference_failures = failures.clone();
         let inference_handle = thread::Builder::new()
             .name("chunkrt-infer".into())
             .spawn(move || {
@@ -260,7 +387,12 @@ impl Runtime {
                         tracing::warn!("inference thread: {e}");
                     }
                 }
-                inference::run(inf_parts)
+                // The policy's own panics are caught inside (`policy_failed`, exit 3);
+                // one elsewhere in the thread is a thread's panic.
+                supervise::guarded(&inference_failures, "chunkrt-infer", || {
+                    inference::run(inf_parts)
+                })
+                .unwrap_or(InferenceExit::Stopped)
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
@@ -269,6 +401,8 @@ impl Runtime {
         let live = opts.live_status && status_ns > 0;
         let done = control_done.clone();
         let control_cpu = usize::try_from(cfg.control.cpu).ok();
+        let telemetry_failures = failures.clone();
+        let telemetry_inject = cfg.inject.clone();
         let telemetry_handle = thread::Builder::new()
             .name("chunkrt-telemetry".into())
             .spawn(move || {
@@ -282,28 +416,53 @@ impl Runtime {
                 }
                 let mut collector = collector;
                 let mut next_status = os::now().add_ns(status_ns);
+                let mut panic_point =
+                    supervise::PanicPoint::for_thread(&telemetry_inject, PanicThread::Telemetry);
+                // After a panic the thread drains on (the rings must not fill while
+                // the arm stops, and the stop belongs in the records); a second panic
+                // means the collector cannot go on: the thread waits for the end and
+                // hands back what it has.
+                let mut panics = 0;
+                let mut healthy = true;
                 loop {
                     let finished = done.load(Ordering::Acquire);
-                    collector.drain(&mut consumers);
-                    collector.drain_chunks(&mut chunk_c);
-                    if let Some(c) = camera_c.as_mut() {
-                        collector.drain_camera(c);
+                    if !healthy {
+                        if finished {
+                            break;
+                        }
+                        os::sleep_until(os::now().add_ns(drain_ns));
+                        continue;
+                    }
+                    let drained = supervise::guarded(&telemetry_failures, "chunkrt-telemetry", || {
+                        supervise::check_panic(&mut panic_point, os::now());
+                        collector.drain(&mut consumers);
+                        collector.drain_chunks(&mut chunk_c);
+                        if let Some(c) = camera_c.as_mut() {
+                            collector.drain_camera(c);
+                        }
+                        if finished {
+                            return;
+                        }
+                        collector.flush_logs();
+                        if let Some(e) = collector.new_log_error() {
+                            console_line(&format!(
+                                "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
+                            ));
+                        }
+                        let now = os::now();
+                        if live && now >= next_status {
+                            console_line(&collector.status_line(now));
+                            next_status = now.add_ns(status_ns);
+                        }
+                    });
+                    if drained.is_none() {
+                        panics += 1;
+                        healthy = panics < 2;
                     }
                     if finished {
                         break;
                     }
-                    collector.flush_logs();
-                    if let Some(e) = collector.new_log_error() {
-                        console_line(&format!(
-                            "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
-                        ));
-                    }
-                    let now = os::now();
-                    if live && now >= next_status {
-                        console_line(&collector.status_line(now));
-                        next_status = now.add_ns(status_ns);
-                    }
-                    os::sleep_until(now.add_ns(drain_ns));
+                    os::sleep_until(os::now().add_ns(drain_ns));
                 }
                 (collector, chunk_c, camera_c)
             })
@@ -319,6 +478,9 @@ impl Runtime {
         let stop = opts.stop.clone();
         let stop_inference_at_shutdown = stop_inference.clone();
         let loop_cfg = cfg.clone();
+        let control_failures = failures.clone();
+        let quick_stop_timeout_ns = chunkrt_core::ms_to_ns(cfg.control.quick_stop_timeout_ms);
+        let done_here = control_done.clone();
         let control_handle = thread::Builder::new()
             .name("chunkrt-control".into())
             .stack_size(4 << 20)
@@ -327,7 +489,7 @@ impl Runtime {
                 // Bring-up, enable, loop, controlled stop and shutdown on this one
                 // thread, back to back: an enabled drive is never left without
                 // process data while another thread starts or finishes.
-                let started = bring_up(&loop_cfg, backend, loop_parts);
+                let started = bring_up(&loop_cfg, backend, loop_parts, &control_failures);
                 let mut control = match started {
                     Ok(control) => control,
                     Err(e) => {
@@ -339,25 +501,36 @@ impl Runtime {
                     stop: &stop,
                     policy_failed: &policy_failed,
                     stop_inference: &stop_inference_at_shutdown,
+                    thread_failed: &control_failures.flag,
                 };
-                let (t0, t1) = control_thread(&mut control, duration_ns, &requests, &grid);
-                let shutdown_error = control
-                    .backend
-                    .shutdown(os::now())
-                    .err()
-                    .map(|e| e.to_string());
+                let ended = control_thread(
+                    &mut control,
+                    duration_ns,
+                    &requests,
+                    &grid,
+                    quick_stop_timeout_ns,
+                    &control_failures,
+                );
+                let shutdown_error = shut_down(&mut control, &control_failures);
                 // Held for the whole loop, the controlled stop and shutdown included.
                 drop(dma_latency_hold);
                 control_done.store(true, Ordering::Release);
-                Ok((control, host, t0, t1, shutdown_error))
+                Ok((control, host, ended, shutdown_error))
             })
             .map_err(|e| RunError::Thread(e.to_string()))?;
 
-        let controlled = control_handle
-            .join()
-            .map_err(|_| RunError::Thread("the control thread panicked".into()))?;
+        // A panic outside the guarded parts of the control thread (its real-time
+        // set-up, before any bring-up): nothing is powered; the others are ended.
+        let controlled = control_handle.join().unwrap_or_else(|p| {
+            failures.record("chunkrt-control", &*p);
+            done_here.store(true, Ordering::Release);
+            Err(RunError::Thread(format!(
+                "the control thread panicked before the bring-up: {}",
+                supervise::message(&*p)
+            )))
+        });
         stop_inference.store(true, Ordering::Release);
-        let (mut control, host, t0, t1, shutdown_error) = match controlled {
+        let (mut control, host, ended, shutdown_error) = match controlled {
             Ok(ended) => ended,
             Err(e) => {
                 // Nothing was brought up: the other threads end without a report.
@@ -369,9 +542,13 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let inference_exit = inference_handle
-            .join()
-            .map_err(|_| RunError::Thread("the inference thread died".into()))?;
+        let (t0, t1) = (ended.t0, ended.t1);
+        // Each thread catches its own panics (`supervise`): a join error is a panic
+        // outside them, recorded the same way.
+        let inference_exit = inference_handle.join().unwrap_or_else(|p| {
+            failures.record("chunkrt-infer", &*p);
+            InferenceExit::Stopped
+        });
         if let Some(stop) = camera_stop {
             stop.store(true, Ordering::Release);
         }
@@ -383,14 +560,21 @@ impl Runtime {
                 os::sleep_until(os::now().add_ns(10_000_000));
             }
             if h.is_finished() {
-                let _ = h.join();
+                if let Err(p) = h.join() {
+                    failures.record("chunkrt-camera", &*p);
+                }
             } else {
                 tracing::warn!("the camera thread did not end within 3 s; left behind");
             }
         }
-        let (mut collector, mut chunk_c, mut camera_c) = telemetry_handle
-            .join()
-            .map_err(|_| RunError::Thread("the telemetry thread panicked".into()))?;
+        let (mut collector, mut chunk_c, mut camera_c) = telemetry_handle.join().map_err(|p| {
+            // Only a panic outside the guarded drain gets here; the drives are
+            // already shut down.
+            RunError::Thread(format!(
+                "the telemetry thread panicked: {}; no report",
+                supervise::message(&*p)
+            ))
+        })?;
         // The inference thread has ended: the chunks it published after the
         // telemetry thread's last drain.
         collector.drain_chunks(&mut chunk_c);
@@ -401,8 +585,48 @@ impl Runtime {
         // and never read (it belongs in the reconciliation, not in the loop).
         let unread_at_end = control.take_unread_chunk();
 
+        // What the rings cannot carry: the panics and how a quick stop ended, in
+        // `events.jsonl` and the recording before they are closed.
+        let thread_panics = failures.panics();
+        let stops = crate::signals::stop_requests();
+        let quick_stop = ended.quick.map(|q| QuickStopOutcome {
+            by_signal: stops >= 2,
+            third_signal: stops >= 3,
+            standstill: ended.standstill,
+            after_ms: q as f64 * 1e-6,
+            disabled: shutdown_error.is_none(),
+        });
+        for p in &thread_panics {
+            collector
+                .note(&json!({"event": "thread_panic", "thread": p.thread, "message": p.message}));
+        }
+        if let Some(q) = &quick_stop {
+            collector.note(&json!({"event": "quick_stop", "detail": q.to_string()}));
+        }
         let metrics = collector.metrics().clone();
         let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
+        if !thread_panics.is_empty() {
+            report.extra.insert(
+                "thread_panics".into(),
+                json!(thread_panics
+                    .iter()
+                    .map(|p| json!({"thread": p.thread, "message": p.message}))
+                    .collect::<Vec<_>>()),
+            );
+        }
+        if let Some(q) = &quick_stop {
+            report.extra.insert(
+                "quick_stop".into(),
+                json!({
+                    "by_signal": q.by_signal,
+                    "third_signal": q.third_signal,
+                    "standstill": q.standstill,
+                    "after_ms": q.after_ms,
+                    "disabled": q.disabled,
+                    "detail": q.to_string(),
+                }),
+            );
+        }
         finish_report(&mut report, &cfg, &control, opts);
         report.extra.insert(
             "injected".into(),
@@ -454,6 +678,8 @@ impl Runtime {
             drive_lost,
             metrics,
             records_error,
+            thread_panics,
+            quick_stop,
         })
     }
 }
@@ -472,18 +698,43 @@ struct LoopParts {
 /// On the control thread: brings the backend up, enables its drives (process data
 /// flowing), then builds the loop at rest at the measured position. The first deadline
 /// follows within a period.
+///
+/// A panic in the backend's start or enable is caught: the backend is shut down (its
+/// own quick stop, disable, INIT) and the bring-up fails.
 fn bring_up(
     cfg: &Config,
     mut backend: Box<dyn Backend>,
     parts: LoopParts,
+    failures: &Failures,
 ) -> Result<ControlLoop, RunError> {
     let mut first = Feedback::default();
-    backend
-        .start(os::now(), &mut first)
-        .map_err(|e| RunError::Backend(e.to_string()))?;
-    backend
-        .enable(os::now(), &mut first)
-        .map_err(|e| RunError::Backend(e.to_string()))?;
+    let started = supervise::guarded(failures, "chunkrt-control", || {
+        backend
+            .start(os::now(), &mut first)
+            .map_err(|e| RunError::Backend(e.to_string()))?;
+        backend
+            .enable(os::now(), &mut first)
+            .map_err(|e| RunError::Backend(e.to_string()))
+    });
+    match started {
+        Some(r) => r?,
+        None => {
+            let message = failures
+                .panics()
+                .last()
+                .map_or_else(String::new, |p| p.message.clone());
+            let teardown =
+                supervise::guarded(failures, "chunkrt-control", || backend.shutdown(os::now()));
+            let teardown = match teardown {
+                Some(Ok(())) => "drives disabled".to_string(),
+                Some(Err(e)) => format!("its shutdown failed too: {e}"),
+                None => "its shutdown panicked too".to_string(),
+            };
+            return Err(RunError::Backend(format!(
+                "the backend panicked during bring-up ({message}); {teardown}"
+            )));
+        }
+    }
     let t_start = os::now();
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
@@ -618,19 +869,73 @@ impl RtSetup {
     }
 }
 
+/// How the control thread's loop ended.
+struct Ended {
+    t0: MonoTime,
+    t1: MonoTime,
+    /// From the quick stop's start to the loop's end (ns), if the stop became one.
+    quick: Option<u64>,
+    /// The drives reported standstill at the end.
+    standstill: bool,
+}
+
 /// The control thread's loop (`Schedule::step` until the controlled stop is over).
-/// Returns the start and end times of the loop.
+///
+/// Each step runs under `catch_unwind`: a panic (in the cycle, the executor, the gate
+/// or the backend's exchange) is recorded in `failures`, whose flag makes the next
+/// step start the quick stop with the same loop (the gate brakes its own commanded
+/// state; the drives are asked for their quick stop). A second panic ends the loop at
+/// once: the backend's shutdown follows, its own frames, independent of the loop.
 fn control_thread(
     control: &mut ControlLoop,
     duration_ns: Option<u64>,
     requests: &StopRequests,
     grid: &ControlGrid,
-) -> (MonoTime, MonoTime) {
-    let mut schedule = Schedule::start(control, grid, duration_ns, os::sleep_until);
-    loop {
-        if let Some(end) = schedule.step(control, requests, grid) {
-            return (schedule.t0(), end);
+    quick_stop_timeout_ns: u64,
+    failures: &Failures,
+) -> Ended {
+    let mut schedule = Schedule::start(control, grid, duration_ns, os::sleep_until)
+        .with_quick_stop_timeout(quick_stop_timeout_ns);
+    let mut panics = 0;
+    let t1 = loop {
+        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            schedule.step(control, requests, grid)
+        }));
+        match stepped {
+            Ok(Some(end)) => break end,
+            Ok(None) => {}
+            Err(p) => {
+                failures.record("chunkrt-control", &*p);
+                panics += 1;
+                if panics > 1 {
+                    break os::now();
+                }
+                control.after_panic();
+            }
         }
+    };
+    Ended {
+        t0: schedule.t0(),
+        t1,
+        quick: schedule.quick_stop_since().map(|q| t1.saturating_since(q)),
+        standstill: control.drives_at_standstill(),
+    }
+}
+
+/// The backend's shutdown (quick stop, disable, INIT), a panic in it caught: why it
+/// failed, if it did.
+fn shut_down(control: &mut ControlLoop, failures: &Failures) -> Option<String> {
+    let backend = &mut control.backend;
+    match supervise::guarded(failures, "chunkrt-control", || backend.shutdown(os::now())) {
+        Some(Ok(())) => None,
+        Some(Err(e)) => Some(e.to_string()),
+        None => Some(format!(
+            "the backend's shutdown panicked ({}); drives may still be enabled",
+            failures
+                .panics()
+                .last()
+                .map_or_else(String::new, |p| p.message.clone())
+        )),
     }
 }
 

@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// How long the controlled stop may take before the backend is shut down anyway.
 pub const STOP_TIMEOUT_NS: u64 = 3_000_000_000;
 
+/// How long the quick stop (a second stop request, a panic) waits for the drives to
+/// report standstill before they are disabled anyway (`control.quick_stop_timeout_ms`).
+pub const QUICK_STOP_TIMEOUT_NS: u64 = 1_000_000_000;
+
 /// What ends playback besides the duration, and whom to tell.
 pub struct StopRequests<'a> {
     /// External stop request (`RunOptions::stop`); SIGINT, SIGTERM and SIGHUP are
@@ -23,6 +27,9 @@ pub struct StopRequests<'a> {
     pub policy_failed: &'a AtomicBool,
     /// Set here when the controlled stop begins: the inference thread stops.
     pub stop_inference: &'a AtomicBool,
+    /// Raised when a runtime thread panicked (`supervise::Failures::flag`): the run
+    /// ends with the quick stop.
+    pub thread_failed: &'a AtomicBool,
 }
 
 /// The deadline grid and the stop sequence of the control thread.
@@ -33,6 +40,9 @@ pub struct Schedule {
     deadline: MonoTime,
     missed: u32,
     stopping_since: Option<MonoTime>,
+    /// When the stop became a quick stop (a second stop request, a panic).
+    quick_since: Option<MonoTime>,
+    quick_stop_timeout_ns: u64,
     sleep_until: fn(MonoTime),
     phase: PhaseLock,
 }
@@ -93,14 +103,51 @@ impl Schedule {
             deadline: t0.add_ns(period_ns),
             missed: 0,
             stopping_since: None,
+            quick_since: None,
+            quick_stop_timeout_ns: QUICK_STOP_TIMEOUT_NS,
             sleep_until,
             phase: PhaseLock::new(period_ns),
         }
     }
 
+    /// How long the quick stop waits for standstill (`control.quick_stop_timeout_ms`).
+    pub fn with_quick_stop_timeout(mut self, ns: u64) -> Self {
+        self.quick_stop_timeout_ns = ns;
+        self
+    }
+
     /// When the loop started.
     pub fn t0(&self) -> MonoTime {
         self.t0
+    }
+
+    /// When the stop became a quick stop, if it did.
+    pub fn quick_stop_since(&self) -> Option<MonoTime> {
+        self.quick_since
+    }
+
+    /// Starts the stop now, if it has not begun: the policy loses authority for good
+    /// and the inference thread is told to stop. With `quick`, the drives are also
+    /// asked for their own quick stop and the stop waits at most the quick-stop
+    /// timeout for standstill (a second stop request, a panic).
+    pub fn begin_stop(
+        &mut self,
+        control: &mut ControlLoop,
+        now: MonoTime,
+        reason: ModeChangeReason,
+        quick: bool,
+        requests: &StopRequests,
+    ) {
+        if self.stopping_since.is_none() {
+            control.stop_playing(now, reason);
+            // Chunks are ignored from here on: the policy has nothing to do.
+            requests.stop_inference.store(true, Ordering::Release);
+            self.stopping_since = Some(now);
+        }
+        if quick && self.quick_since.is_none() {
+            control.quick_stop();
+            self.quick_since = Some(now);
+        }
     }
 
     /// One pass of the loop: sleeps until the deadline, runs the cycle, takes a
@@ -121,32 +168,46 @@ impl Schedule {
         if crate::signals::take_rearm() {
             control.rearm(now);
         }
+        let stops = crate::signals::stop_requests();
+        let failed = requests.thread_failed.load(Ordering::Relaxed);
+        // A second stop request, or a thread's panic, makes the stop a quick stop.
+        let quick = stops >= 2 || failed;
         match self.stopping_since {
             None => {
                 let expired = self.end.is_some_and(|e| now >= e);
-                let failed = requests.policy_failed.load(Ordering::Relaxed);
+                let policy_failed = requests.policy_failed.load(Ordering::Relaxed);
                 let lost = control.drive_lost().is_some();
                 if expired
-                    || failed
+                    || policy_failed
                     || lost
+                    || failed
+                    || stops > 0
                     || requests.stop.load(Ordering::Relaxed)
-                    || crate::signals::requested()
                 {
                     let reason = if lost {
                         ModeChangeReason::DriveLost
                     } else {
                         ModeChangeReason::Shutdown
                     };
-                    control.stop_playing(now, reason);
-                    // Chunks are ignored from here on: the policy has nothing to do.
-                    requests.stop_inference.store(true, Ordering::Release);
-                    self.stopping_since = Some(now);
+                    self.begin_stop(control, now, reason, quick, requests);
                 }
             }
             Some(since) => {
+                if quick {
+                    self.begin_stop(control, now, ModeChangeReason::Shutdown, true, requests);
+                }
                 let at_rest = matches!(control.mode(), Mode::Holding | Mode::SafeStop)
                     && control.command_at_rest();
-                if at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS {
+                let over = match self.quick_since {
+                    // A third stop request: the drives are disabled at once.
+                    Some(_) if stops >= 3 => true,
+                    Some(q) => {
+                        (at_rest && control.drives_at_standstill())
+                            || now.saturating_since(q) > self.quick_stop_timeout_ns
+                    }
+                    None => at_rest || now.saturating_since(since) > STOP_TIMEOUT_NS,
+                };
+                if over {
                     return Some(now);
                 }
             }

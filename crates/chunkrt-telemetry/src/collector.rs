@@ -428,6 +428,15 @@ impl Collector {
         }
     }
 
+    /// An event the rings cannot carry (it holds text: a thread's panic, how a stop
+    /// ended), written to `events.jsonl` and the recording's events, after the drains.
+    pub fn note(&mut self, v: &serde_json::Value) {
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.event(v);
+        }
+        self.write_line(LogFile::Event, v);
+    }
+
     fn on_event(&mut self, e: &EventRecord) {
         if self.recorder.is_some() {
             let v = self.event_json(e);

@@ -135,8 +135,19 @@ const BUDGET: &str = "RT group budget";
 /// The RT group-scheduling budget of this process's cgroup: a budget of 0 makes
 /// the kernel refuse SCHED_FIFO, whatever the capabilities.
 pub(super) fn rt_budget(sys: &Sys, engine: Option<&str>, release: &str) -> Item {
-    let proc_cgroup = sys.read("/proc/self/cgroup").unwrap_or_default();
-    let mountinfo = sys.read("/proc/self/mountinfo").unwrap_or_default();
+    // What cannot be read is not a pass: the budget is unknown.
+    let (Some(proc_cgroup), Some(mountinfo)) = (
+        sys.read("/proc/self/cgroup"),
+        sys.read("/proc/self/mountinfo"),
+    ) else {
+        return item(
+            BUDGET,
+            Level::Warn,
+            "cannot read /proc/self/cgroup or /proc/self/mountinfo: the RT group budget is \
+             unknown",
+            "run chunkrt check where /proc is mounted (as the loop will run)",
+        );
+    };
     match cpu_cgroup(&proc_cgroup, &mountinfo) {
         Some(CpuCgroup::V1 { path, dir }) => v1_budget(sys, engine, &path, &dir),
         Some(CpuCgroup::V2 { path, dir }) => v2_budget(sys, engine, release, &path, &dir),
@@ -432,6 +443,20 @@ mod tests {
         .write("/sys/fs/cgroup/cpu/cpu.rt_runtime_us", runtime_us)
         .write("/sys/fs/cgroup/cpu/cpu.rt_period_us", "1000000\n")
         .write("/run/.containerenv", "");
+    }
+
+    #[test]
+    fn an_unreadable_cgroup_file_is_never_a_pass() {
+        // Nothing under the fake root: /proc/self/cgroup cannot be read.
+        let fake = Fake::new("unreadable");
+        let it = rt_budget(&fake.sys(), None, "6.1.0");
+        assert_eq!(it.level, Level::Warn, "{it:?}");
+        assert!(it.found.contains("cannot read /proc/self/cgroup"), "{it:?}");
+        // Readable but holding no cpu cgroup: said as it is.
+        fake.write("/proc/self/cgroup", "0::/\n")
+            .write("/proc/self/mountinfo", "");
+        let it = rt_budget(&fake.sys(), None, "6.1.0");
+        assert!(it.found.contains("no cpu cgroup found"), "{it:?}");
     }
 
     #[test]

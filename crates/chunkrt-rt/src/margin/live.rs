@@ -292,13 +292,12 @@ pub fn measure_with(
     let outcome = build(&cfg)?
         .run(&opts)
         .map_err(|e| MarginError::Run(e.to_string()))?;
-    if let Some(p) = &outcome.inference_panicked {
-        return Err(MarginError::Run(format!("the policy panicked: {p}")));
-    }
-    if let Some(e) = &outcome.shutdown_error {
-        return Err(MarginError::Run(format!(
-            "the shutdown failed: {e}: check the drives"
-        )));
+    let ending = outcome.ending();
+    if ending != crate::Ending::Normal {
+        return Err(MarginError::Ended {
+            ending,
+            message: outcome.describe_ending(),
+        });
     }
     let files = chunkrt_telemetry::readback::segments(run_dir).map_err(MarginError::Run)?;
     let j = setup.joint;
