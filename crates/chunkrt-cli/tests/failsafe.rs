@@ -262,3 +262,104 @@ fn run_bench_and_margin_end_a_panicked_run_with_the_same_status() {
         );
     }
 }
+
+/// The camera thread panics 2 s in (the visuomotor policy on the synthetic camera):
+/// the run ends in the quick stop with status 7, the commands brake.
+#[test]
+fn a_panic_in_the_camera_thread_ends_in_the_quick_stop() {
+    let dir = temp_dir("panic-camera");
+    let text = std::fs::read_to_string(repo().join("rt-config/sim-vision.toml")).unwrap();
+    let manifest = repo().join("rt-config/policies/vision-flow.toml");
+    let edited = text
+        .replace(
+            "manifest = \"policies/vision-flow.toml\"",
+            &format!("manifest = \"{}\"", manifest.display()),
+        )
+        .replace("cpu = 1 ", "cpu = -1 ")
+        .replace("cpu = 0\n", "cpu = -1\n");
+    assert!(
+        edited.contains(&manifest.display().to_string()),
+        "manifest not replaced"
+    );
+    let cfg = dir.join("sim-vision.toml");
+    std::fs::write(
+        &cfg,
+        format!("{edited}\n[inject]\npanic = {{ thread = \"camera\", after_ms = 2000.0 }}\n"),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let mut child = spawn(&["run", "--duration", "60s", "--no-plots"], &cfg, &out);
+    let lines = lines_of(&mut child);
+    let code = wait(&mut child, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(100));
+    let stderr: Vec<String> = lines.try_iter().collect();
+    assert_eq!(code, Some(7), "stderr:\n{}", stderr.join("\n"));
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("thread chunkrt-camera panicked: injected panic")),
+        "stderr names the thread:\n{}",
+        stderr.join("\n")
+    );
+    let r = report(&out);
+    assert_eq!(r["thread_panics"][0]["thread"], "chunkrt-camera", "{r:#}");
+    assert_eq!(r["quick_stop"]["standstill"], true, "{r:#}");
+    assert_eq!(r["quick_stop"]["disabled"], true);
+    assert_braked(&out, &cfg);
+}
+
+/// Ctrl-C while a large model is being read and hashed (a 2000 MB sparse file, read
+/// in full before its digest can be judged; about 8 s here): nothing is powered, so
+/// the process ends at once with status 130 and says so; the output directory, claimed
+/// only after loading, is not left behind.
+#[test]
+fn sigint_during_a_slow_model_load_ends_the_process_at_once() {
+    let dir = temp_dir("slow-load");
+    let big = dir.join("big.onnx");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(2000 << 20)
+        .unwrap();
+    let flow = std::fs::read_to_string(repo().join("rt-config/policies/flow.toml")).unwrap();
+    let manifest_text = flow.replace(
+        "model_file = \"flow.onnx\"",
+        &format!("model_file = \"{}\"", big.display()),
+    );
+    assert!(
+        manifest_text.contains(&big.display().to_string()),
+        "model_file not replaced"
+    );
+    let manifest = dir.join("flow.toml");
+    std::fs::write(&manifest, manifest_text).unwrap();
+    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let edited = text.replace(
+        "manifest = \"policies/flow.toml\"",
+        &format!("manifest = \"{}\"", manifest.display()),
+    );
+    assert!(
+        edited.contains(&manifest.display().to_string()),
+        "manifest not replaced"
+    );
+    let cfg = dir.join("sim.toml");
+    std::fs::write(&cfg, edited).unwrap();
+    let out = dir.join("run");
+    let mut child = spawn(&["run", "--duration", "10s"], &cfg, &out);
+    let lines = lines_of(&mut child);
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = std::time::Instant::now();
+    signal(&child, libc::SIGINT);
+    let code = wait(&mut child, Duration::from_secs(60));
+    let took = sent.elapsed();
+    std::thread::sleep(Duration::from_millis(100));
+    let stderr: Vec<String> = lines.try_iter().collect();
+    eprintln!("exit {code:?} {took:?} after SIGINT");
+    assert_eq!(code, Some(130), "stderr:\n{}", stderr.join("\n"));
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("stopped while loading") && l.contains("nothing was moved")),
+        "stderr:\n{}",
+        stderr.join("\n")
+    );
+    assert!(!out.exists(), "the output directory was left behind");
+}

@@ -1068,3 +1068,76 @@ fn camera_parts(
         camera_c,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome() -> RunOutcome {
+        RunOutcome {
+            report: Report::default(),
+            inference_panicked: None,
+            shutdown_error: None,
+            drive_lost: None,
+            metrics: MetricSet::default(),
+            records_error: None,
+            thread_panics: Vec::new(),
+            quick_stop: None,
+        }
+    }
+
+    /// The most serious of what happened decides, in the documented order (README
+    /// "Reliability": 4, 7, 6, 3, 8, 5), each added on top of the less serious ones.
+    #[test]
+    fn the_most_serious_ending_wins() {
+        let mut o = outcome();
+        assert_eq!(o.ending(), Ending::Normal);
+        assert_eq!(o.describe_ending(), "");
+        o.records_error = Some("disk full".into());
+        assert_eq!(o.ending(), Ending::RecordsIncomplete);
+        o.quick_stop = Some(QuickStopOutcome {
+            by_signal: true,
+            third_signal: false,
+            standstill: true,
+            after_ms: 40.0,
+            disabled: true,
+        });
+        assert_eq!(o.ending(), Ending::QuickStopped);
+        o.inference_panicked = Some("policy".into());
+        assert_eq!(o.ending(), Ending::PolicyFailed);
+        o.drive_lost = Some("joint 3".into());
+        assert_eq!(o.ending(), Ending::DriveLost);
+        o.thread_panics.push(supervise::ThreadPanic {
+            thread: "chunkrt-telemetry".into(),
+            message: "boom".into(),
+        });
+        assert_eq!(o.ending(), Ending::ThreadPanicked);
+        o.shutdown_error = Some("drive 2 still enabled".into());
+        assert_eq!(o.ending(), Ending::ShutdownFailed);
+        // Every item is said, the shutdown first.
+        let d = o.describe_ending();
+        assert!(
+            d.starts_with("the shutdown failed: drive 2 still enabled"),
+            "{d}"
+        );
+        for part in [
+            "chunkrt-telemetry panicked: boom",
+            "joint 3",
+            "policy",
+            "disk full",
+        ] {
+            assert!(d.contains(part), "{part} missing from {d}");
+        }
+        // A quick stop a panic caused is not a quick stop by signal.
+        let mut o = outcome();
+        o.quick_stop = Some(QuickStopOutcome {
+            by_signal: false,
+            third_signal: false,
+            standstill: false,
+            after_ms: 1000.0,
+            disabled: true,
+        });
+        assert_eq!(o.ending(), Ending::Normal);
+        assert!(o.describe_ending().contains("no standstill within 1000 ms"));
+    }
+}
