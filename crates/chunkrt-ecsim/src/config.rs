@@ -340,8 +340,15 @@ impl SimConfig {
             }
             if let Some(e) = list.iter().find(|e| !crate::od::mappable(**e, rx)) {
                 return bad(format!(
-                    "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits)",
+                    "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits), \
+                     nor padding (0x000000NN: index 0, NN bits)",
                     if rx { "host-to-drive (RxPDO)" } else { "drive-to-host (TxPDO)" }
+                ));
+            }
+            if let Some(e) = crate::pdo::PdoMap::from_entries(list).misaligned() {
+                return bad(format!(
+                    "{name}: {e:#010x} does not start on a byte boundary (the padding before \
+                     it is not a whole number of bytes); this drive packs objects on bytes"
                 ));
             }
         }

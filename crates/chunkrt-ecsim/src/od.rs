@@ -178,6 +178,9 @@ fn object_exists(index: u16) -> bool {
 /// Whether `entry` (`index << 16 | sub << 8 | bits`) may be mapped into the RxPDO (`rx`) or
 /// the TxPDO with its true size.
 pub(crate) fn mappable(entry: u32, rx: bool) -> bool {
+    if pdo::is_padding(entry) {
+        return true;
+    }
     let (oi, os, bits) = pdo::split(entry);
     let want = if rx { Map::Rx } else { Map::Tx };
     matches!(describe(oi, os), Ok((len, _, m)) if m == want && usize::from(bits) == len * 8)
@@ -373,11 +376,8 @@ impl Objects {
         if !self.map_mut(index).is_empty() {
             return Err(abort::SI0_NOT_ZERO);
         }
-        let want = if index == 0x1600 { Map::Rx } else { Map::Tx };
-        let (oi, os, bits) = pdo::split(v);
-        match describe(oi, os) {
-            Ok((len, _, m)) if m == want && usize::from(bits) == len * 8 => {}
-            _ => return Err(abort::NOT_MAPPABLE),
+        if !mappable(v, index == 0x1600) {
+            return Err(abort::NOT_MAPPABLE);
         }
         self.map_mut(index).set_entry(sub, v);
         Ok(())
@@ -394,6 +394,9 @@ impl Objects {
                 return Err(abort::NOT_MAPPABLE);
             }
         }
+        if candidate.misaligned().is_some() {
+            return Err(abort::NOT_MAPPABLE);
+        }
         if candidate.bytes() > MAX_PDO_BYTES {
             return Err(abort::PDO_TOO_LONG);
         }
@@ -407,17 +410,19 @@ impl Objects {
             return;
         }
         let map = self.rx_map;
-        let mut at = 0usize;
-        for e in map.iter() {
+        for (e, bit) in map.with_offsets() {
+            // Padding carries nothing; objects sit on byte boundaries (checked when mapped).
+            if pdo::is_padding(e) {
+                continue;
+            }
             let (index, _, bits) = pdo::split(e);
-            let n = usize::from(bits) / 8;
+            let (at, n) = (bit / 8, usize::from(bits) / 8);
             let Some(bytes) = image.get(at..at + n) else {
                 return;
             };
             let mut raw = [0u8; 4];
             raw[..n].copy_from_slice(bytes);
             let _ = self.write_process(index, u32::from_le_bytes(raw));
-            at += n;
         }
     }
 
@@ -426,15 +431,23 @@ impl Objects {
         if self.tx_assigned == 0 {
             return;
         }
-        let mut at = 0usize;
-        for e in self.tx_map.iter() {
+        for (e, bit) in self.tx_map.with_offsets() {
+            // Padding carries no data, but not necessarily zeros: its whole bytes are
+            // filled with 0xA5, so a master that reads them as an object shows it.
+            if pdo::is_padding(e) {
+                let bits = usize::from(pdo::split(e).2);
+                let (from, to) = (bit.div_ceil(8), (bit + bits) / 8);
+                if let Some(dst) = image.get_mut(from..to.max(from)) {
+                    dst.fill(0xA5);
+                }
+                continue;
+            }
             let (index, _, bits) = pdo::split(e);
-            let n = usize::from(bits) / 8;
+            let (at, n) = (bit / 8, usize::from(bits) / 8);
             let v = self.process_value(index);
             if let Some(dst) = image.get_mut(at..at + n) {
                 dst.copy_from_slice(&v.bytes()[..n]);
             }
-            at += n;
         }
     }
 }
@@ -510,6 +523,38 @@ mod tests {
         assert_eq!(o.rx_bytes(), 6);
         // Still refused where any drive refuses: outside PRE-OP, read-only objects.
         assert_eq!(o.write(0x1600, 0, &[0], 4), Err(abort::DEVICE_STATE));
+    }
+
+    #[test]
+    fn padding_is_mapped_skipped_in_both_images_and_filled_on_the_way_out() {
+        let mut o = objs();
+        // Remapped in PRE-OP with a byte of padding after the controlword and statusword.
+        for (pdo, list) in [
+            (0x1600u16, [0x6040_0010u32, 0x0000_0008, 0x607A_0020]),
+            (0x1A00, [0x6041_0010, 0x0000_0008, 0x6064_0020]),
+        ] {
+            o.write(pdo, 0, &[0], 2).unwrap();
+            for (k, e) in list.iter().enumerate() {
+                o.write(pdo, k as u8 + 1, &e.to_le_bytes(), 2).unwrap();
+            }
+            o.write(pdo, 0, &[3], 2).unwrap();
+        }
+        assert_eq!((o.rx_bytes(), o.tx_bytes()), (7, 7));
+        o.unpack_outputs(&[0x06, 0, 0xEE, 0x10, 0x27, 0, 0]);
+        assert_eq!((o.drive.controlword, o.drive.target), (6, 10_000));
+        let mut img = [0u8; 7];
+        o.pack_inputs(&mut img);
+        assert_eq!(u16::from_le_bytes([img[0], img[1]]), o.drive.statusword());
+        assert_eq!(img[2], 0xA5, "padding is not zero on the wire");
+        let pos = i32::from_le_bytes([img[3], img[4], img[5], img[6]]);
+        assert_eq!(pos, o.drive.position());
+        // An object after padding that is not a whole byte is refused.
+        o.write(0x1600, 0, &[0], 2).unwrap();
+        o.write(0x1600, 1, &0x0000_0004u32.to_le_bytes(), 2)
+            .unwrap();
+        o.write(0x1600, 2, &0x6040_0010u32.to_le_bytes(), 2)
+            .unwrap();
+        assert_eq!(o.write(0x1600, 0, &[2], 2), Err(abort::NOT_MAPPABLE));
     }
 
     #[test]

@@ -15,9 +15,20 @@ pub fn split(entry: u32) -> (u16, u8, u8) {
     ((entry >> 16) as u16, (entry >> 8) as u8, entry as u8)
 }
 
-/// ETG.2000 data type code for an unsigned/signed entry of `bits` (for the SII PDO category).
-pub fn data_type_code(bits: u8) -> u8 {
-    match bits {
+/// Whether `entry` is padding: index 0x0000 (and subindex 0), any bit length, as drives
+/// map it to align their objects. It carries nothing and is skipped when packing.
+pub fn is_padding(entry: u32) -> bool {
+    let (index, sub, bits) = split(entry);
+    index == 0 && sub == 0 && bits > 0
+}
+
+/// ETG.2000 data type code for an unsigned/signed entry of `bits` (for the SII PDO category;
+/// 0 for padding).
+pub fn data_type_code(entry: u32) -> u8 {
+    if is_padding(entry) {
+        return 0;
+    }
+    match split(entry).2 {
         8 => 0x05,
         16 => 0x06,
         _ => 0x07,
@@ -95,11 +106,41 @@ impl PdoMap {
     pub fn bytes(&self) -> usize {
         self.bits().div_ceil(8)
     }
+
+    /// The active entries with the bit offset each starts at in the image.
+    pub fn with_offsets(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.iter().scan(0usize, |at, e| {
+            let start = *at;
+            *at += usize::from(split(e).2);
+            Some((e, start))
+        })
+    }
+
+    /// The first object (not padding) that does not start on a byte boundary, if any:
+    /// this drive packs objects on byte boundaries only.
+    pub fn misaligned(&self) -> Option<u32> {
+        self.with_offsets()
+            .find(|&(e, at)| !is_padding(e) && !at.is_multiple_of(8))
+            .map(|(e, _)| e)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padding_takes_its_bits_and_objects_after_it_must_be_byte_aligned() {
+        let m = PdoMap::from_entries(&[0x6040_0010, 0x0000_0008, 0x607A_0020]);
+        assert!(is_padding(0x0000_0008) && !is_padding(0x6040_0010));
+        assert_eq!(m.bytes(), 7);
+        let at: Vec<usize> = m.with_offsets().map(|(_, at)| at).collect();
+        assert_eq!(at, [0, 16, 24]);
+        assert_eq!(m.misaligned(), None);
+        let m = PdoMap::from_entries(&[0x0000_0004, 0x6060_0008, 0x0000_0004]);
+        assert_eq!(m.misaligned(), Some(0x6060_0008));
+        assert_eq!(m.bytes(), 2);
+    }
 
     #[test]
     fn default_sizes() {

@@ -128,7 +128,7 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
         for e in map.iter() {
             let (idx, sub, bits) = crate::pdo::split(e);
             d.extend_from_slice(&idx.to_le_bytes());
-            d.extend_from_slice(&[sub, 0, crate::pdo::data_type_code(bits), bits, 0, 0]);
+            d.extend_from_slice(&[sub, 0, crate::pdo::data_type_code(e), bits, 0, 0]);
         }
         cat(&mut b, kind, d);
     }

@@ -125,6 +125,10 @@ pub struct EthercatBackend {
     pub(crate) lost: u32,
     /// Why each lost drive was given up.
     pub(crate) lost_why: [Option<RejoinFailure>; MAX_DRIVES],
+    /// Per drive (bus order), where its objects sit in its process image: from the mapping
+    /// it runs, read at bring-up (padding included), so it may differ from drive to drive
+    /// and from `p.layout` (the config's lists packed without gaps).
+    pub(crate) layouts: [PdoLayout; MAX_DRIVES],
     /// The first joint (bus order) whose outputs `encode` could not write this cycle.
     pub(crate) output_failed: Option<u16>,
     /// Whether the last cycle's reply was decoded (false: nothing was measured).
@@ -205,6 +209,7 @@ impl EthercatBackend {
             rejoin: Box::new(Rejoin::new()),
             lost: 0,
             lost_why: [None; MAX_DRIVES],
+            layouts: [params.layout; MAX_DRIVES],
             output_failed: None,
             decoded: false,
             inputs_fresh: true,
@@ -255,7 +260,6 @@ impl EthercatBackend {
     pub(crate) fn encode(&mut self, request: DriveRequest, cmd: Option<&Command>) -> Option<u16> {
         self.output_failed = None;
         let group = self.group.as_ref()?;
-        let layout = self.p.layout;
         let window = self.p.resume_window_rad;
         let n = self.p.dof();
         let any_fault = self.drv[..n].iter().any(|d| d.power.is_fault());
@@ -277,6 +281,7 @@ impl EthercatBackend {
         let mut refused = None;
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
+            let layout = self.layouts[i];
             // A drive out of OP takes no outputs; the first it takes once back in OP keep
             // its power stage off (disable voltage, target = actual), then the CiA 402 path
             // below brings it up.
@@ -425,10 +430,10 @@ impl EthercatBackend {
             }
         };
         self.decoded = true;
-        let layout = self.p.layout;
         let mut unread = None;
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
+            let layout = self.layouts[i];
             if res.counting & (1 << i) != 0 {
                 let read = group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
                 if read != Some(true) {

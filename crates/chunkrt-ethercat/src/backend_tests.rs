@@ -43,14 +43,15 @@ fn track(fb: &Feedback) -> Command {
 #[test]
 fn inputs_that_cannot_be_read_are_a_bus_error_and_the_feedback_is_held() {
     let (mut b, _ctl, mut fb, mut k) = running();
-    b.p.layout.in_len = 1000;
+    // Drive 3's image is shorter than its layout says.
+    b.layouts[3].in_len = 1000;
     for _ in 0..3 {
         k += 1;
         let r = b.exchange(MonoTime::from_ms(1000 + k), &track(&fb), &mut fb);
         assert_eq!(
             r,
             Err(BackendError::Bus {
-                kind: BusErrorKind::InputImage { joint: 0 }
+                kind: BusErrorKind::InputImage { joint: 3 }
             })
         );
         assert!(fb.held, "stale inputs are never marked fresh");
@@ -61,9 +62,9 @@ fn inputs_that_cannot_be_read_are_a_bus_error_and_the_feedback_is_held() {
 #[test]
 fn outputs_that_cannot_be_written_are_a_bus_error_even_when_the_frame_is_lost() {
     let (mut b, ctl, mut fb, mut k) = running();
-    b.p.layout.out_len = 1000;
+    b.layouts[3].out_len = 1000;
     let want = Err(BackendError::Bus {
-        kind: BusErrorKind::OutputImage { joint: 0 },
+        kind: BusErrorKind::OutputImage { joint: 3 },
     });
     k += 1;
     let r = b.exchange(MonoTime::from_ms(1000 + k), &track(&fb), &mut fb);

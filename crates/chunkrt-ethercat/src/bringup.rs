@@ -7,8 +7,8 @@ use crate::cia402::PowerState;
 use crate::error::{BringUpError, DriveId};
 use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
 use crate::mapping::{
-    check_coe_mapping, check_fixed_mapping, coe_assigned, sii_pdo_entries, Assigned, SII_RXPDO,
-    SII_TXPDO,
+    check_coe_mapping, check_fixed_mapping, coe_assigned, layout, sii_pdo_entries, Assigned,
+    SII_RXPDO, SII_TXPDO,
 };
 use crate::params::MAX_DRIVES;
 use chunkrt_config::PdoEntry;
@@ -207,9 +207,9 @@ impl EthercatBackend {
         };
 
         // The image must hold what we decode.
-        let l = self.p.layout;
         let mut wkc = 0u16;
         for i in 0..n {
+            let l = self.layouts[i];
             let (inp, out) = op.io_len(&self.md, i);
             if inp < l.in_len || out < l.out_len {
                 return Err(BringUpError::Mapping {
@@ -462,6 +462,7 @@ impl EthercatBackend {
                     found[k] = sii_pdo_entries(&mut self.io, &self.md, &sd, cat)?;
                 }
                 check_fixed_mapping(drive, &self.p.rx, &self.p.tx, &found[0], &found[1])?;
+                self.layouts[i] = layout(drive, &found[0], &found[1])?;
                 self.no_coe |= 1 << i;
                 tracing::info!(
                     "{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo"
@@ -503,6 +504,7 @@ impl EthercatBackend {
             &coe_rx,
             &coe_tx,
         )?;
+        self.layouts[i] = layout(drive, &coe_rx.entries, &coe_tx.entries)?;
         let shown = step(
             &mut self.io,
             "mode display",

@@ -171,6 +171,25 @@ pub enum BringUpError {
         /// The fix.
         hint: String,
     },
+    /// An object in a drive's mapping does not start on a byte boundary.
+    #[error(
+        "{drive}: the drive's {dir} mapping is [{found}]: {entry} starts at bit {bit} of the \
+         process data, not on a byte boundary (the padding before it is not a whole number \
+         of bytes); chunkrt reads and writes objects on whole bytes: use a drive, or a \
+         mapping, that aligns them"
+    )]
+    Misaligned {
+        /// The drive.
+        drive: DriveId,
+        /// Which direction.
+        dir: PdoDir,
+        /// The drive's entries, in order.
+        found: String,
+        /// The misaligned entry.
+        entry: String,
+        /// Its bit offset.
+        bit: usize,
+    },
     /// The drive does not run CSP, or cannot be shown to.
     #[error("{drive}: {what}; {hint}")]
     Mode {

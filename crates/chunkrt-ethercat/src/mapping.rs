@@ -3,10 +3,16 @@
 //! (0x1C12/0x1C13 assignment, 0x16xx/0x1Axx entries) in PRE-OP when it has one. Byte
 //! lengths alone would let a mapping in another order, or with other objects of the same
 //! size, be decoded as if it were the configured one.
+//!
+//! Padding entries (index 0x0000, any bit length: what drives map to align their objects)
+//! are not compared: the objects around them are, in order, and the drive's own entries,
+//! padding included, give the byte offsets the backend packs and unpacks at
+//! ([`layout`]).
 
 use crate::bringup::step;
 use crate::bus::Io;
 use crate::error::{BringUpError, DriveId, PdoDir};
+use crate::params::PdoLayout;
 use chunkrt_config::PdoEntry;
 use ethercrab::{EtherCrabWireReadSized, MainDevice, SubDevice, SubDeviceRef};
 use std::time::Duration;
@@ -143,6 +149,11 @@ fn sdo_r<T: EtherCrabWireReadSized>(
     })
 }
 
+/// Whether a mapped entry is padding: index 0x0000, any bit length.
+fn is_padding(&(index, _, bits): &Mapped) -> bool {
+    index == 0 && bits > 0
+}
+
 /// How a mapped entry reads in a message: the config's name where it has one.
 fn mapped_name(&(index, sub, bits): &Mapped) -> String {
     match known_entry(index, sub, bits) {
@@ -171,17 +182,25 @@ fn known_entry(index: u16, sub: u8, bits: u8) -> Option<PdoEntry> {
     .find(|e| e.index() == index && sub == 0 && e.bits() == bits)
 }
 
-/// Whether the drive's entries are the config's, in the same order.
+/// Whether the drive's entries, padding left out, are the config's, in the same order.
 fn same(want: &[PdoEntry], found: &[Mapped]) -> bool {
-    want.len() == found.len()
+    let objects = || found.iter().filter(|m| !is_padding(m));
+    want.len() == objects().count()
         && want
             .iter()
-            .zip(found)
+            .zip(objects())
             .all(|(w, &(i, s, b))| known_entry(i, s, b) == Some(*w))
 }
 
+/// The drive's entries, padding included, as a message names them.
 fn list(v: &[Mapped]) -> String {
     v.iter().map(mapped_name).collect::<Vec<_>>().join(", ")
+}
+
+/// The drive's entries as `ethercat.pdo` can name them: padding left out.
+fn config_list(v: &[Mapped]) -> String {
+    let objects: Vec<Mapped> = v.iter().copied().filter(|m| !is_padding(m)).collect();
+    list(&objects)
 }
 
 fn want_list(v: &[PdoEntry]) -> String {
@@ -195,9 +214,60 @@ fn want_list(v: &[PdoEntry]) -> String {
 fn unknown(rx: &[Mapped], tx: &[Mapped]) -> Vec<String> {
     rx.iter()
         .chain(tx)
-        .filter(|&&(i, s, b)| known_entry(i, s, b).is_none())
+        .filter(|&&(i, s, b)| !is_padding(&(i, s, b)) && known_entry(i, s, b).is_none())
         .map(mapped_name)
         .collect()
+}
+
+/// Where each object of a drive's mapping sits in its process image, from the drive's own
+/// entries (padding included), checked against the config by [`check_fixed_mapping`] or
+/// [`check_coe_mapping`] first. An object that does not start on a byte boundary (padding
+/// that is not a whole number of bytes before it) is refused: the backend reads and
+/// writes whole bytes.
+pub(crate) fn layout(
+    drive: DriveId,
+    rx: &[Mapped],
+    tx: &[Mapped],
+) -> Result<PdoLayout, BringUpError> {
+    let mut l = PdoLayout::default();
+    for (dir, entries) in [(PdoDir::Rx, rx), (PdoDir::Tx, tx)] {
+        let mut bit = 0usize;
+        for m in entries {
+            let &(index, sub, bits) = m;
+            let at = bit / 8;
+            if !is_padding(m) {
+                if !bit.is_multiple_of(8) {
+                    return Err(BringUpError::Misaligned {
+                        drive,
+                        dir,
+                        found: list(entries),
+                        entry: mapped_name(m),
+                        bit,
+                    });
+                }
+                match known_entry(index, sub, bits) {
+                    Some(PdoEntry::Controlword) => l.controlword = at,
+                    Some(PdoEntry::TargetPosition) => l.target_position = at,
+                    Some(PdoEntry::VelocityOffset) => l.velocity_offset = Some(at),
+                    Some(PdoEntry::ModeOfOperation) => l.mode_of_operation = Some(at),
+                    Some(PdoEntry::Statusword) => l.statusword = at,
+                    Some(PdoEntry::PositionActual) => l.position_actual = at,
+                    Some(PdoEntry::VelocityActual) => l.velocity_actual = Some(at),
+                    Some(PdoEntry::TorqueActual) => l.torque_actual = Some(at),
+                    Some(PdoEntry::ErrorCode) => l.error_code = Some(at),
+                    Some(PdoEntry::ModeDisplay) => l.mode_display = Some(at),
+                    // Compared with the config before: not reached.
+                    None => {}
+                }
+            }
+            bit += usize::from(bits);
+        }
+        match dir {
+            PdoDir::Rx => l.out_len = bit.div_ceil(8),
+            PdoDir::Tx => l.in_len = bit.div_ceil(8),
+        }
+    }
+    Ok(l)
 }
 
 /// The fixed (SII) mapping of a drive without CoE against the config's lists.
@@ -215,9 +285,14 @@ pub(crate) fn check_fixed_mapping(
         let unknown = unknown(sii_rx, sii_tx);
         let hint = if unknown.is_empty() {
             format!(
-                "set ethercat.pdo.write = false, rx = [{}] and tx = [{}] (the drive's fixed lists)",
-                list(sii_rx),
-                list(sii_tx)
+                "set ethercat.pdo.write = false, rx = [{}] and tx = [{}] (the drive's fixed lists{})",
+                config_list(sii_rx),
+                config_list(sii_tx),
+                if sii_rx.iter().chain(sii_tx).any(is_padding) {
+                    ", its padding left out: it is skipped"
+                } else {
+                    ""
+                }
             )
         } else {
             format!(
@@ -252,7 +327,7 @@ pub(crate) fn check_coe_mapping(
         if same(want, &found.entries) {
             continue;
         }
-        let (drive_rx, drive_tx) = (list(&coe_rx.entries), list(&coe_tx.entries));
+        let (drive_rx, drive_tx) = (config_list(&coe_rx.entries), config_list(&coe_tx.entries));
         let unknown = unknown(&coe_rx.entries, &coe_tx.entries);
         let hint = if written {
             format!(
@@ -333,6 +408,41 @@ mod tests {
         assert_eq!(known_entry(0x6041, 0, 32), None);
         assert_eq!(mapped_name(&(0x1234, 5, 16)), "0x1234:05 (16 bits)");
         assert_eq!(mapped_name(&(0, 0, 8)), "8 bits of padding");
+    }
+
+    #[test]
+    fn padding_is_skipped_in_the_comparison_and_moves_the_objects_after_it() {
+        let rx = [(0x6040, 0, 16), (0, 0, 16), (0x607A, 0, 32), (0, 0, 8)];
+        let tx = [(0, 0, 8), (0x6041, 0, 16), (0, 0, 8), (0x6064, 0, 32)];
+        let r = check_fixed_mapping(
+            DRIVE,
+            &[Controlword, TargetPosition],
+            &[Statusword, PositionActual],
+            &rx,
+            &tx,
+        );
+        assert!(r.is_ok(), "{r:?}");
+        let l = layout(DRIVE, &rx, &tx).unwrap();
+        assert_eq!((l.controlword, l.target_position, l.out_len), (0, 4, 9));
+        assert_eq!((l.statusword, l.position_actual, l.in_len), (1, 4, 8));
+        // Padding is not an object the config could list, nor one it does not decode.
+        assert!(unknown(&rx, &tx).is_empty());
+    }
+
+    #[test]
+    fn an_object_after_padding_that_is_not_whole_bytes_is_refused_by_name_and_bit() {
+        let rx = [(0, 0, 4), (0x6040, 0, 16), (0, 0, 4), (0x607A, 0, 32)];
+        let e = layout(DRIVE, &rx, &[(0x6041, 0, 16), (0x6064, 0, 32)])
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "bus position 2 (joint 5",
+            "rx mapping is [4 bits of padding, \"controlword\"",
+            "\"controlword\" starts at bit 4",
+            "not on a byte boundary",
+        ] {
+            assert!(e.contains(part), "`{part}` missing from: {e}");
+        }
     }
 
     #[test]
