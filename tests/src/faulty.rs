@@ -224,6 +224,12 @@ impl<B: Backend> Backend for Logged<B> {
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.inner.shutdown(now)
     }
+    fn disable_now(
+        &mut self,
+        now: MonoTime,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.inner.disable_now(now)
+    }
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.inner.counters(out)
     }

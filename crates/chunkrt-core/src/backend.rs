@@ -200,6 +200,17 @@ pub trait Backend: Send {
     /// thread, right after the loop's controlled stop: nothing else is torn down first).
     fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
+    /// Disables the drives without waiting for them to come to rest first (an
+    /// operator's third stop request, after the quick stop was asked for): the disable
+    /// command goes out at once. A backend whose shutdown does not wait keeps the
+    /// default, its shutdown.
+    fn disable_now(
+        &mut self,
+        now: MonoTime,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.shutdown(now)
+    }
+
     /// The backend's own counters for the run report (frames lost, ridden through, ...),
     /// each handed to `out` as a stable name and a value. Called after the loop ends;
     /// a backend without any keeps the default.

@@ -783,10 +783,7 @@ impl Backend for EthercatBackend {
                 self.fill_feedback(now, 0, fb);
                 Ok(())
             }
-            Err(e) => {
-                self.abort();
-                Err(Box::new(e))
-            }
+            Err(e) => Err(self.aborted(e)),
         }
     }
 
@@ -804,10 +801,7 @@ impl Backend for EthercatBackend {
                 self.quiet_logs(true);
                 Ok(())
             }
-            Err(e) => {
-                self.abort();
-                Err(Box::new(e))
-            }
+            Err(e) => Err(self.aborted(e)),
         }
     }
 
@@ -911,6 +905,14 @@ impl Backend for EthercatBackend {
     fn shutdown(&mut self, _now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.quiet_logs(false);
         self.stop_and_disable().map_err(|e| e.into())
+    }
+
+    fn disable_now(
+        &mut self,
+        _now: MonoTime,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.quiet_logs(false);
+        self.disable_at_once().map_err(|e| e.into())
     }
 
     /// `bus_*`: exchanges, frames lost / late / ridden through / reported, the longest

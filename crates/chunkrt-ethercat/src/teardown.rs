@@ -36,21 +36,55 @@ impl EthercatBackend {
         }
     }
 
+    /// [`Self::abort`] after `e`, a failed bring-up or enable: the error to return,
+    /// with what of the teardown failed, if anything did.
+    pub(crate) fn aborted(
+        &mut self,
+        e: crate::BringUpError,
+    ) -> Box<dyn std::error::Error + Send + Sync> {
+        match self.abort() {
+            None => Box::new(e),
+            Some(teardown) => format!(
+                "{e}; then the teardown failed too: {teardown}: check the drives before \
+                 going near the arm"
+            )
+            .into(),
+        }
+    }
+
     /// After a failed bring-up: disable every drive that runs process data, leave OP,
-    /// and send the whole bus to INIT (drives in INIT cannot be enabled).
-    pub(crate) fn abort(&mut self) {
+    /// and send the whole bus to INIT (drives in INIT cannot be enabled). Returns what
+    /// of that failed (the caller says it beside the bring-up's own error).
+    pub(crate) fn abort(&mut self) -> Option<String> {
+        let mut problems = Vec::new();
         if self.group.is_some() {
-            let _ = self.run_until(self.p.period * 10, DriveRequest::Disable, |_| false);
+            let n = self.p.dof();
+            let disabled = self.run_until(self.p.period * 10, DriveRequest::Disable, |b| {
+                b.drv[..n].iter().all(|d| {
+                    !matches!(
+                        d.power,
+                        PowerState::OperationEnabled | PowerState::QuickStopActive
+                    )
+                })
+            });
+            if let Err(e) = disabled {
+                problems.push(format!("disable: not all drives disabled ({e})"));
+            }
         }
         if let Some(g) = self.group.take() {
-            let _ = step(
+            let left = step(
                 &mut self.io,
                 "leave OP",
                 self.p.state_timeout * 3,
                 g.leave_op(&self.md),
             );
+            match left {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => problems.push(format!("leaving OP: {e}")),
+                Err(e) => problems.push(format!("leaving OP: {e}")),
+            }
         }
-        let _ = step(
+        let init = step(
             &mut self.io,
             "bus to INIT",
             Duration::from_millis(500),
@@ -58,6 +92,12 @@ impl EthercatBackend {
                 .ignore_wkc()
                 .send(&self.md, 0x0011u16),
         );
+        match init {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => problems.push(format!("bus to INIT: {e}")),
+            Err(e) => problems.push(format!("bus to INIT: {e}")),
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
     }
 
     /// Quick stop until at rest, disable voltage, OP -> INIT.
@@ -91,6 +131,38 @@ impl EthercatBackend {
             }
             rest
         });
+        let mut problems = Vec::new();
+        if let Err(e) = stopped {
+            problems.push(format!(
+                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
+            ));
+        }
+        problems.extend(self.disable_and_leave());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// Disable voltage on every drive at once (no wait for rest: an operator's third
+    /// stop request, after the quick stop), then OP -> INIT.
+    pub(crate) fn disable_at_once(&mut self) -> Result<(), String> {
+        if self.group.is_none() {
+            return Ok(());
+        }
+        let problems = self.disable_and_leave();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// Disable voltage until no drive is enabled or quick-stopping, then OP -> INIT;
+    /// what failed.
+    fn disable_and_leave(&mut self) -> Vec<String> {
+        let n = self.p.dof();
         let disabled = self.run_until(self.p.state_timeout, DriveRequest::Disable, |b| {
             b.drv[..n].iter().all(|d| {
                 !matches!(
@@ -111,21 +183,12 @@ impl EthercatBackend {
             None => Ok(()),
         };
         let mut problems = Vec::new();
-        if let Err(e) = stopped {
-            problems.push(format!(
-                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
-            ));
-        }
         if let Err(e) = disabled {
             problems.push(format!("disable: not all drives disabled ({e})"));
         }
         if let Err(e) = left {
             problems.push(format!("leaving OP: {e}"));
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        problems
     }
 }

@@ -926,7 +926,16 @@ fn control_thread(
 /// failed, if it did.
 fn shut_down(control: &mut ControlLoop, failures: &Failures) -> Option<String> {
     let backend = &mut control.backend;
-    match supervise::guarded(failures, "chunkrt-control", || backend.shutdown(os::now())) {
+    // A third stop request: the drives are disabled without another wait for rest.
+    let at_once = crate::signals::stop_requests() >= 3;
+    let shut = supervise::guarded(failures, "chunkrt-control", || {
+        if at_once {
+            backend.disable_now(os::now())
+        } else {
+            backend.shutdown(os::now())
+        }
+    });
+    match shut {
         Some(Ok(())) => None,
         Some(Err(e)) => Some(e.to_string()),
         None => Some(format!(
