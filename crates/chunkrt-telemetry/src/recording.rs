@@ -111,7 +111,7 @@ const CYCLE_SCHEMA: &str = r#"{
     "bus_rtt_us": {"type": "number"},
     "sync0_phase_us": {"type": "number", "description": "with DC: the frame's arrival at the reference clock - (SYNC0 + shift), us, positive late; absent without DC or without a reply"},
     "backend_error": {"type": "boolean"},
-    "feedback_held": {"type": "boolean", "description": "the frame was lost and ridden through: feedback_rad is the last measurement, held"},
+    "feedback_held": {"type": "boolean", "description": "some joint was not measured this cycle (a frame lost and ridden through, a bus error, a drive out of OP): feedback_rad holds its last measurement"},
     "track_err_rad": {"type": "number"},
     "t_deadline_ns": {"type": "integer", "description": "the cycle's deadline, CLOCK_MONOTONIC ns"},
     "setpoint_rad": {"type": "array", "items": {"type": "number"}, "description": "the executor's proposal per joint"},
