@@ -1,5 +1,7 @@
-//! `chunkrt ecsim`, `chunkrt policy sample` and `chunkrt policy inspect`: the tools around
+//! `chunkrt ecsim`, `chunkrt policy sample`, `chunkrt policy inspect` and `chunkrt validate`: the tools around
 //! the runtime.
+
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -70,6 +72,8 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
         );
     }
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    // Nothing to load: a stop request ends the simulator through its flag.
+    chunkrt_rt::signals::loaded();
     eprintln!(
         "chunkrt ecsim: {} drive(s) on {}; Ctrl-C stops",
         args.drives, args.iface

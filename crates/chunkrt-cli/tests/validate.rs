@@ -8,8 +8,16 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The binary under test: this build's, or `CHUNKRT_BIN` (to run these checks against
+/// another build, e.g. the one before a change, to see them fail there).
+fn bin() -> PathBuf {
+    std::env::var_os("CHUNKRT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_chunkrt")))
+}
+
 fn validate(file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+    Command::new(bin())
         .arg("validate")
         .arg(file)
         .output()
@@ -29,6 +37,12 @@ fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_file_in_rt_config_validates_and_says_its_kind() {
+    // Manifests and the configs naming them are loaded as `run` loads them: the graph
+    // is opened in ONNX Runtime.
+    if let Err(e) = chunkrt_policy::find_ort_library(None) {
+        chunkrt_testkit::missing_prerequisite("every_file_in_rt_config_validates", &e.to_string());
+        return;
+    }
     let mut files = vec![];
     toml_files(&repo().join("rt-config"), &mut files);
     files.sort();
@@ -88,4 +102,526 @@ fn a_config_that_cannot_play_is_refused_with_file_line_and_key() {
         assert!(err.contains(&at), "{key}: expected `{at}` in\n{err}");
         assert!(err.contains("read as a run configuration"), "{err}");
     }
+}
+
+// ---- issue 36: every file a user names is read with a bound; validate checks what run
+// checks at load ----
+
+/// A scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("chunkrt-validate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The flow policy (manifest and model) copied into `dir`, and a copy of
+/// `rt-config/sim.toml` there naming it (`run.toml`); returns (manifest, run config).
+fn flow_policy_in(dir: &Path) -> (PathBuf, PathBuf) {
+    let policies = repo().join("rt-config/policies");
+    for f in ["flow.toml", "flow.onnx"] {
+        std::fs::copy(policies.join(f), dir.join(f)).unwrap();
+    }
+    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let from = "manifest = \"policies/flow.toml\"";
+    assert!(sim.contains(from), "rt-config/sim.toml has no `{from}`");
+    let run = dir.join("run.toml");
+    std::fs::write(&run, sim.replace(from, "manifest = \"flow.toml\"")).unwrap();
+    (dir.join("flow.toml"), run)
+}
+
+/// Sets top-level `key = value` (TOML) in the manifest, in place of the line that sets it
+/// or added at the top.
+fn set_manifest_key(manifest: &Path, key: &str, value: &str) {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let prefix = format!("{key} = ");
+    let mut found = false;
+    let mut out: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with(&prefix) {
+                found = true;
+                format!("{key} = {value}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    if !found {
+        let at = out
+            .iter()
+            .position(|l| l.starts_with("model_file"))
+            .unwrap();
+        out.insert(at, format!("{key} = {value}"));
+    }
+    std::fs::write(manifest, out.join("\n") + "\n").unwrap();
+}
+
+/// What a child process did, watched for memory and time.
+struct Watched {
+    code: Option<i32>,
+    stderr: String,
+    peak_rss_kib: u64,
+    elapsed: std::time::Duration,
+    killed: Option<String>,
+}
+
+/// Most memory a refusing process may reach: the binary's own footprint is under 10
+/// MiB here; a read of the file grows by the file (1.7 GB/s from /dev/zero).
+const PEAK_RSS_LIMIT_KIB: u64 = 100 << 10;
+/// A process past this is killed (the watchdog, not a timing figure: a refusal takes
+/// milliseconds; a FIFO's open without a writer blocks for good).
+const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs the binary with `args`; kills it when its RSS passes 4 x the limit (before a
+/// read without bound can take the machine) or the watchdog runs out. The peak RSS
+/// is the kernel's (`ru_maxrss` from `wait4`).
+// The child is reaped by `wait4` (which gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn watched(args: &[&std::ffi::OsStr]) -> Watched {
+    use std::io::Read;
+    let t0 = std::time::Instant::now();
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut killed = None;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 overwrites it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `pid` is our unreaped child; `status` and `ru` outlive the call.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break;
+        }
+        let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .unwrap_or(0);
+        let why = if rss_kib > 4 * PEAK_RSS_LIMIT_KIB {
+            Some(format!("RSS reached {rss_kib} KiB: the file is being read"))
+        } else if t0.elapsed() > WATCHDOG {
+            Some(format!(
+                "still running after {WATCHDOG:?} (blocked on the file?)"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let _ = child.kill();
+            // SAFETY: as above; blocking now that the child is killed.
+            unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            killed = Some(why);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let elapsed = t0.elapsed();
+    let mut stderr = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+    let code = if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else {
+        None
+    };
+    Watched {
+        code,
+        stderr,
+        peak_rss_kib: ru.ru_maxrss as u64,
+        elapsed,
+        killed,
+    }
+}
+
+/// `/dev/zero`, a FIFO without a writer and a 10 GB sparse file as a manifest's
+/// `model_file`: `validate` on the manifest, `validate` on a run configuration naming
+/// it and `run --duration 1s` each refuse it at once (exit 2), naming the file and
+/// what it is, without the process's memory growing. Before, `run` read /dev/zero
+/// until the OOM killer, blocked on the FIFO for good, and `validate` called the
+/// manifest OK.
+#[test]
+fn a_model_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate_and_run() {
+    let dir = scratch("unbounded");
+    let (manifest, run) = flow_policy_in(&dir);
+    let fifo = dir.join("fifo.onnx");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let sparse = dir.join("sparse.onnx");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(10_000_000_000)
+        .unwrap();
+    let out = dir.join("out");
+    for (model, says) in [
+        (
+            PathBuf::from("/dev/zero"),
+            "/dev/zero: is a character device, not a regular file",
+        ),
+        (
+            fifo.clone(),
+            "fifo.onnx: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            sparse.clone(),
+            "sparse.onnx: 9.3 GiB is more than the 2.0 GiB a policy model may have",
+        ),
+    ] {
+        set_manifest_key(&manifest, "model_file", &format!("\"{}\"", model.display()));
+        let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
+            (
+                "validate manifest",
+                vec!["validate".as_ref(), manifest.as_os_str()],
+            ),
+            (
+                "validate run config",
+                vec!["validate".as_ref(), run.as_os_str()],
+            ),
+            (
+                "run",
+                vec![
+                    "run".as_ref(),
+                    "--config".as_ref(),
+                    run.as_os_str(),
+                    "--duration".as_ref(),
+                    "1s".as_ref(),
+                    "--out".as_ref(),
+                    out.as_os_str(),
+                    "--overwrite".as_ref(),
+                    "--no-plots".as_ref(),
+                    "--quiet".as_ref(),
+                ],
+            ),
+        ];
+        for (what, args) in runs {
+            let w = watched(&args);
+            let case = format!("{what}, model_file {}", model.display());
+            assert_eq!(w.killed, None, "{case}: killed; stderr:\n{}", w.stderr);
+            assert_eq!(w.code, Some(2), "{case}: {}", w.stderr);
+            assert!(
+                w.stderr.contains(says),
+                "{case}: expected `{says}` in\n{}",
+                w.stderr
+            );
+            assert!(
+                w.stderr
+                    .contains(&format!("(model_file of manifest {})", manifest.display())),
+                "{case}: {}",
+                w.stderr
+            );
+            assert!(
+                w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
+                "{case}: peak RSS {} KiB",
+                w.peak_rss_kib
+            );
+            // Seen with --no-capture: the figures behind the README's "at once".
+            println!(
+                "{case}: refused in {:?}, peak RSS {} KiB",
+                w.elapsed, w.peak_rss_kib
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every manifest that `run` refuses at load, `validate` refuses too, with the same
+/// reason naming the file: a wrong digest, a truncated model, random bytes, an empty
+/// file, another valid graph with other inputs and outputs, a directory, a size other
+/// than the declared `model_bytes`. Before, `validate` only parsed the manifest and
+/// called every one of them OK.
+#[test]
+fn validate_refuses_the_manifests_that_run_refuses() {
+    if let Err(e) = chunkrt_policy::find_ort_library(None) {
+        chunkrt_testkit::missing_prerequisite("validate_refuses_the_manifests", &e.to_string());
+        return;
+    }
+    let flow = std::fs::read(repo().join("rt-config/policies/flow.onnx")).unwrap();
+    let sha = chunkrt_policy::model::sha256_hex;
+    // Deterministic noise (xorshift), 64 KiB.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let random: Vec<u8> = (0..65_536)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let regression = std::fs::read(repo().join("rt-config/policies/regression.onnx")).unwrap();
+    type Setup = Box<dyn Fn(&Path, &Path)>;
+    let write_model = |bytes: Vec<u8>, fix_digest: bool| -> Setup {
+        Box::new(move |dir: &Path, manifest: &Path| {
+            std::fs::write(dir.join("flow.onnx"), &bytes).unwrap();
+            if fix_digest {
+                set_manifest_key(manifest, "model_sha256", &format!("\"{}\"", sha(&bytes)));
+            }
+        })
+    };
+    let cases: Vec<(&str, Setup, &str)> = vec![
+        (
+            "wrong digest",
+            Box::new(|_: &Path, m: &Path| {
+                set_manifest_key(m, "model_sha256", &format!("\"{}\"", "ab".repeat(32)))
+            }),
+            "does not match model_sha256",
+        ),
+        (
+            "truncated model",
+            write_model(flow[..flow.len() / 2].to_vec(), false),
+            "does not match model_sha256",
+        ),
+        (
+            "random bytes",
+            write_model(random, true),
+            "ONNX Runtime, model ",
+        ),
+        (
+            "empty file",
+            write_model(Vec::new(), true),
+            "ONNX Runtime, model ",
+        ),
+        (
+            "another graph",
+            write_model(regression, true),
+            "graph has 1 inputs (`obs` float32 [1, 21]), manifest expects 3: `obs`, `x`, `t`",
+        ),
+        (
+            "a directory",
+            Box::new(|dir: &Path, m: &Path| {
+                std::fs::create_dir_all(dir.join("model.d")).unwrap();
+                set_manifest_key(m, "model_file", "\"model.d\"");
+            }),
+            "model.d: is a directory, not a regular file",
+        ),
+        (
+            "model_bytes off by one",
+            Box::new(|_: &Path, m: &Path| set_manifest_key(m, "model_bytes", "775273")),
+            "flow.onnx: 775272 bytes, but its manifest",
+        ),
+    ];
+    for (name, setup, says) in cases {
+        let dir = scratch(&format!("refused-{}", name.replace(' ', "-")));
+        let (manifest, run) = flow_policy_in(&dir);
+        setup(&dir, &manifest);
+        let out = dir.join("out");
+        for (what, output) in [
+            ("validate manifest", validate(&manifest)),
+            ("validate run config", validate(&run)),
+            (
+                "run",
+                Command::new(bin())
+                    .args([
+                        "run",
+                        "--duration",
+                        "1s",
+                        "--no-plots",
+                        "--quiet",
+                        "--config",
+                    ])
+                    .arg(&run)
+                    .arg("--out")
+                    .arg(&out)
+                    .output()
+                    .unwrap(),
+            ),
+        ] {
+            let err = String::from_utf8_lossy(&output.stderr);
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{name}, {what}: {stdout}{err}"
+            );
+            assert!(!stdout.contains(": OK:"), "{name}, {what}: {stdout}");
+            assert!(
+                err.contains(says),
+                "{name}, {what}: expected `{says}` in\n{err}"
+            );
+            assert!(
+                err.contains(&dir.display().to_string()),
+                "{name}, {what}: names no file: {err}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A start pose outside the joint stops is refused by `validate` as by `run`: given
+/// (`sim.initial_pos_rad`, with its line), or the simulated arm's default pose outside
+/// stops moved in `[limits]`. Before, `validate` called both OK.
+#[test]
+fn validate_refuses_a_start_pose_outside_the_stops() {
+    let dir = scratch("start-pose");
+    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let pose = "initial_pos_rad = [0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8]";
+    let stops = "pos_max_rad = [2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]";
+    assert!(
+        sim.contains(pose) && sim.contains(stops),
+        "rt-config/sim.toml changed"
+    );
+    let line = 1 + sim.lines().position(|l| l.starts_with(pose)).unwrap();
+    let given = dir.join("given.toml");
+    std::fs::write(
+        &given,
+        sim.replace(
+            pose,
+            "initial_pos_rad = [0.0, -0.4, 0.0, 0.5, 0.0, 1.2, 0.8]",
+        )
+        .replace(
+            "policies/",
+            &format!("{}/rt-config/policies/", repo().display()),
+        ),
+    )
+    .unwrap();
+    let default = dir.join("default.toml");
+    std::fs::write(
+        &default,
+        sim.replace(pose, "")
+            .replace(
+                stops,
+                "pos_max_rad = [2.8973, 1.7628, 2.8973, -2.5, 2.8973, 3.7525, 2.8973]",
+            )
+            .replace(
+                "policies/",
+                &format!("{}/rt-config/policies/", repo().display()),
+            ),
+    )
+    .unwrap();
+    for (file, says) in [
+        (
+            &given,
+            format!(
+                "given.toml:{line}: key `sim.initial_pos_rad`: joint 3: the start pose 0.5 rad \
+                 is outside the joint's stops [-3.0718, -0.0698] rad"
+            ),
+        ),
+        (
+            &default,
+            "default.toml: backend: sim: joint 3: initial_pos_rad -2.356 is outside the stops \
+             [-3.0718, -2.5] (the simulated arm's default start pose"
+                .to_string(),
+        ),
+    ] {
+        let out = validate(file);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
+        assert!(
+            err.contains(&says),
+            "{}: expected `{says}` in\n{err}",
+            file.display()
+        );
+        // `run` refuses it too (the arm is built before anything moves).
+        let run = Command::new(bin())
+            .args([
+                "run",
+                "--duration",
+                "1s",
+                "--no-plots",
+                "--quiet",
+                "--config",
+            ])
+            .arg(file)
+            .arg("--out")
+            .arg(dir.join("out"))
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "run {}", file.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without ONNX Runtime, `validate` on a manifest (or a config naming one) cannot
+/// check the graph: it says so and exits 1, never "OK". Before, it said OK.
+#[test]
+fn validate_without_onnx_runtime_says_the_graph_was_not_checked() {
+    let dir = scratch("no-ort");
+    let (manifest, run) = flow_policy_in(&dir);
+    for file in [&manifest, &run] {
+        let out = Command::new(bin())
+            .arg("validate")
+            .arg(file)
+            .env("ORT_DYLIB_PATH", dir.join("no-libonnxruntime.so"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {stdout}{err}",
+            file.display()
+        );
+        assert!(!stdout.contains(": OK:"), "{stdout}");
+        assert!(stdout.contains(": NOT CHECKED: "), "{stdout}");
+        assert!(
+            err.contains("could not be checked against its manifest")
+                && err.contains("ONNX Runtime library not found"),
+            "{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `validate` on a model says it is a binary (ONNX) file and points at `policy
+/// inspect` (it said "stream did not contain valid UTF-8"); `policy inspect` on a
+/// missing model names the file alone (it said "(named by manifest <the model>)").
+#[test]
+fn validate_on_a_model_and_inspect_on_a_missing_one_say_what_they_are() {
+    let model = repo().join("rt-config/policies/flow.onnx");
+    let out = validate(&model);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("flow.onnx: a binary file (an ONNX model?), not TOML text"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("`chunkrt policy inspect {}`", model.display())),
+        "{err}"
+    );
+    let missing = scratch("inspect").join("missing.onnx");
+    let out = Command::new(bin())
+        .args(["policy", "inspect"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim(),
+        format!(
+            "chunkrt: error: {}: cannot open the policy model: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+}
+
+/// `chunkrt plot` on a run directory whose recording is a FIFO refuses it at once,
+/// naming the file and what it is (before, the open blocked for good).
+#[test]
+fn plot_refuses_a_recording_that_is_not_a_regular_file() {
+    let dir = scratch("plot-fifo");
+    let rec = dir.join("recording.mcap");
+    assert!(Command::new("mkfifo").arg(&rec).status().unwrap().success());
+    let w = watched(&["plot".as_ref(), dir.as_os_str()]);
+    assert_eq!(w.killed, None, "{}", w.stderr);
+    assert_eq!(w.code, Some(2), "{}", w.stderr);
+    assert!(
+        w.stderr
+            .contains("recording.mcap: is a FIFO (named pipe), not a regular file"),
+        "{}",
+        w.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

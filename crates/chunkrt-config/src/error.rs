@@ -11,7 +11,7 @@ pub enum ConfigError {
     #[error(transparent)]
     File(#[from] chunkrt_files::FileError),
     /// The file is not UTF-8 text.
-    #[error("{}: {}", file.display(), not_text_message(*onnx, *offset))]
+    #[error("{}: {}", file.display(), not_text_message(file, *onnx, *offset))]
     NotText {
         /// The file.
         file: PathBuf,
@@ -47,12 +47,15 @@ pub enum ConfigError {
 }
 
 /// What to say of a file that is not text.
-fn not_text_message(onnx: bool, offset: usize) -> String {
+fn not_text_message(file: &Path, onnx: bool, offset: usize) -> String {
     if onnx {
-        "a binary file (an ONNX model?), not TOML text: `chunkrt validate` reads chunkrt's \
-         TOML files; `chunkrt policy inspect FILE` lists a model's inputs and outputs, and \
-         `chunkrt validate` on the manifest that names the model checks it against the manifest"
-            .to_string()
+        format!(
+            "a binary file (an ONNX model?), not TOML text: `chunkrt validate` reads \
+             chunkrt's TOML files; `chunkrt policy inspect {}` lists a model's inputs and \
+             outputs, and `chunkrt validate` on the manifest that names the model checks it \
+             against the manifest",
+            file.display()
+        )
     } else {
         format!(
             "not UTF-8 text (byte {offset}): chunkrt's files (run configurations, budgets, \

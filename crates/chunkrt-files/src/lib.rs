@@ -33,14 +33,15 @@ const BLOCK_BYTES: usize = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// `open` or `fstat` failed (missing file, no permission, ...).
-    #[error("{}: cannot open the {what}: {source}", path.display())]
+    #[error("{}: cannot open the {what}: {error}", path.display())]
     Open {
         /// The path.
         path: PathBuf,
         /// What the file was to be read as.
         what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message; not a `source`, so that a report of the
+        /// error's chain does not say it twice).
+        error: std::io::Error,
     },
     /// The path names something other than a regular file.
     #[error(
@@ -94,14 +95,15 @@ pub enum FileError {
         declared_by: String,
     },
     /// A read failed midway.
-    #[error("{}: reading the {what} failed: {source}", path.display())]
+    #[error("{}: reading the {what} failed: {error}", path.display())]
     Read {
         /// The path.
         path: PathBuf,
         /// What the file was read as.
         what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message; not a `source`, so that a report of the
+        /// error's chain does not say it twice).
+        error: std::io::Error,
     },
 }
 
@@ -154,15 +156,15 @@ pub fn open_regular(path: &Path, what: &'static str) -> Result<RegularFile, File
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|source| FileError::Open {
+        .map_err(|error| FileError::Open {
             path: path.to_path_buf(),
             what,
-            source,
+            error,
         })?;
-    let meta = file.metadata().map_err(|source| FileError::Open {
+    let meta = file.metadata().map_err(|error| FileError::Open {
         path: path.to_path_buf(),
         what,
-        source,
+        error,
     })?;
     let t = meta.file_type();
     if !t.is_file() {
@@ -274,11 +276,11 @@ fn read_streaming(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(source) => {
+            Err(error) => {
                 return Err(FileError::Read {
                     path: path.to_path_buf(),
                     what,
-                    source,
+                    error,
                 })
             }
         };
@@ -323,7 +325,10 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         let e = read_bounded(&p, 2, "test file").unwrap_err().to_string();
-        assert!(e.contains("3 bytes is more than the 2 bytes a test file may have"), "{e}");
+        assert!(
+            e.contains("3 bytes is more than the 2 bytes a test file may have"),
+            "{e}"
+        );
         let declared = DeclaredSize {
             bytes: 4,
             by: "manifest x.toml (model_bytes)".into(),
@@ -355,7 +360,10 @@ mod tests {
         let e = read_bounded(&fifo, 10, "policy model").unwrap_err();
         assert!(e.to_string().contains("is a FIFO (named pipe)"), "{e}");
         let e = read_bounded(&temp("missing"), 10, "policy model").unwrap_err();
-        assert!(e.to_string().contains("cannot open the policy model"), "{e}");
+        assert!(
+            e.to_string().contains("cannot open the policy model"),
+            "{e}"
+        );
     }
 
     #[test]

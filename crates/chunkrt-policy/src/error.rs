@@ -38,12 +38,12 @@ pub enum PolicyLoadError {
     /// The model file cannot be read: missing, not a regular file, larger than a
     /// model may be, or of another size than its manifest's `model_bytes` (the message
     /// names the path).
-    #[error("{source}{}", named_by(manifest.as_deref()))]
+    #[error("{error}{}", named_by(manifest.as_deref()))]
     ModelRead {
         /// The manifest that names it (none for `chunkrt policy inspect FILE`).
         manifest: Option<PathBuf>,
-        /// Why it cannot be read.
-        source: chunkrt_files::FileError,
+        /// Why it cannot be read (in the message, not a `source`: said once).
+        error: chunkrt_files::FileError,
     },
     /// The model file's SHA-256 differs from the manifest's `model_sha256`.
     #[error(

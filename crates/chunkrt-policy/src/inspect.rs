@@ -60,9 +60,9 @@ pub fn inspect(model: &Path, opts: &SessionOptions) -> Result<Inspection, Policy
         "policy model",
         None,
     )
-    .map_err(|source| PolicyLoadError::ModelRead {
+    .map_err(|error| PolicyLoadError::ModelRead {
         manifest: None,
-        source,
+        error,
     })?;
     let session = open_session(model, &bytes, opts)?;
     Ok(Inspection {

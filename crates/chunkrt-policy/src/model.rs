@@ -57,9 +57,9 @@ pub fn read_verified(
         "policy model",
         declared.as_ref(),
     )
-    .map_err(|source| PolicyLoadError::ModelRead {
+    .map_err(|error| PolicyLoadError::ModelRead {
         manifest: Some(manifest_path.to_path_buf()),
-        source,
+        error,
     })?;
     if actual != expected_sha256 {
         return Err(PolicyLoadError::DigestMismatch {

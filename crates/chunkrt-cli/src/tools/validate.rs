@@ -1,0 +1,237 @@
+//! `chunkrt validate FILE`: what `run` (or `bench`, `ecsim`) checks when it loads the
+//! file, done without moving anything.
+//!
+//! A policy manifest is loaded as a run loads it: the model read with its bound, its
+//! size and SHA-256 against the manifest, its graph opened in ONNX Runtime and its
+//! inputs and outputs checked. A run configuration has its policy built as `run` builds
+//! it (the manifest it names, loaded as above) and, on the simulated arm, the arm built
+//! at its start pose (inside the stops). Where a check cannot be made (no ONNX Runtime
+//! library) the file is not called OK: exit status 1 and what was not checked.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use chunkrt_config::{BackendKind, Config, FileKind, PolicyKind};
+
+/// Exit status when the file is not refused but a check could not be made.
+const EXIT_NOT_CHECKED: u8 = crate::EXIT_FAIL;
+
+/// Why a file was refused.
+enum Refused {
+    /// It does not parse or fit its kind's schema and ranges.
+    Parse(Box<dyn std::error::Error>),
+    /// It parses; what it names (policy, model, the arm at its start pose) was refused
+    /// as `run` would refuse it.
+    Load(anyhow::Error),
+}
+
+impl<E: std::error::Error + 'static> From<E> for Refused {
+    fn from(e: E) -> Refused {
+        Refused::Parse(Box::new(e))
+    }
+}
+
+/// What was found: a one-line summary, and what could not be checked (if anything).
+struct Verdict {
+    summary: String,
+    unchecked: Option<String>,
+}
+
+impl Verdict {
+    fn checked(summary: String) -> Verdict {
+        Verdict {
+            summary,
+            unchecked: None,
+        }
+    }
+}
+
+/// `chunkrt validate FILE`: tells which of chunkrt's file kinds FILE is (run
+/// configuration, budget, ecsim configuration, policy manifest), loads it as the
+/// command that uses it would, and says which kind it validated.
+pub fn validate(file: &Path) -> anyhow::Result<u8> {
+    let text = chunkrt_config::read_file(file)?;
+    let kind = FileKind::detect(file, &text);
+    let verdict = validate_as(kind, file, &text).map_err(|e| match e {
+        // The file did not parse as the kind it was told to be: the kind may be wrong.
+        Refused::Parse(e) => anyhow!(
+            "{} (read as a {}; the kind is told from its keys)",
+            chunkrt_config::clip(&e.to_string()),
+            kind.name()
+        ),
+        // It parsed; what it names was refused (each message names its own file).
+        Refused::Load(e) => e,
+    })?;
+    match verdict.unchecked {
+        None => {
+            println!(
+                "{}: OK: {}: {}",
+                file.display(),
+                kind.name(),
+                verdict.summary
+            );
+            Ok(0)
+        }
+        Some(why) => {
+            println!(
+                "{}: NOT CHECKED: {}: {}",
+                file.display(),
+                kind.name(),
+                verdict.summary
+            );
+            crate::run::console::err(&format!(
+                "chunkrt: error: {}: not validated: {why}",
+                file.display()
+            ));
+            Ok(EXIT_NOT_CHECKED)
+        }
+    }
+}
+
+/// Loads `text` as a file of `kind`.
+fn validate_as(kind: FileKind, file: &Path, text: &str) -> Result<Verdict, Refused> {
+    Ok(match kind {
+        FileKind::Run => run_config(file, text)?,
+        FileKind::Budget => {
+            let b = chunkrt_telemetry::budget::Budget::parse_str(text, file)?;
+            Verdict::checked(format!(
+                "{} limits{}",
+                b.limits.len(),
+                b.description
+                    .map(|d| format!(" ({})", chunkrt_config::clip(&d)))
+                    .unwrap_or_default()
+            ))
+        }
+        FileKind::Ecsim => {
+            let c = chunkrt_ecsim::SimConfig::from_toml_str(text, file)?;
+            Verdict::checked(format!(
+                "{} drives, {:?} clock, {} timed drive faults, {} link cuts",
+                c.drives,
+                c.clock,
+                c.drive_fault.len(),
+                c.link_cut.len()
+            ))
+        }
+        FileKind::PolicyManifest => {
+            manifest(file, &chunkrt_policy::SessionOptions::default(), None)?
+        }
+    })
+}
+
+/// A policy manifest, loaded as a run loads it. `named_by`: the run configuration
+/// that names it, for messages.
+fn manifest(
+    file: &Path,
+    opts: &chunkrt_policy::SessionOptions,
+    named_by: Option<&Path>,
+) -> Result<Verdict, Refused> {
+    let v = chunkrt_policy::verify_manifest(file, opts).map_err(|e| match e {
+        chunkrt_policy::PolicyLoadError::ManifestParse { .. }
+        | chunkrt_policy::PolicyLoadError::ManifestInvalid { .. }
+            if named_by.is_none() =>
+        {
+            Refused::Parse(Box::new(e))
+        }
+        e => Refused::Load(e.into()),
+    })?;
+    let model = format!(
+        "model {} ({} bytes, SHA-256 as declared)",
+        v.model.display(),
+        v.model_bytes
+    );
+    let by = named_by
+        .map(|c| format!(" (policy.manifest of {})", c.display()))
+        .unwrap_or_default();
+    Ok(match v.graph_unchecked {
+        None => Verdict::checked(format!(
+            "{}; {model}; graph inputs and outputs agree with the manifest (ONNX Runtime)",
+            v.summary
+        )),
+        Some(why) => Verdict {
+            summary: format!("{}; {model}; graph NOT checked", v.summary),
+            unchecked: Some(format!(
+                "the graph of {} could not be checked against its manifest {}{by}: {why}",
+                v.model.display(),
+                file.display()
+            )),
+        },
+    })
+}
+
+/// A run configuration: parsed and range-checked, then its backend (the simulated arm
+/// at its start pose) and its policy built as `run` builds them.
+fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
+    // Parsed from the text already read (with its bound), resolved like `Config::load`.
+    let mut cfg = Config::parse_str(text, file)?;
+    cfg.base_dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| ".".into());
+    let mut summary = format!(
+        "{} joints, {} ms bus period, {:?} policy, {:?} backend",
+        cfg.control.joints, cfg.control.period_ms, cfg.policy.kind, cfg.backend.kind
+    );
+    if cfg.backend.kind == BackendKind::Sim {
+        // The arm is built here as `run` builds it: its start pose against its stops.
+        chunkrt_rt::build::backend(&cfg).map_err(|e| {
+            let default = cfg.sim.as_ref().is_none_or(|s| s.initial_pos_rad.is_none());
+            let hint = if default {
+                " (the simulated arm's default start pose: [sim] sets no initial_pos_rad; \
+                 set one inside limits.pos_min_rad / limits.pos_max_rad)"
+            } else {
+                ""
+            };
+            Refused::Load(anyhow!("{}: {e}{hint}", file.display()))
+        })?;
+        summary.push_str(" (start pose inside the stops)");
+    }
+    if cfg.policy.kind == PolicyKind::Onnx {
+        let path = cfg
+            .policy
+            .manifest
+            .as_ref()
+            .map(|m| cfg.resolve(m))
+            .ok_or_else(|| {
+                Refused::Load(anyhow!("{}: policy.manifest is not set", file.display()))
+            })?;
+        let ort_library = cfg.policy.ort_library.as_ref().map(|l| cfg.resolve(l));
+        if chunkrt_policy::find_ort_library(ort_library.as_deref()).is_err() {
+            // Without ONNX Runtime the run could not load the policy at all; what can be
+            // checked (manifest, model size and digest) is, and the rest is said.
+            let opts = chunkrt_policy::SessionOptions {
+                ort_library,
+                ..chunkrt_policy::SessionOptions::default()
+            };
+            let v = manifest(&path, &opts, Some(file))?;
+            return Ok(Verdict {
+                summary: format!("{summary}; policy {}", v.summary),
+                unchecked: v.unchecked,
+            });
+        }
+    }
+    // The policy as `run` builds it (for an ONNX policy: manifest, model digest,
+    // graph, and the config's sampler, steps and history against the manifest).
+    let policy = chunkrt_rt::build::policy(&cfg)
+        .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
+    // As `run` checks before anything is brought up: a policy that takes an image
+    // needs a camera, and a camera such a policy.
+    match (&cfg.camera, policy.image_size()) {
+        (None, Some((h, w))) => {
+            return Err(Refused::Load(anyhow!(
+                "{}: the policy takes a {h} x {w} camera image and the config has no [camera]",
+                file.display()
+            )))
+        }
+        (Some(_), None) => {
+            return Err(Refused::Load(anyhow!(
+                "{}: the config has a [camera] and the policy takes no image",
+                file.display()
+            )))
+        }
+        _ => {}
+    }
+    if cfg.policy.kind == PolicyKind::Onnx {
+        summary.push_str(" (policy loaded as `run` loads it: model digest and graph checked)");
+    }
+    Ok(Verdict::checked(summary))
+}
