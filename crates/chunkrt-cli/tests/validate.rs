@@ -335,6 +335,66 @@ fn a_model_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_valida
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `policy.manifest` naming `/dev/zero`, a FIFO or a 10 GB sparse file: `validate` on
+/// the run configuration refuses it at once, naming the file and what it is, without
+/// memory growth. Before, it called the configuration OK (it did not open the manifest).
+#[test]
+fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate() {
+    let dir = scratch("unbounded-manifest");
+    let (_, run) = flow_policy_in(&dir);
+    let fifo = dir.join("fifo.toml");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let sparse = dir.join("sparse.toml");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(10_000_000_000)
+        .unwrap();
+    let text = std::fs::read_to_string(&run).unwrap();
+    for (manifest, says) in [
+        (
+            PathBuf::from("/dev/zero"),
+            "/dev/zero: is a character device, not a regular file",
+        ),
+        (
+            fifo,
+            "fifo.toml: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            sparse,
+            "sparse.toml: 9.3 GiB is more than the 4.0 MiB a policy manifest may have",
+        ),
+    ] {
+        std::fs::write(
+            &run,
+            text.replace(
+                "manifest = \"flow.toml\"",
+                &format!("manifest = \"{}\"", manifest.display()),
+            ),
+        )
+        .unwrap();
+        let w = watched(&["validate".as_ref(), run.as_os_str()]);
+        let case = manifest.display();
+        assert_eq!(w.killed, None, "{case}: killed; stderr:\n{}", w.stderr);
+        assert_eq!(w.code, Some(2), "{case}: {}", w.stderr);
+        assert!(
+            w.stderr.contains(says),
+            "{case}: expected `{says}` in\n{}",
+            w.stderr
+        );
+        assert!(w.stderr.contains("policy.manifest"), "{case}: {}", w.stderr);
+        assert!(
+            w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
+            "{case}: peak RSS {} KiB",
+            w.peak_rss_kib
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every manifest that `run` refuses at load, `validate` refuses too, with the same
 /// reason naming the file: a wrong digest, a truncated model, random bytes, an empty
 /// file, another valid graph with other inputs and outputs, a directory, a size other

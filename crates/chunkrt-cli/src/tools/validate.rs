@@ -194,6 +194,10 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
             .ok_or_else(|| {
                 Refused::Load(anyhow!("{}: policy.manifest is not set", file.display()))
             })?;
+        // The manifest read with its bound before `build::policy` reads it (a manifest
+        // path naming /dev/zero or a FIFO is refused here, at once).
+        chunkrt_policy::manifest::read_manifest_text(&path)
+            .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
         let ort_library = cfg.policy.ort_library.as_ref().map(|l| cfg.resolve(l));
         if chunkrt_policy::find_ort_library(ort_library.as_deref()).is_err() {
             // Without ONNX Runtime the run could not load the policy at all; what can be
