@@ -336,10 +336,12 @@ fn a_model_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_valida
 }
 
 /// `policy.manifest` naming `/dev/zero`, a FIFO or a 10 GB sparse file: `validate` on
-/// the run configuration refuses it at once, naming the file and what it is, without
-/// memory growth. Before, it called the configuration OK (it did not open the manifest).
+/// the run configuration and `run` refuse it at once, naming the file and what it is,
+/// without memory growth. Before, `validate` called the configuration OK (it did not
+/// open the manifest) and `run` read /dev/zero without end.
 #[test]
-fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate() {
+fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate_and_run()
+{
     let dir = scratch("unbounded-manifest");
     let (_, run) = flow_policy_in(&dir);
     let fifo = dir.join("fifo.toml");
@@ -389,6 +391,32 @@ fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_b
         assert!(
             w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
             "{case}: peak RSS {} KiB",
+            w.peak_rss_kib
+        );
+        // `run` refuses the same manifest the same way (it read /dev/zero without end).
+        let out = dir.join("out");
+        let w = watched(&[
+            "run".as_ref(),
+            "--config".as_ref(),
+            run.as_os_str(),
+            "--duration".as_ref(),
+            "1s".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--overwrite".as_ref(),
+            "--no-plots".as_ref(),
+            "--quiet".as_ref(),
+        ]);
+        assert_eq!(w.killed, None, "run, {case}: killed; stderr:\n{}", w.stderr);
+        assert_eq!(w.code, Some(2), "run, {case}: {}", w.stderr);
+        assert!(
+            w.stderr.contains(says),
+            "run, {case}: expected `{says}` in\n{}",
+            w.stderr
+        );
+        assert!(
+            w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
+            "run, {case}: peak RSS {} KiB",
             w.peak_rss_kib
         );
     }

@@ -280,10 +280,27 @@ impl SimConfig {
 
     /// Read and validate a TOML file.
     pub fn load(path: &Path) -> Result<Self, EcsimError> {
-        let text = std::fs::read_to_string(path).map_err(|source| EcsimError::ConfigRead {
-            path: PathBuf::from(path),
-            source,
-        })?;
+        // With a bound: a FIFO, a device or a huge file is refused, never read forever.
+        let read = chunkrt_files::read_text_bounded(
+            path,
+            chunkrt_files::TOML_LIMIT_BYTES,
+            "ecsim configuration",
+        );
+        let text = match read {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                return Err(EcsimError::ConfigRead {
+                    path: PathBuf::from(path),
+                    message: "not UTF-8 text (a TOML file was expected)".into(),
+                })
+            }
+            Err(e) => {
+                return Err(EcsimError::ConfigRead {
+                    path: PathBuf::from(path),
+                    message: e.to_string(),
+                })
+            }
+        };
         Self::from_toml_str(&text, path)
     }
 
@@ -554,5 +571,20 @@ mod example_files {
             e.contains("drive.rx_pdo") && e.contains("0x60410010"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod bounded_read_tests {
+    use super::*;
+
+    /// `chunkrt ecsim --config /dev/zero` (or a directory) is refused at once, naming the
+    /// file and what it is, never read without end.
+    #[test]
+    fn a_config_that_is_no_regular_file_is_refused_without_reading_it() {
+        for (path, what) in [("/dev/zero", "device"), ("/tmp", "directory")] {
+            let e = SimConfig::load(Path::new(path)).unwrap_err().to_string();
+            assert!(e.contains(path) && e.contains(what), "{path}: {e}");
+        }
     }
 }

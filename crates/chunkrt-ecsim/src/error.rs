@@ -6,13 +6,14 @@ use std::path::PathBuf;
 /// Everything that can stop the simulator from starting or running.
 #[derive(Debug, thiserror::Error)]
 pub enum EcsimError {
-    /// The fault/parameter configuration file could not be read.
-    #[error("cannot read simulator config {path}: {source}")]
+    /// The fault/parameter configuration file could not be read (missing, not a
+    /// regular file, too large, not text).
+    #[error("cannot read simulator config {path}: {message}")]
     ConfigRead {
         /// File that was asked for.
         path: PathBuf,
-        /// Underlying I/O error.
-        source: std::io::Error,
+        /// Why.
+        message: String,
     },
     /// The configuration file is not valid TOML or has unknown/mistyped keys.
     #[error("invalid simulator config {path}: {message}")]

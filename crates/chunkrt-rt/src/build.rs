@@ -84,9 +84,9 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
                 .as_ref()
                 .map(|m| cfg.resolve(m))
                 .ok_or_else(|| RunError::Policy("policy.manifest is not set".into()))?;
-            let text = std::fs::read_to_string(&manifest).map_err(|e| {
-                RunError::Policy(format!("policy manifest {}: {e}", manifest.display()))
-            })?;
+            // Read with the manifest's bound (a FIFO, a device, a huge file refused).
+            let text = chunkrt_policy::manifest::read_manifest_text(&manifest)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
             let format = chunkrt_policy::manifest2::manifest_format(&manifest, &text)
                 .map_err(|e| RunError::Policy(e.to_string()))?;
             if format == 2 {
