@@ -13,8 +13,7 @@ mod common;
 
 use chunkrt_config::Config;
 use chunkrt_tests::braking::check_stop;
-use common::{repo, wait};
-use std::io::{BufRead, BufReader};
+use common::{lines_of, repo, wait};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -24,26 +23,31 @@ fn temp_dir(name: &str) -> PathBuf {
     common::temp_dir("failsafe", name)
 }
 
-/// `rt-config/sim.toml` (bundled flow policy) with unpinned threads and `extra`
-/// appended, written into `dir`.
-fn config(dir: &Path, extra: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let manifest = repo().join("rt-config/policies/flow.toml");
+/// `rt-config/<file>` with its policy manifest `policies/<manifest>` made absolute,
+/// unpinned threads and `extra` appended, written into `dir`.
+fn config_from(dir: &Path, file: &str, manifest: &str, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("rt-config").join(file)).unwrap();
+    let absolute = repo().join("rt-config/policies").join(manifest);
     let edited = text
         .replace(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", manifest.display()),
+            &format!("manifest = \"policies/{manifest}\""),
+            &format!("manifest = \"{}\"", absolute.display()),
         )
         .replace("cpu = 1 ", "cpu = -1 ")
         .replace("cpu = 0\n", "cpu = -1\n");
     assert!(
-        edited.contains(&manifest.display().to_string()),
+        edited.contains(&absolute.display().to_string()),
         "manifest not replaced"
     );
     assert_ne!(edited.matches("cpu = -1").count(), 0, "cpus not unpinned");
-    let path = dir.join("sim.toml");
+    let path = dir.join(file);
     std::fs::write(&path, format!("{edited}\n{extra}\n")).unwrap();
     path
+}
+
+/// `rt-config/sim.toml` (bundled flow policy), as [`config_from`] makes it.
+fn config(dir: &Path, extra: &str) -> PathBuf {
+    config_from(dir, "sim.toml", "flow.toml", extra)
 }
 
 fn spawn(args: &[&str], config: &Path, out: &Path) -> Child {
@@ -58,20 +62,6 @@ fn spawn(args: &[&str], config: &Path, out: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("chunkrt starts")
-}
-
-/// Reads the child's stderr on a thread; sends every line.
-fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// Waits for the live status line to report `Playing` (the arm moving).
@@ -268,25 +258,12 @@ fn run_bench_and_margin_end_a_panicked_run_with_the_same_status() {
 #[test]
 fn a_panic_in_the_camera_thread_ends_in_the_quick_stop() {
     let dir = temp_dir("panic-camera");
-    let text = std::fs::read_to_string(repo().join("rt-config/sim-vision.toml")).unwrap();
-    let manifest = repo().join("rt-config/policies/vision-flow.toml");
-    let edited = text
-        .replace(
-            "manifest = \"policies/vision-flow.toml\"",
-            &format!("manifest = \"{}\"", manifest.display()),
-        )
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n");
-    assert!(
-        edited.contains(&manifest.display().to_string()),
-        "manifest not replaced"
+    let cfg = config_from(
+        &dir,
+        "sim-vision.toml",
+        "vision-flow.toml",
+        "[inject]\npanic = { thread = \"camera\", after_ms = 2000.0 }",
     );
-    let cfg = dir.join("sim-vision.toml");
-    std::fs::write(
-        &cfg,
-        format!("{edited}\n[inject]\npanic = {{ thread = \"camera\", after_ms = 2000.0 }}\n"),
-    )
-    .unwrap();
     let out = dir.join("run");
     let mut child = spawn(&["run", "--duration", "60s", "--no-plots"], &cfg, &out);
     let lines = lines_of(&mut child);

@@ -4,11 +4,9 @@
 
 mod common;
 
-use common::{repo, wait};
-use std::io::{BufRead, BufReader};
+use common::{lines_of, repo, wait};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -27,20 +25,6 @@ fn start_run(out: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("chunkrt starts")
-}
-
-/// Reads the child's stderr on a thread; sends every line.
-fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// Stops a run with `signal` once it plays, after sending it the signals in `first`;

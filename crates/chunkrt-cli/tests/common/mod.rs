@@ -1,8 +1,10 @@
 //! Helpers shared by the `chunkrt` binary's integration tests.
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// The repository root.
@@ -32,4 +34,18 @@ pub fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
     let _ = child.kill();
     let _ = child.wait();
     None
+}
+
+/// Reads the child's stderr on a thread; sends every line.
+pub fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
