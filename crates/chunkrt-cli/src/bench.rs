@@ -141,7 +141,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let mut loop_extra = Vec::new();
     let baseline_hists;
     let mut baseline_text = None;
-    if let Some(spec) = &spec {
+    let normal = ending == chunkrt_rt::Ending::Normal;
+    // The baseline's segments run the loop again: never after a run that did not end
+    // normally (a panic, a lost drive, a second Ctrl-C).
+    if let Some(spec) = spec.as_ref().filter(|_| normal) {
         let pairs = alternating_segments(&cfg, spec, args)?;
         if let Some(block) =
             Baseline::alternating(spec, args.baseline_segment.as_secs_f64(), &pairs)
@@ -167,28 +170,45 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         loop_extra.push(("wake, cyclictest segments".to_string(), &baseline_hists.1));
     }
 
-    let verdicts = budget.evaluate(&report)?;
-    budget::add_to_report(&mut report, &budget, &verdicts);
-
-    for (m, name, _) in METRICS.iter() {
-        let h = metrics.get(*m);
-        if !h.is_empty() {
-            write(
-                &args.out.join(format!("{name}.hgrm")),
-                &hgrm::percentile_distribution(h),
-            )?;
+    // The files: written whatever the ending (a failure to write them is said beside
+    // the ending's own message, which decides the status).
+    let written = (|| -> anyhow::Result<_> {
+        let verdicts = budget.evaluate(&report)?;
+        budget::add_to_report(&mut report, &budget, &verdicts);
+        for (m, name, _) in METRICS.iter() {
+            let h = metrics.get(*m);
+            if !h.is_empty() {
+                write(
+                    &args.out.join(format!("{name}.hgrm")),
+                    &hgrm::percentile_distribution(h),
+                )?;
+            }
         }
-    }
-    let title = format!(
-        "chunkrt {} ms loop, {} ({}), {:.1} s",
-        cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
-    );
-    let panels = plot::standard_panels(&metrics, loop_extra);
-    if let Some(fig) = plot::percentile_plot(&panels, &title) {
-        plot::save(&fig, &args.out.join("latency")).map_err(anyhow::Error::msg)?;
-    }
-    chunkrt_telemetry::outdir::write_atomic(&args.out, "report.json", report.to_json().as_bytes())
+        let title = format!(
+            "chunkrt {} ms loop, {} ({}), {:.1} s",
+            cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
+        );
+        let panels = plot::standard_panels(&metrics, loop_extra);
+        if let Some(fig) = plot::percentile_plot(&panels, &title) {
+            plot::save(&fig, &args.out.join("latency")).map_err(anyhow::Error::msg)?;
+        }
+        chunkrt_telemetry::outdir::write_atomic(
+            &args.out,
+            "report.json",
+            report.to_json().as_bytes(),
+        )
         .with_context(|| format!("writing {}", args.out.join("report.json").display()))?;
+        Ok(verdicts)
+    })();
+    let verdicts = match written {
+        Ok(v) => v,
+        Err(e) if normal => return Err(e),
+        Err(e) => {
+            eprintln!("chunkrt: error: {e:#}");
+            eprintln!("chunkrt: error: {ending_message}");
+            return Ok(crate::exit_status(ending));
+        }
+    };
 
     println!("{}", report.table());
     if let Some(t) = baseline_text {
@@ -199,7 +219,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         "report: {} (+ .hgrm per metric, latency.svg and .png)",
         args.out.join("report.json").display()
     );
-    if ending != chunkrt_rt::Ending::Normal {
+    if !normal {
         eprintln!("chunkrt: error: {ending_message}");
         return Ok(crate::exit_status(ending));
     }

@@ -341,6 +341,47 @@ fn a_disk_filling_mid_run_is_reported_and_the_run_ends_with_the_arm_at_rest() {
     assert!(lost > 0, "{c}");
 }
 
+/// `chunkrt bench` ends a run whose records were cut short with `chunkrt run`'s status
+/// (5), not 0: before, it ignored `records_error`.
+#[test]
+fn a_disk_filling_mid_bench_ends_it_with_runs_status() {
+    let Some(fs) = Tmpfs::mount("bench-filling", "8m") else {
+        return;
+    };
+    let dir = temp_dir("bench-filling-cfg");
+    let out = fs.0.join("bench");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+        .args(["bench", "--duration", "5s", "--config"])
+        .arg(gated_config(&dir, ""))
+        .arg("--budget")
+        .arg(repo().join("rt-config/budget.toml"))
+        .arg("--out")
+        .arg(&out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let mut seen = until_playing(&mut lines);
+    let mut filler = std::fs::File::create(fs.0.join("filler")).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    loop {
+        use std::io::Write;
+        if filler.write_all(&block).is_err() {
+            break;
+        }
+    }
+    seen.extend(lines);
+    let err = seen.join("\n");
+    let code = wait(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(5), "records incomplete:\n{err}");
+    assert!(err.contains("the records are incomplete"), "{err}");
+    assert!(err.contains("No space left"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn an_out_dir_that_holds_a_run_is_refused_unless_overwrite() {
     let dir = temp_dir("twice");
