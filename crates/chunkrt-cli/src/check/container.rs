@@ -218,9 +218,23 @@ fn v1_budget(sys: &Sys, engine: Option<&str>, path: &str, dir: &Path) -> Item {
 fn v2_budget(sys: &Sys, engine: Option<&str>, release: &str, path: &str, dir: &Path) -> Item {
     // cgroup v2 has no RT budget to give: with RT group scheduling in the kernel,
     // a non-root cgroup under the cpu controller refuses SCHED_FIFO.
-    let controllers = sys
-        .read(&dir.join("cgroup.controllers").to_string_lossy())
-        .unwrap_or_default();
+    let file = dir.join("cgroup.controllers");
+    let Some(controllers) = sys.read(&file.to_string_lossy()) else {
+        if path == "/" {
+            return item(BUDGET, Level::Pass, "cgroup v2 /: the root cgroup", "");
+        }
+        // Unread is not a pass: whether the cpu controller is on is unknown.
+        return item(
+            BUDGET,
+            Level::Warn,
+            format!(
+                "cgroup v2 {path}: cannot read {}: whether the cpu controller (and so \
+                 SCHED_FIFO) is allowed is unknown",
+                file.display()
+            ),
+            "run chunkrt check where the cgroup file system is mounted (as the loop will run)",
+        );
+    };
     let cpu_controlled = path != "/" && controllers.split_whitespace().any(|c| c == "cpu");
     if !cpu_controlled {
         return item(
@@ -528,6 +542,17 @@ mod tests {
         assert_eq!(rt_budget(&sys, None, "6.9.0").level, Level::Fail);
         fake.write("/boot/config-6.9.0", "# CONFIG_RT_GROUP_SCHED is not set\n");
         assert_eq!(rt_budget(&sys, None, "6.9.0").level, Level::Pass);
+        // A cgroup whose cgroup.controllers cannot be read is not a pass (it was:
+        // "not under the cpu controller").
+        let fake = Fake::new("v2-unread");
+        fake.write("/proc/self/cgroup", "0::/system.slice/chunkrt.service\n")
+            .write(
+                "/proc/self/mountinfo",
+                "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+            );
+        let it = rt_budget(&fake.sys(), None, "6.9.0");
+        assert_eq!(it.level, Level::Warn, "{it:?}");
+        assert!(it.found.contains("cannot read"), "{it:?}");
     }
 
     #[test]
