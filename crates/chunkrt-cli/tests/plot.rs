@@ -237,3 +237,64 @@ fn plot_draws_a_window_a_killed_run_and_refuses_what_it_cannot_draw() {
     assert!(err.contains("no recording"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A relative `--out` (the demo's, the default `runs/latest`) and a relative `--record`:
+/// the run draws its plots, the report names the recording relative to the run
+/// directory (or absolute), and `chunkrt plot` works from the run's cwd and from
+/// elsewhere. Before, the report held cwd-relative paths that `plot` joined to the run
+/// directory again: "no plots: the recording holds no cycle".
+#[test]
+fn a_relative_out_and_record_are_plotted_from_anywhere() {
+    let cwd = fresh("relative");
+    let config = repo().join("rt-config/sim-scripted.toml");
+    for (out, record) in [("runs/rel", None), ("runs/rel2", Some("rec/r.mcap"))] {
+        let mut c = chunkrt();
+        c.current_dir(&cwd)
+            .args(["run", "--duration", "2s", "--quiet", "--config"])
+            .arg(&config)
+            .args(["--out", out]);
+        if let Some(r) = record {
+            c.args(["--record", r]);
+        }
+        let o = c.output().unwrap();
+        ok(&o);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stdout.contains("plots: "), "{out}: {stdout}\n{stderr}");
+        assert!(!stderr.contains("no plots"), "{out}: {stderr}");
+        let run_dir = cwd.join(out);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+                .unwrap();
+        let files = report["recording"]["files"]
+            .as_array()
+            .expect("recording.files");
+        assert!(!files.is_empty(), "{report}");
+        for f in files {
+            let f = Path::new(f.as_str().unwrap());
+            let on_disk = run_dir.join(f);
+            assert!(on_disk.is_file(), "{out}: {} names no file", f.display());
+            match record {
+                None => assert_eq!(f, Path::new("recording.mcap")),
+                Some(_) => assert!(f.is_absolute(), "outside the run dir: {}", f.display()),
+            }
+        }
+        // From the run's cwd, and from elsewhere with the run dir's absolute path.
+        let here = chunkrt()
+            .current_dir(&cwd)
+            .args(["plot", out, "--out", &format!("{out}-plots")])
+            .output()
+            .unwrap();
+        ok(&here);
+        let elsewhere = chunkrt()
+            .current_dir(std::env::temp_dir())
+            .arg("plot")
+            .arg(&run_dir)
+            .arg("--out")
+            .arg(cwd.join(format!("{out}-plots2")))
+            .output()
+            .unwrap();
+        ok(&elsewhere);
+        assert!(cwd.join(format!("{out}-plots2/timeline.png")).is_file());
+    }
+}

@@ -102,6 +102,19 @@ pub struct Collector {
     max_track_err_rad: f64,
     log_error: Option<String>,
     oracle: Option<crate::oracle::CommandOracle>,
+    /// The run directory: the report names the recording's files relative to it.
+    out_dir: Option<std::path::PathBuf>,
+}
+
+/// `f` relative to `run_dir` when it lies inside it, else absolute.
+fn record_path(f: &Path, run_dir: Option<&Path>) -> String {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Some(dir) = run_dir {
+        if let Ok(rel) = absolute(f).strip_prefix(absolute(dir)) {
+            return rel.display().to_string();
+        }
+    }
+    absolute(f).display().to_string()
 }
 
 impl Collector {
@@ -159,6 +172,7 @@ impl Collector {
             max_track_err_rad: 0.0,
             log_error: None,
             oracle: None,
+            out_dir: out_dir.map(Path::to_path_buf),
         })
     }
 
@@ -625,7 +639,14 @@ impl Collector {
         ] {
             report.counters.insert(k.into(), v);
         }
-        let files: Vec<String> = s.files.iter().map(|f| f.display().to_string()).collect();
+        // Relative to the run directory when inside it, else absolute: the run directory
+        // can be moved, archived and plotted from anywhere (a cwd-relative path, as a
+        // relative `--out` gave, was joined to the run directory again and not found).
+        let files: Vec<String> = s
+            .files
+            .iter()
+            .map(|f| record_path(f, self.out_dir.as_deref()))
+            .collect();
         report.extra.insert(
             "recording".into(),
             json!({
