@@ -52,6 +52,10 @@ fn main() -> ExitCode {
         pdu_loop,
         Timeouts {
             pdu: Duration::from_millis(50),
+            // As chunkrt's backend: ethercrab's default (10 ms) for an SII read over the
+            // veth pair to a user-space simulator timed out once in six fresh-clone runs
+            // here ("into OP: timeout: EEPROM").
+            eeprom: Duration::from_millis(100),
             ..Timeouts::default()
         },
         MainDeviceConfig {
