@@ -1,5 +1,5 @@
-//! Policies brought from LeRobot (issue 18): the bundled Diffusion Policy (DDIM and DDPM)
-//! and ACT, exported by `scripts/lerobot/export_lerobot.py`, run by the real binary on the
+//! Policies brought from LeRobot (issue 18): the bundled Diffusion Policy (DDPM) and ACT,
+//! exported by `scripts/lerobot/export_lerobot.py`, run by the real binary on the
 //! simulated arm through real ONNX Runtime. Judged from what the arm was commanded, read
 //! back from `recording.mcap` (`chunkrt_tests::playback`, which knows only the goal list
 //! and the joint limits), and from the run's counters:
@@ -89,36 +89,16 @@ fn assert_reaches_goals(name: &str, p: &playback::Playback, report: &serde_json:
     );
 }
 
-// Ignored: on the AMD EPYC VMs this project now runs on, the DDIM run leaves its domain
-// 3-6 times in 30 s (the monitor takes authority each time) and the gate changes the
-// proposal on 24 % of the Playing cycles, against 0 and 2.0 % when the README's table was
-// measured; the binary of 31f9629 (before the EtherCAT work of issue 16) measures the same
-// here (out_of_domain 3, 315 gate interventions), and the chunks still agree with
-// LeRobot's (`lerobot_golden`). Run it with `--run-ignored all`; README "Bring your own
-// policy" says so.
-#[test]
-#[ignore = "DDIM closed loop leaves its domain on this machine type, also before issue 16's changes: README"]
-fn lerobot_diffusion_ddim_reaches_its_goals() {
-    let Some((p, r)) = run("sim-lerobot-diffusion.toml", "ddim", "30s", "") else {
-        return;
-    };
-    assert_reaches_goals("diffusion DDIM", &p, &r);
-}
-
+/// The bundled Diffusion Policy config: the U-Net under the DDPM scheduler it was trained
+/// with (10 steps). (Under DDIM the same graph agrees with LeRobot's goldens, but its closed
+/// loop here had the gate change 20 % of the commands and left the declared domain 1-2
+/// times in 15-20 s: no closed-loop claim is made for it, README "Bring your own policy".)
 #[test]
 fn lerobot_diffusion_ddpm_reaches_its_goals() {
-    // The same graph under the DDPM scheduler it was trained with (10 steps).
     let text =
         std::fs::read_to_string(repo().join("rt-config/sim-lerobot-diffusion.toml")).unwrap();
-    assert!(text.contains("policies/lerobot-diffusion-ddim.toml"));
-    let dir = common::temp_dir("lerobot", "ddpm-config");
-    std::fs::write(
-        dir.join("sim-lerobot-ddpm.toml"),
-        text.replace("lerobot-diffusion-ddim.toml", "lerobot-diffusion-ddpm.toml"),
-    )
-    .unwrap();
-    let config = std::fs::canonicalize(dir.join("sim-lerobot-ddpm.toml")).unwrap();
-    let Some((p, r)) = run(config.to_str().unwrap(), "ddpm", "30s", "") else {
+    assert!(text.contains("manifest = \"policies/lerobot-diffusion-ddpm.toml\""));
+    let Some((p, r)) = run("sim-lerobot-diffusion.toml", "ddpm", "30s", "") else {
         return;
     };
     assert_reaches_goals("diffusion DDPM", &p, &r);
@@ -137,11 +117,11 @@ fn lerobot_act_reaches_its_goals() {
 #[test]
 fn a_chunk_period_other_than_the_history_spacing_is_refused() {
     let dir = common::temp_dir("lerobot", "period");
-    let manifest = repo().join("rt-config/policies/lerobot-diffusion-ddim.toml");
+    let manifest = repo().join("rt-config/policies/lerobot-diffusion-ddpm.toml");
     let text = std::fs::read_to_string(repo().join("rt-config/sim-lerobot-diffusion.toml"))
         .unwrap()
         .replace(
-            "manifest = \"policies/lerobot-diffusion-ddim.toml\"",
+            "manifest = \"policies/lerobot-diffusion-ddpm.toml\"",
             &format!("manifest = \"{}\"", manifest.display()),
         )
         .replace("chunk_period_ms = 50.0", "chunk_period_ms = 40.0");
