@@ -42,9 +42,15 @@ pub struct BenchArgs {
     /// How long to run: `30s`, `500ms`, `2m`, `1h`.
     #[arg(long, default_value = "30s", value_parser = finite_duration)]
     pub duration: Duration,
-    /// Output directory for report.json, the .hgrm files and latency.svg/.png.
+    /// Output directory for report.json, the .hgrm files and latency.svg/.png (one
+    /// that already holds a run is refused unless `--overwrite` is given, as `run`
+    /// refuses it).
     #[arg(long, default_value = "runs/bench")]
     pub out: PathBuf,
+    /// Replace the run already in `--out` (its files are removed before the bench
+    /// starts).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Measure a reference after the run: pairs of segments, the loop alone then
     /// the reference alone.
     #[arg(long, value_enum)]
@@ -68,16 +74,28 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         None => paths::default_config()?,
     };
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
-    let cfg = Config::load(&config_path)?;
+    let cfg = crate::run::load_config(&config_path)?;
     let budget_path = match &args.budget {
         Some(p) => p.clone(),
         None => default_budget(&config_path)?,
     };
     let budget = Budget::load(&budget_path)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("output directory {}", args.out.display()))?;
+    // A budget whose baseline ratios are required fails every run without a baseline
+    // ("no data"): said before anything runs, with the option it needs.
+    if args.baseline.is_none() {
+        if let Some(keys) = required_baseline(&budget) {
+            errln!(
+                "chunkrt: error: budget {}: its [baseline] limits ({keys}) are required \
+                 (`required = true`): they judge the wake latency against cyclictest run \
+                 beside the loop; pass --baseline cyclictest (cyclictest from rt-tests), \
+                 or a budget without a required [baseline]; nothing was run",
+                budget_path.display()
+            );
+            return Ok(EXIT_USAGE);
+        }
+    }
 
-    eprintln!(
+    errln!(
         "chunkrt bench: {} for {:?} on the {:?} backend, {} ms period, budget {}{}",
         config_path.display(),
         duration,
@@ -108,6 +126,19 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     if let Some(spec) = &spec {
         drop(Cyclictest::start(spec).context("--baseline cyclictest")?);
     }
+    // `--out` is claimed as `run` claims it: a directory holding a run is refused
+    // (its old plots and .hgrm files would sit beside the new report). The reserve
+    // is held until the report is written.
+    let _reserve = match crate::run::prepare_out_dir(&args.out, args.overwrite) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!(
+                "chunkrt: error: output directory {}: {e}; nothing was moved",
+                args.out.display()
+            );
+            return Ok(EXIT_USAGE);
+        }
+    };
     let opts = RunOptions {
         duration: Some(duration),
         out_dir: Some(args.out.clone()),
@@ -122,11 +153,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         // A camera that does not fit the policy, or cannot be opened: a configuration
         // error found before the loop started (exit 2).
         Err(e @ chunkrt_rt::RunError::Camera(_)) => {
-            eprintln!("chunkrt: error: {e}; nothing was moved");
+            errln!("chunkrt: error: {e}; nothing was moved");
             return Ok(EXIT_USAGE);
         }
         Err(e) => {
-            eprintln!("chunkrt: error: {e}");
+            errln!("chunkrt: error: {e}");
             return Ok(EXIT_FAIL);
         }
     };
@@ -204,23 +235,23 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         Ok(v) => v,
         Err(e) if normal => return Err(e),
         Err(e) => {
-            eprintln!("chunkrt: error: {e:#}");
-            eprintln!("chunkrt: error: {ending_message}");
+            errln!("chunkrt: error: {e:#}");
+            errln!("chunkrt: error: {ending_message}");
             return Ok(crate::exit_status(ending));
         }
     };
 
-    println!("{}", report.table());
+    outln!("{}", report.table());
     if let Some(t) = baseline_text {
-        println!("{t}");
+        outln!("{t}");
     }
-    println!("{}", budget::verdict_table(&report, &verdicts));
-    println!(
+    outln!("{}", budget::verdict_table(&report, &verdicts));
+    outln!(
         "report: {} (+ .hgrm per metric, latency.svg and .png)",
         args.out.join("report.json").display()
     );
     if !normal {
-        eprintln!("chunkrt: error: {ending_message}");
+        errln!("chunkrt: error: {ending_message}");
         return Ok(crate::exit_status(ending));
     }
     Ok(if budget::all_pass(&verdicts) {
@@ -228,6 +259,23 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_FAIL
     })
+}
+
+/// The budget's required baseline limits (`p50_ratio, p99_ratio`), if any.
+fn required_baseline(budget: &Budget) -> Option<String> {
+    let keys: Vec<String> = budget
+        .limits
+        .iter()
+        .filter_map(|l| match l {
+            budget::Limit::BaselineRatio {
+                stat,
+                required: true,
+                ..
+            } => Some(format!("{stat}_ratio")),
+            _ => None,
+        })
+        .collect();
+    (!keys.is_empty()).then(|| keys.join(", "))
 }
 
 /// The baseline's pairs of segments: the loop alone (a fresh runtime from `cfg`,
@@ -259,7 +307,7 @@ fn alternating_segments(
         std::thread::sleep(args.baseline_segment);
         let theirs = ct.stop().context("--baseline cyclictest")?;
         let p99 = |h: &hdrhistogram::Histogram<u64>| h.value_at_quantile(0.99) as f64 / 1000.0;
-        eprintln!(
+        errln!(
             "baseline pair {i}/{}: wake P99 {:.1} us (loop) vs {} us (cyclictest)",
             args.baseline_pairs,
             p99(&ours),

@@ -88,7 +88,7 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
             .or_else(|| configured_interface(&cfg)),
         hold_cpu_dma_latency: cfg.control.hold_cpu_dma_latency,
     };
-    println!("chunkrt check: {}", path.display());
+    outln!("chunkrt check: {}", path.display());
     let items = run_checks(&target);
     for it in &items {
         let tag = match it.level {
@@ -96,14 +96,14 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
             Level::Warn => "WARN",
             Level::Fail => "FAIL",
         };
-        println!("{tag}  {:<22} {}", it.name, it.found);
+        outln!("{tag}  {:<22} {}", it.name, it.found);
         if it.level != Level::Pass && !it.fix.is_empty() {
-            println!("      {:<22} fix: {}", "", it.fix);
+            outln!("      {:<22} fix: {}", "", it.fix);
         }
     }
     let fails = items.iter().filter(|i| i.level == Level::Fail).count();
     let warns = items.iter().filter(|i| i.level == Level::Warn).count();
-    println!(
+    outln!(
         "check: {fails} FAIL, {warns} WARN, {} PASS",
         items.len() - fails - warns
     );

@@ -7,7 +7,31 @@
 //! 5 the run ended normally (arm brought to rest) but its records are incomplete: a
 //! write to `--out` failed, e.g. the disk filled (stderr and `report.json`'s
 //! `log_error` say which). A closed stdout or stderr is not an error: console output
-//! is dropped, the run and its files are unaffected.
+//! is dropped, the run and its files are unaffected, and the status is the command's
+//! own (as if the output had been read: `chunkrt check | head -1` still says whether
+//! the host passed, a bench piped into `head` still says whether its budget held).
+
+/// `println!` that survives a closed stdout (`| head -1`): the line is dropped (see
+/// [`run::console`]); std's `println!` panics on `EPIPE`.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::run::console::out(&format!($($t)*))
+    };
+}
+
+/// `print!` that survives a closed stdout.
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::run::console::out_raw(&format!($($t)*))
+    };
+}
+
+/// `eprintln!` that survives a closed stderr.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        $crate::run::console::err(&format!($($t)*))
+    };
+}
 
 mod args;
 mod bench;
@@ -20,6 +44,7 @@ mod run;
 mod tools;
 
 use clap::Parser;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Exit status of a usage, configuration or bring-up error.
@@ -71,6 +96,12 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Colour only for a person at a terminal: escapes in a log file or a CI
+        // capture are noise. NO_COLOR (https://no-color.org) turns it off there too.
+        .with_ansi(
+            std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         // Its default answer to a failed write is `eprintln!`, which panics on a
         // closed stderr (`2>&1 | head`, an SSH drop): in whatever thread logged,
         // the control thread included. A lost log line is not worth a stop.
@@ -83,7 +114,7 @@ fn main() -> ExitCode {
     match run::dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            run::console::err(&format!("chunkrt: error: {e:#}"));
+            errln!("chunkrt: error: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
     }

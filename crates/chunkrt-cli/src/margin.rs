@@ -252,7 +252,7 @@ pub fn margin(args: &MarginArgs) -> anyhow::Result<u8> {
         bail!("--freqs: {f} Hz is not in (0, Nyquist = {nyquist} Hz)");
     }
     freqs.sort_by(f64::total_cmp);
-    eprintln!(
+    errln!(
         "chunkrt margin: {name}, joint {}, {} ms bus period, kp {} ki {} 1/s, probe {} rad",
         setup.joint,
         setup.period_ns as f64 * 1e-6,
@@ -340,7 +340,7 @@ pub fn margin(args: &MarginArgs) -> anyhow::Result<u8> {
         fc: Some(fc),
     };
     let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
-    println!(
+    outln!(
         "wrote {}, {} and {}",
         json_path.display(),
         written[0].display(),
@@ -361,24 +361,29 @@ fn print_table(
     threshold: f64,
     model0: Option<margin::ModelMargins>,
 ) {
-    println!(
+    outln!(
         "gain crossover f_c = {fc:.3} Hz, phase margin PM0 = {pm0:.2} deg (measured; \
          whether the loop is stable: the table)"
     );
     if let Some(m) = model0 {
-        println!(
+        outln!(
             "hand model:      f_c = {:.3} Hz, PM0 = {:.2} deg (exact only without Coulomb friction)",
             m.crossover_hz, m.pm_deg
         );
     }
     match gm {
-        Some((f, db)) => println!("gain margin {db:.2} dB at {f:.2} Hz (phase -180 deg)"),
-        None => println!("gain margin: the phase does not reach -180 deg in --freqs"),
+        Some((f, db)) => outln!("gain margin {db:.2} dB at {f:.2} Hz (phase -180 deg)"),
+        None => outln!("gain margin: the phase does not reach -180 deg in --freqs"),
     }
-    println!();
-    println!(
+    outln!("");
+    outln!(
         "{:>9} {:>9} {:>9} {:>12} {:>16} {:>10}",
-        "delay_ms", "eff_ms", "f_c_Hz", "PM_meas_deg", "PM0-360fc*tau", "model_deg"
+        "delay_ms",
+        "eff_ms",
+        "f_c_Hz",
+        "PM_meas_deg",
+        "PM0-360fc*tau",
+        "model_deg"
     );
     for r in rows {
         let tau = r.effective_delay_ns as f64 * 1e-9;
@@ -391,7 +396,7 @@ fn print_table(
             },
         };
         let model = model_margins(setup, tau).map_or("-".into(), |m| format!("{:.2}", m.pm_deg));
-        println!(
+        outln!(
             "{:>9.2} {:>9.2} {:>9.3} {:>12} {:>16.2} {:>10}{why}",
             r.delay_ns as f64 * 1e-6,
             tau * 1e3,
@@ -401,9 +406,9 @@ fn print_table(
             model
         );
     }
-    println!();
+    outln!("");
     if let Some(s) = slope {
-        println!(
+        outln!(
             "margin lost per ms of delay: {:.4} deg/ms measured, 360 f_c = {:.4} deg/ms",
             -s,
             0.36 * fc
@@ -411,9 +416,9 @@ fn print_table(
     }
     match at {
         Some(d) => {
-            println!("phase margin falls below {threshold} deg at {d:.1} ms of injected delay")
+            outln!("phase margin falls below {threshold} deg at {d:.1} ms of injected delay")
         }
-        None => println!("phase margin stays above {threshold} deg over the swept delays"),
+        None => outln!("phase margin stays above {threshold} deg over the swept delays"),
     }
 }
 

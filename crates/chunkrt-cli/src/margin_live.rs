@@ -181,8 +181,8 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
     let mut comps = args.compensate.clone();
     comps.dedup();
     let desc = describe(&cfg, args.joint);
-    eprintln!("chunkrt margin: {desc}");
-    eprintln!(
+    errln!("chunkrt margin: {desc}");
+    errln!(
         "chunkrt margin: {} delays x {} compensation(s) at `{}`, {:.0} s each; probe {} x {} mrad at {} Hz",
         delays.len(),
         comps.len(),
@@ -202,7 +202,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
 
-    println!(
+    outln!(
         "{:>11} {:>8} {:>7} {:>28} {:>8} {:>7} {:>9} {:>9} {:>16} {:>5} {:>5}",
         "comp",
         "delay_ms",
@@ -236,7 +236,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
                 // A point's run ended as a run must not: the sweep ends with `chunkrt
                 // run`'s status for it.
                 Err(chunkrt_rt::margin::MarginError::Ended { ending, message }) => {
-                    eprintln!(
+                    errln!(
                         "chunkrt: error: {} at {delay_ms} ms: {message} (run: {})",
                         comp_name(comp),
                         dir.display()
@@ -257,7 +257,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("writing {}", json_path.display()))?;
     let fig = figure(args, &setup, &rows);
     let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
-    println!(
+    outln!(
         "wrote {}, {} and {} (each point's run: {}/<comp>/delay-<ms>ms)",
         json_path.display(),
         written[0].display(),
@@ -308,7 +308,7 @@ fn print_row(comp: Compensation, delay_ms: f64, r: &LiveRow) {
         ),
         None => "-".into(),
     };
-    println!(
+    outln!(
         "{:>11} {:>8.1} {:>7} {:>28} {:>8} {:>7} {:>9.3} {:>9.3} {:>16} {:>5} {:>5}",
         comp_name(comp),
         delay_ms,

@@ -33,7 +33,7 @@ pub fn plot(args: &PlotArgs) -> anyhow::Result<u8> {
         (from, to) => {
             let (a, b) = (from.unwrap_or(0.0), to.unwrap_or(f64::MAX));
             if !(a.is_finite() && a >= 0.0 && b > a) {
-                eprintln!(
+                errln!(
                     "chunkrt: error: --from {a} --to {b}: the window must start at or after 0 s \
                      and end after it starts"
                 );
@@ -46,12 +46,12 @@ pub fn plot(args: &PlotArgs) -> anyhow::Result<u8> {
     match chunkrt_telemetry::plot::plot_run(&args.run_dir, window, &out) {
         Ok(files) => {
             for f in files {
-                println!("wrote {}", f.display());
+                outln!("wrote {}", f.display());
             }
             Ok(0)
         }
         Err(e) => {
-            eprintln!("chunkrt: error: plot {}: {e}", args.run_dir.display());
+            errln!("chunkrt: error: plot {}: {e}", args.run_dir.display());
             Ok(EXIT_USAGE)
         }
     }

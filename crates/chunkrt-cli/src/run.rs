@@ -28,8 +28,48 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
         Some(p) => p.to_path_buf(),
         None => paths::default_config()?,
     };
-    let cfg = Config::load(&path)?;
+    let cfg = load_config(&path)?;
     Ok((cfg, path.display().to_string()))
+}
+
+/// Loads a run configuration (`--config`); a file of another of chunkrt's kinds (a
+/// budget, a policy manifest, an ecsim configuration) is told as such, with the
+/// option that takes it, instead of as the first key a run configuration lacks.
+pub fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
+    use chunkrt_config::FileKind;
+    let e = match Config::load(path) {
+        Ok(cfg) => return Ok(cfg),
+        Err(e) => e,
+    };
+    let kind = chunkrt_config::read_file(path)
+        .ok()
+        .map(|text| FileKind::detect(path, &text));
+    let p = path.display();
+    let (what, fix) = match kind {
+        Some(FileKind::Budget) => (
+            "a budget",
+            format!(
+                "pass it as --budget {p} (and --config the run configuration, default \
+             rt-config/sim.toml)"
+            ),
+        ),
+        Some(FileKind::PolicyManifest) => (
+            "a policy manifest",
+            format!(
+                "a run configuration names it as `policy.manifest = \"{p}\"`; pass --config the \
+             run configuration (e.g. rt-config/sim.toml)"
+            ),
+        ),
+        Some(FileKind::Ecsim) => (
+            "an ecsim configuration",
+            format!(
+                "it is read by `chunkrt ecsim --config {p}`; pass --config the run \
+             configuration (e.g. rt-config/sim.toml)"
+            ),
+        ),
+        Some(FileKind::Run) | None => return Err(e.into()),
+    };
+    anyhow::bail!("--config {p}: this is {what}, not a run configuration: {fix}")
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<u8> {
@@ -39,7 +79,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let (mut cfg, name) = load(args.config.as_deref())?;
     if let Some(p) = args.bus_period_ms {
         if !(1.0..=20.0).contains(&p) {
-            eprintln!("chunkrt: error: --bus-period-ms {p}: expected 1 to 20");
+            errln!("chunkrt: error: --bus-period-ms {p}: expected 1 to 20");
             return Ok(EXIT_USAGE);
         }
         cfg.control.period_ms = p;
@@ -65,7 +105,7 @@ fn run(args: &RunArgs) -> anyhow::Result<u8> {
         inj.seed = v;
     }
     if let Err(e) = cfg.check_inject() {
-        eprintln!("chunkrt: error: command line: {e}");
+        errln!("chunkrt: error: command line: {e}");
         return Ok(EXIT_USAGE);
     }
     if let Some(file) = &args.record {
@@ -176,8 +216,25 @@ fn record_file(file: &std::path::Path, overwrite: bool) -> Result<(), String> {
 /// Refuses a directory that holds a run unless `overwrite` (then removes that run's
 /// files), creates it if needed, and claims the reserve with real bytes: a read-only
 /// file system, a path under a regular file or a full disk fail here, not after the
-/// run.
-fn prepare_out_dir(dir: &std::path::Path, overwrite: bool) -> Result<outdir::Reserve, String> {
+/// run. `run` and `bench` claim their `--out` with it.
+pub fn prepare_out_dir(dir: &std::path::Path, overwrite: bool) -> Result<outdir::Reserve, String> {
+    // A path that is (or lies under) something other than a directory: said as such,
+    // not as the write that then fails.
+    if let Some(f) = dir
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()))
+    {
+        let what = if f == dir {
+            "is a file".to_string()
+        } else {
+            format!("lies under {}, which is a file", f.display())
+        };
+        return Err(format!(
+            "{what}, not a directory: --out names the directory the run's records go to \
+             (created if missing); choose another --out"
+        ));
+    }
     let held = outdir::run_files_in(dir);
     if !held.is_empty() {
         if !overwrite {
@@ -205,6 +262,11 @@ pub mod console {
     /// A line on stdout.
     pub fn out(line: &str) {
         let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+
+    /// Text on stdout, as it is (no newline added).
+    pub fn out_raw(text: &str) {
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
     }
 
     /// A line on stderr.

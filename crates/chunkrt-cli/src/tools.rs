@@ -74,9 +74,10 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     // Nothing to load: a stop request ends the simulator through its flag.
     chunkrt_rt::signals::loaded();
-    eprintln!(
+    errln!(
         "chunkrt ecsim: {} drive(s) on {}; Ctrl-C stops",
-        args.drives, args.iface
+        args.drives,
+        args.iface
     );
     chunkrt_ecsim::run_af_packet(
         &args.iface,
@@ -97,9 +98,9 @@ pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
             )?;
             let draft = chunkrt_policy::inspect::draft_manifest(&a.model, &i);
             if a.manifest_only {
-                print!("{draft}");
+                out!("{draft}");
             } else {
-                print!(
+                out!(
                     "{}\ndrafted manifest:\n\n{draft}",
                     chunkrt_policy::inspect::inspection_text(&a.model, &i)
                 );
@@ -127,9 +128,9 @@ pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
             };
             let report = chunkrt_policy::sample_chunks_with(&a.manifest, &obs, &opts)?;
             if a.json {
-                println!("{}", chunkrt_policy::report_to_json(&report));
+                outln!("{}", chunkrt_policy::report_to_json(&report));
             } else {
-                print!("{}", chunkrt_policy::report_to_text(&report));
+                out!("{}", chunkrt_policy::report_to_text(&report));
             }
             Ok(0)
         }

@@ -40,12 +40,14 @@ pub fn run_files_in(dir: &Path) -> Vec<&'static str> {
         .collect()
 }
 
-/// Removes a previous run's files (and a reserve a killed run left behind).
+/// Removes a previous run's files (and a reserve a killed run left behind): its
+/// recording segments and a bench's `.hgrm` percentile files too, so that nothing of
+/// the old run sits beside the new report.
 pub fn clear_run(dir: &Path) -> std::io::Result<()> {
     let segments: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("recording.") && n.ends_with(".mcap"))
+        .filter(|n| (n.starts_with("recording.") && n.ends_with(".mcap")) || n.ends_with(".hgrm"))
         .collect();
     let names = RUN_FILES
         .iter()

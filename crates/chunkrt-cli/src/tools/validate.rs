@@ -64,7 +64,7 @@ pub fn validate(file: &Path) -> anyhow::Result<u8> {
     })?;
     match verdict.unchecked {
         None => {
-            println!(
+            outln!(
                 "{}: OK: {}: {}",
                 file.display(),
                 kind.name(),
@@ -73,7 +73,7 @@ pub fn validate(file: &Path) -> anyhow::Result<u8> {
             Ok(0)
         }
         Some(why) => {
-            println!(
+            outln!(
                 "{}: NOT CHECKED: {}: {}",
                 file.display(),
                 kind.name(),
