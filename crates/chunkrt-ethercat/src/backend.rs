@@ -8,6 +8,7 @@ use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
 use crate::rejoin::snapshot::DriveSnapshot;
 use crate::rejoin::{access, Context as RejoinContext, Rejoin, RejoinFailure};
 use crate::wire::raw::RawSocket;
+#[cfg(any(test, feature = "sim"))]
 use crate::wire::sim::{SimControl, SimWire};
 use crate::wire::Wire;
 use crate::BringUpError;
@@ -151,6 +152,7 @@ impl EthercatBackend {
 
     /// Runs on the in-process simulated chain `net` (tests, no root); the returned handle
     /// shares the chain for fault injection and inspection.
+    #[cfg(any(test, feature = "sim"))]
     pub fn simulated(
         params: EthercatParams,
         net: chunkrt_ecsim::SimNetwork,

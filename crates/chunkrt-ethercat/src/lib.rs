@@ -7,8 +7,9 @@
 //! [`bus`]), typed per-cycle errors, and quick stop + disable + OP -> INIT at shutdown.
 //!
 //! Two wires: [`EthercatBackend::open`] takes a raw socket on a network interface (root
-//! or CAP_NET_RAW); [`EthercatBackend::simulated`] runs the same master against
-//! `chunkrt_ecsim`'s simulated drives in-process, so `cargo test` needs neither.
+//! or CAP_NET_RAW); `EthercatBackend::simulated` (feature `sim`, for tests) runs the same
+//! master against `chunkrt_ecsim`'s simulated drives in-process, so `cargo test` needs
+//! neither.
 
 pub mod backend;
 mod bringup;
@@ -29,5 +30,6 @@ pub use error::{BringUpError, DriveId};
 pub use params::{DriveParams, EthercatParams, PdoLayout, MAX_DRIVES};
 pub use rejoin::RejoinFailure;
 pub use units::JointScale;
+#[cfg(any(test, feature = "sim"))]
 pub use wire::sim::SimControl;
 pub use wire::{Wire, WireError};

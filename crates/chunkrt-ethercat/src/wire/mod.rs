@@ -3,6 +3,7 @@
 //! goes out and its reply comes back without a hand-off to another thread.
 
 pub mod raw;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
 use std::time::Duration;

@@ -11,7 +11,13 @@ use std::path::Path;
 
 /// The veth config, made fit for a test process: no mlockall, no pinning.
 pub fn config() -> Config {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rt-config/arm-ethercat-veth.toml");
+    // The repository root above the crate that includes this file (chunkrt-ethercat's
+    // tests, or the cross-crate tests of `tests/`).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|d| d.join("rt-config").is_dir())
+        .expect("rt-config above the crate");
+    let path = root.join("rt-config/arm-ethercat-veth.toml");
     let mut cfg = Config::load(&path).expect("rt-config/arm-ethercat-veth.toml loads");
     cfg.control.lock_memory = false;
     cfg.control.cpu = -1;

@@ -3,7 +3,11 @@
 //!
 //! A thin recording wrapper sits between the runtime and the backend: it sees every
 //! command and every result, so the test can check what reached the bus.
+//!
+//! (Here, not in chunkrt-ethercat's tests: chunkrt-rt depends on chunkrt-ethercat, so a
+//! test of chunkrt-ethercat that builds chunkrt-rt would be a dependency cycle.)
 
+#[path = "../../crates/chunkrt-ethercat/tests/common/mod.rs"]
 mod common;
 
 use chunkrt_core::{
