@@ -41,7 +41,9 @@ use crate::spline::{ChunkSpline, Pva};
 use crate::stop::StopProfile;
 use crate::time::MonoTime;
 
-pub use crate::ladder::{ChunkCounts, EVENT_CAPACITY};
+pub use crate::ladder::{
+    ChunkCounts, Mode, ModeChangeReason, ModeEvent, SeamStats, EVENT_CAPACITY,
+};
 
 /// Whether fresh chunks bring the arm back from `Holding` / `SafeStop` on their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -103,69 +105,6 @@ pub enum SeamMode {
     /// the blend (see `blend`). For chunk models that predict the same future again at
     /// every call: it averages their predictions for each instant.
     Ensemble,
-}
-
-/// Where the ladder stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Playing a fresh chunk.
-    Playing,
-    /// Jerk-limited stop from the current state.
-    Decelerating,
-    /// At rest, holding the reached position.
-    Holding,
-    /// Held too long without a fresh chunk: the backend is asked for a quick stop.
-    SafeStop,
-}
-
-/// Why the mode changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModeChangeReason {
-    /// A fresh chunk arrived.
-    FreshChunk,
-    /// The playing chunk became older than `max_chunk_age`.
-    ChunkExpired,
-    /// The playing chunk's horizon ran out.
-    HorizonEnd,
-    /// The deceleration reached rest.
-    AtRest,
-    /// No fresh chunk for `safe_stop_after`.
-    SafeStopTimeout,
-    /// The observation left the declared operating domain.
-    OutOfDomain,
-    /// The backend reported an error.
-    BackendError,
-    /// The operator re-armed the executor.
-    Rearmed,
-    /// The runtime is stopping (duration over, SIGINT, SIGTERM).
-    Shutdown,
-    /// The drives were re-enabled after a fault; the executor holds where they are.
-    DrivesRecovered,
-    /// A drive left the bus and the backend could not bring it back: the run ends.
-    DriveLost,
-    /// The gate held a joint's command off the policy's proposal for too long: the
-    /// executor's intent and what the drives are sent no longer agree.
-    GateSaturated,
-    /// A joint's measured position was further from its command than
-    /// `limits.max_following_error_rad`: the arm is not following (blocked, a
-    /// collision, a weak or failing drive).
-    FollowingError,
-    /// The margin probe's excursion guard: the probed joint's setpoint moved further
-    /// than `inject.probe.max_excursion_rad` from where the probe began.
-    ProbeExcursion,
-}
-
-/// A timestamped mode change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ModeEvent {
-    /// When it happened.
-    pub t: MonoTime,
-    /// Mode left.
-    pub from: Mode,
-    /// Mode entered.
-    pub to: Mode,
-    /// Why.
-    pub reason: ModeChangeReason,
 }
 
 /// Why a chunk was rejected at ingestion.
@@ -245,30 +184,6 @@ pub struct Setpoint {
     /// every joint to rest from the commanded state as fast as the limits allow (in
     /// its own discrete model) and the positions above are only the plan's preview.
     pub stop: bool,
-}
-
-/// Largest steps seen at seams.
-///
-/// A seam is every splice of a new chunk, whatever the mode it happens in. Its step
-/// is, per joint, the difference at the seam tick's sample time between the output
-/// with the new chunk spliced in and the output the old trajectory (playing chunk,
-/// deceleration or hold) would have produced at that same time; the maxima over
-/// joints and seams are kept. With blending on the step is zero by construction
-/// (the blend starts exactly on the old output); with `blend_ns = 0` it is the jump
-/// that the newest-wins switch makes.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub struct SeamStats {
-    /// Number of seams (chunk replacements while playing).
-    pub seams: u64,
-    /// Largest position step.
-    pub max_pos_step_rad: f64,
-    /// Largest velocity step.
-    pub max_vel_step_rad_s: f64,
-    /// Largest acceleration step.
-    pub max_acc_step_rad_s2: f64,
-    /// Seams that found the blend chain full (chunks arriving faster than one per
-    /// `blend_ns / 14`) and blended in from the output state instead.
-    pub blend_restarts: u64,
 }
 
 /// Identity and timing of a chunk, for telemetry (handoff latency, chunk age).

@@ -236,6 +236,34 @@ fn admissible(
         && pos_ok(-s.q, -s.v, -alpha, -lo_pos)
 }
 
+/// A proposal made finite: a non-finite position is replaced by the commanded one (and
+/// its derivatives by 0), non-finite derivatives alone by 0 (they are only
+/// feed-forward); the `NonFinite` bit when either happened.
+#[inline]
+fn sanitize(pd: f64, vd: f64, ad: f64, q: f64) -> (f64, f64, f64, u32) {
+    if !pd.is_finite() {
+        (q, 0.0, 0.0, Constraint::NonFinite.bit())
+    } else if !vd.is_finite() || !ad.is_finite() {
+        (pd, 0.0, 0.0, Constraint::NonFinite.bit())
+    } else {
+        (pd, vd, ad, 0)
+    }
+}
+
+/// The admissible position range: the limits less their margin (the mid-point when
+/// the margins overlap).
+#[inline]
+fn position_range(lim: &JointLimit) -> (f64, f64) {
+    let lo = lim.pos_min_rad + lim.pos_margin_rad;
+    let hi = lim.pos_max_rad - lim.pos_margin_rad;
+    if lo > hi {
+        let mid = 0.5 * (lim.pos_min_rad + lim.pos_max_rad);
+        (mid, mid)
+    } else {
+        (lo, hi)
+    }
+}
+
 /// The next acceleration of the quickest stop from `s`, in the gate's own discrete
 /// model: the hardest braking (within the jerk and acceleration limits) that does not
 /// reverse the motion once the acceleration is swung back to zero at full jerk
@@ -352,123 +380,143 @@ impl Gate {
     ///
     /// Writes `cmd.pos_rad`, `cmd.vel_rad_s`, `cmd.dof` and `cmd.chunk_seq`; leaves
     /// `t_cmd` and `request` to the caller. No allocation.
+    ///
+    /// Per joint, in order: finite values (`sanitize`), the position range
+    /// (`position_range`), the executor's stop (braking, not an intervention), the
+    /// acceleration that keeps every limit (`acceleration`), one step, and the
+    /// accounting of what acted (`account`).
     pub fn filter(&mut self, proposed: &Setpoint, cmd: &mut Command) -> GateMask {
         let dof = self.limits.dof.min(MAX_DOF);
-        let t = self.t;
-        let mut mask = 0u32;
         self.n_interventions = 0;
-        if let Some(joint) = self.pending_domain.take() {
-            mask |= Constraint::Domain.bit();
-            self.counts[Constraint::Domain as usize] += 1;
-            let j = joint.map_or(0, |j| (j as usize).min(MAX_DOF - 1));
-            let q = self.state[j].q;
-            self.record(
-                j,
-                Constraint::Domain,
-                Constraint::Domain.bit(),
-                proposed.pos_rad[j],
-                q,
-            );
-        }
+        let mut mask = self.report_domain(proposed);
         for j in 0..dof {
-            let lim = self.limits.joint[j];
-            let s = self.state[j];
-            let mut bits = 0u32;
-            let mut last = Constraint::NonFinite;
-            let raw = proposed.pos_rad[j];
-            let (mut pd, mut vd, mut ad) = (raw, proposed.vel_rad_s[j], proposed.acc_rad_s2[j]);
-            if !pd.is_finite() {
-                bits |= Constraint::NonFinite.bit();
-                (pd, vd, ad) = (s.q, 0.0, 0.0);
-            } else if !vd.is_finite() || !ad.is_finite() {
-                // The position is usable; the derivatives are only feed-forward.
-                bits |= Constraint::NonFinite.bit();
-                (vd, ad) = (0.0, 0.0);
-            }
-            let mut lo = lim.pos_min_rad + lim.pos_margin_rad;
-            let mut hi = lim.pos_max_rad - lim.pos_margin_rad;
-            if lo > hi {
-                let mid = 0.5 * (lim.pos_min_rad + lim.pos_max_rad);
-                (lo, hi) = (mid, mid);
-            }
-            if pd > hi || pd < lo {
-                bits |= Constraint::Position.bit();
-                last = Constraint::Position;
-                pd = pd.clamp(lo, hi);
-                (vd, ad) = (0.0, 0.0);
-            }
-            if proposed.stop {
-                // The executor has withdrawn the policy's authority: stop from the
-                // commanded state. Not an intervention (nothing proposed is changed).
-                let alpha = brake(&s, lo, hi, &lim, t);
-                self.step(j, alpha, false, cmd);
-                self.saturated[j].cycles = 0;
-                continue;
-            }
-            let alpha_dead = ((pd - s.q) / t - s.v) / t;
-            // Off track, rejoin only where the next period's catch-up (velocity
-            // matched too) and the return to the proposal's own acceleration after it
-            // are also within the limits; otherwise a one-period position match leaves
-            // a velocity or acceleration mismatch that kicks back out (a wobble).
-            let rejoin_ok = s.on_track || {
-                let v1 = s.v + alpha_dead * t;
-                let alpha_next = (vd + 0.5 * ad * t - v1) / t;
-                let d = lim.max_jerk_rad_s3 * t;
-                (alpha_next - alpha_dead).abs() <= d
-                    && (ad - alpha_next).abs() <= d
-                    && alpha_next.abs() <= lim.max_acc_rad_s2
-            };
-            // The common case costs one evaluation of each safety predicate; the
-            // interval's ends (bisection) are only needed when the proposal fails one.
-            let exact = rejoin_ok && admissible(&s, alpha_dead, lo, hi, &lim, t);
-            let alpha = if exact {
-                alpha_dead
-            } else {
-                let b = bounds(&s, lo, hi, &lim, t);
-                if b.lo > b.hi {
-                    // Only reachable with degenerate limits (e.g. a position range
-                    // shorter than a braking distance); keep jerk and acceleration.
-                    bits |= Constraint::Braking.bit();
-                    last = Constraint::Braking;
-                    0.5 * (b.lo + b.hi)
-                } else {
-                    last = if alpha_dead > b.hi {
-                        b.hi_by
-                    } else if alpha_dead < b.lo {
-                        b.lo_by
-                    } else {
-                        Constraint::Jerk // admissible now, but rejoining breaks it next
-                    };
-                    bits |= last.bit();
-                    self.track(&s, pd, vd, ad, &lim, &b).clamp(b.lo, b.hi)
-                }
-            };
-            let q1 = self.step(j, alpha, exact, cmd);
-            let v1 = self.state[j].v;
-            cmd.vel_rad_s[j] = if bits == 0 {
-                vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
-            } else {
-                v1
-            };
-            if bits != 0 {
-                for c in Constraint::ALL {
-                    if bits & c.bit() != 0 {
-                        self.counts[c as usize] += 1;
-                    }
-                }
-                self.record(j, last, bits, raw, q1);
-                mask |= bits;
-                if self.saturated[j].cycles == 0 {
-                    self.saturated[j].constraint = last;
-                }
-                self.saturated[j].cycles = self.saturated[j].cycles.saturating_add(1);
-            } else {
-                self.saturated[j].cycles = 0;
-            }
+            mask |= self.filter_joint(j, proposed, cmd);
         }
         cmd.dof = dof as u16;
         cmd.chunk_seq = proposed.chunk_seq;
         GateMask(mask)
+    }
+
+    /// The `Domain` bit and its record when the support monitor flagged the observation.
+    fn report_domain(&mut self, proposed: &Setpoint) -> u32 {
+        let Some(joint) = self.pending_domain.take() else {
+            return 0;
+        };
+        self.counts[Constraint::Domain as usize] += 1;
+        let j = joint.map_or(0, |j| (j as usize).min(MAX_DOF - 1));
+        let q = self.state[j].q;
+        let bit = Constraint::Domain.bit();
+        self.record(j, Constraint::Domain, bit, proposed.pos_rad[j], q);
+        bit
+    }
+
+    /// One joint through the gate; returns the constraint bits that acted on it.
+    #[inline]
+    fn filter_joint(&mut self, j: usize, proposed: &Setpoint, cmd: &mut Command) -> u32 {
+        let lim = self.limits.joint[j];
+        let s = self.state[j];
+        let raw = proposed.pos_rad[j];
+        let (mut pd, mut vd, mut ad, mut bits) =
+            sanitize(raw, proposed.vel_rad_s[j], proposed.acc_rad_s2[j], s.q);
+        let mut last = Constraint::NonFinite;
+        let (lo, hi) = position_range(&lim);
+        if pd > hi || pd < lo {
+            bits |= Constraint::Position.bit();
+            last = Constraint::Position;
+            pd = pd.clamp(lo, hi);
+            (vd, ad) = (0.0, 0.0);
+        }
+        if proposed.stop {
+            // The executor has withdrawn the policy's authority: stop from the
+            // commanded state. Not an intervention (nothing proposed is changed).
+            let alpha = brake(&s, lo, hi, &lim, self.t);
+            self.step(j, alpha, false, cmd);
+            self.saturated[j].cycles = 0;
+            return 0;
+        }
+        let (alpha, exact, acted) = self.acceleration(&s, pd, vd, ad, lo, hi, &lim);
+        if let Some(c) = acted {
+            bits |= c.bit();
+            last = c;
+        }
+        let q1 = self.step(j, alpha, exact, cmd);
+        cmd.vel_rad_s[j] = if bits == 0 {
+            vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
+        } else {
+            self.state[j].v
+        };
+        self.account(j, bits, last, raw, q1);
+        bits
+    }
+
+    /// The acceleration for the next period: the one that lands on the proposal
+    /// (`exact`) when that keeps every limit now and lets the joint stay on track, else
+    /// the admissible one closest to tracking it, with the constraint that bound it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn acceleration(
+        &self,
+        s: &JointState,
+        pd: f64,
+        vd: f64,
+        ad: f64,
+        lo: f64,
+        hi: f64,
+        lim: &JointLimit,
+    ) -> (f64, bool, Option<Constraint>) {
+        let t = self.t;
+        let alpha_dead = ((pd - s.q) / t - s.v) / t;
+        // Off track, rejoin only where the next period's catch-up (velocity
+        // matched too) and the return to the proposal's own acceleration after it
+        // are also within the limits; otherwise a one-period position match leaves
+        // a velocity or acceleration mismatch that kicks back out (a wobble).
+        let rejoin_ok = s.on_track || {
+            let v1 = s.v + alpha_dead * t;
+            let alpha_next = (vd + 0.5 * ad * t - v1) / t;
+            let d = lim.max_jerk_rad_s3 * t;
+            (alpha_next - alpha_dead).abs() <= d
+                && (ad - alpha_next).abs() <= d
+                && alpha_next.abs() <= lim.max_acc_rad_s2
+        };
+        // The common case costs one evaluation of each safety predicate; the
+        // interval's ends (bisection) are only needed when the proposal fails one.
+        if rejoin_ok && admissible(s, alpha_dead, lo, hi, lim, t) {
+            return (alpha_dead, true, None);
+        }
+        let b = bounds(s, lo, hi, lim, t);
+        if b.lo > b.hi {
+            // Only reachable with degenerate limits (e.g. a position range
+            // shorter than a braking distance); keep jerk and acceleration.
+            return (0.5 * (b.lo + b.hi), false, Some(Constraint::Braking));
+        }
+        let by = if alpha_dead > b.hi {
+            b.hi_by
+        } else if alpha_dead < b.lo {
+            b.lo_by
+        } else {
+            Constraint::Jerk // admissible now, but rejoining breaks it next
+        };
+        let alpha = self.track(s, pd, vd, ad, lim, &b).clamp(b.lo, b.hi);
+        (alpha, false, Some(by))
+    }
+
+    /// Counts and records what acted on joint `j` this cycle, and its saturation run.
+    #[inline]
+    fn account(&mut self, j: usize, bits: u32, last: Constraint, raw: f64, q1: f64) {
+        if bits == 0 {
+            self.saturated[j].cycles = 0;
+            return;
+        }
+        for c in Constraint::ALL {
+            if bits & c.bit() != 0 {
+                self.counts[c as usize] += 1;
+            }
+        }
+        self.record(j, last, bits, raw, q1);
+        if self.saturated[j].cycles == 0 {
+            self.saturated[j].constraint = last;
+        }
+        self.saturated[j].cycles = self.saturated[j].cycles.saturating_add(1);
     }
 
     /// Advances joint `j` by one period with acceleration `alpha`; writes the command.
