@@ -1,8 +1,10 @@
 //! Bring-up (INIT -> OP -> Operation Enabled) and the way back down (quick stop, disable,
 //! OP -> INIT). Runs outside the control loop: may block, allocate and log.
 
+mod rejoin_snapshot;
+
 use crate::backend::EthercatBackend;
-use crate::bus::{Io, Stall, SLICE};
+use crate::bus::{step, Io};
 use crate::cia402::PowerState;
 use crate::error::{BringUpError, DriveId};
 use crate::group::{OpGroup, PreOpGroup, MAX_PDI};
@@ -20,28 +22,10 @@ use ethercrab::{
     Command, DcSync, EtherCrabWireWrite, MainDevice, RegisterAddress, SubDevice, SubDeviceRef,
 };
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// CSP, for 0x6060.
 const MODE_CSP: i8 = 8;
-
-/// Runs one bring-up step with its own deadline.
-pub(crate) fn step<F: Future>(
-    io: &mut Io,
-    name: &'static str,
-    timeout: Duration,
-    fut: F,
-) -> Result<F::Output, BringUpError> {
-    io.block_on(fut, Some(Instant::now() + timeout), SLICE)
-        .map_err(|s| BringUpError::Bus {
-            step: name,
-            wire: io.describe(),
-            reason: match s {
-                Stall::Deadline => format!("no progress within {timeout:?}"),
-                Stall::Wire(e) => e.to_string(),
-            },
-        })
-}
 
 /// Whether an SDO error means "this drive has no CoE mailbox".
 fn no_mailbox(e: &Error) -> bool {

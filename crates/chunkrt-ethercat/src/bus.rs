@@ -16,6 +16,7 @@
 //! 145 us per cycle this way, against p50 148 us / p99 308 us with ethercrab's `tx_rx_task`
 //! on its own thread (docs/ethercat.md).
 
+use crate::error::BringUpError;
 use crate::wire::{Wire, WireError, MAX_FRAME};
 use ethercrab::{PduRx, PduStorage, PduTx};
 use std::future::Future;
@@ -200,4 +201,22 @@ impl Io {
 fn unmatched(e: &ethercrab::error::Error) -> bool {
     use ethercrab::error::{Error, PduError};
     matches!(e, Error::Pdu(PduError::Decode | PduError::InvalidIndex(_)))
+}
+
+/// Runs one bring-up step with its own deadline.
+pub(crate) fn step<F: Future>(
+    io: &mut Io,
+    name: &'static str,
+    timeout: Duration,
+    fut: F,
+) -> Result<F::Output, BringUpError> {
+    io.block_on(fut, Some(Instant::now() + timeout), SLICE)
+        .map_err(|s| BringUpError::Bus {
+            step: name,
+            wire: io.describe(),
+            reason: match s {
+                Stall::Deadline => format!("no progress within {timeout:?}"),
+                Stall::Wire(e) => e.to_string(),
+            },
+        })
 }

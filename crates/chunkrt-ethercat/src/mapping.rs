@@ -9,7 +9,7 @@
 //! padding included, give the byte offsets the backend packs and unpacks at
 //! ([`layout`]).
 
-use crate::bringup::step;
+use crate::bus::step;
 use crate::bus::Io;
 use crate::error::{BringUpError, DriveId, PdoDir};
 use crate::params::PdoLayout;

@@ -2,7 +2,7 @@
 //! the clean-up after a failed bring-up. Runs outside the control loop.
 
 use crate::backend::{EthercatBackend, REST_VEL_RAD_S};
-use crate::bringup::step;
+use crate::bus::step;
 use crate::cia402::PowerState;
 use crate::params::MAX_DRIVES;
 use chunkrt_core::{BackendError, DriveRequest};

@@ -4,14 +4,9 @@
 //! here runs on the control thread's cycle; the rejoin only reads it.
 
 use super::mailbox::Sdo;
-use crate::backend::EthercatBackend;
-use crate::bringup::step;
-use crate::error::BringUpError;
 use crate::mapping::Assigned;
 use crate::params::EthercatParams;
 use chunkrt_config::PdoEntry;
-use ethercrab::Command;
-use std::time::Duration;
 
 /// Most SDOs (writes and read-back checks) the rejoin sends to one drive: the mapping of
 /// 8 + 8 entries written and read back, the mode and the following error window fit.
@@ -129,100 +124,4 @@ pub(crate) fn sdo_plan(
     }
     push(0x6061, 0, 1, 8, true)?;
     Some((list, n))
-}
-
-impl EthercatBackend {
-    /// Reads back every drive's sync managers, FMMUs and DC registers (the group is in OP)
-    /// and fixes each drive's SDO list; `readback[i]` is drive `i`'s mapping as read back in
-    /// PRE-OP (None: no CoE). Allocates once, here; the rejoin only reads it.
-    pub(crate) fn snapshot_for_rejoin(
-        &mut self,
-        readback: &[Option<(Assigned, Assigned)>],
-    ) -> Result<(), BringUpError> {
-        let n = self.p.dof();
-        let t = Duration::from_millis(200);
-        let mut snaps = Vec::with_capacity(n);
-        for i in 0..n {
-            let Some((addr, dc)) = self.group.as_ref().and_then(|g| g.address(&self.md, i)) else {
-                continue;
-            };
-            let md = &self.md;
-            let read_err = |e: ethercrab::error::Error| BringUpError::Bus {
-                step: "rejoin snapshot",
-                wire: String::new(),
-                reason: e.to_string(),
-            };
-            let sm: [u8; 32] = step(
-                &mut self.io,
-                "rejoin snapshot: sync managers",
-                t,
-                Command::fprd(addr, 0x0800).receive(md),
-            )?
-            .map_err(read_err)?;
-            let fmmu: [u8; 64] = step(
-                &mut self.io,
-                "rejoin snapshot: FMMUs",
-                t,
-                Command::fprd(addr, 0x0600).receive(md),
-            )?
-            .map_err(read_err)?;
-            let (dc_delay, sync) = if dc {
-                let d: u32 = step(
-                    &mut self.io,
-                    "rejoin snapshot: DC delay",
-                    t,
-                    Command::fprd(addr, 0x0928).receive(md),
-                )?
-                .map_err(read_err)?;
-                let s: [u8; 40] = step(
-                    &mut self.io,
-                    "rejoin snapshot: SYNC",
-                    t,
-                    Command::fprd(addr, 0x0980).receive(md),
-                )?
-                .map_err(read_err)?;
-                (d, s)
-            } else {
-                (0, [0; 40])
-            };
-            let (inp, out) = self
-                .group
-                .as_ref()
-                .map_or((0, 0), |g| g.io_len(&self.md, i));
-            let coe = self.no_coe & (1 << i) == 0;
-            let mut s = DriveSnapshot {
-                addr,
-                sm,
-                fmmu,
-                dc,
-                dc_delay,
-                sync,
-                contribution: u16::from(inp > 0) + 2 * u16::from(out > 0),
-                coe,
-                sdos: [Sdo::default(); MAX_SDOS],
-                n_sdos: 0,
-                unsupported: false,
-            };
-            if coe {
-                let plan = readback
-                    .get(i)
-                    .and_then(|r| r.as_ref())
-                    .and_then(|r| sdo_plan(&self.p, i, r));
-                let fits = (0..2).all(|k| {
-                    let len = usize::from(s.sm_area(k).1);
-                    (16..=MAX_MAILBOX).contains(&len)
-                });
-                match plan {
-                    Some((list, len)) if fits => {
-                        s.sdos = list;
-                        s.n_sdos = len;
-                    }
-                    _ => s.unsupported = true,
-                }
-            }
-            snaps.push(s);
-        }
-        self.snapshots = snaps;
-        Ok(())
-    }
 }
