@@ -4,7 +4,7 @@
 pub mod validate;
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `chunkrt ecsim`.
 #[derive(Parser, Debug, Clone)]
@@ -88,6 +88,55 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Why `policy inspect` could not read `model`, when the cause is the path rather than
+/// the model: no such file (with the models beside where it was looked for), or a
+/// policy manifest given instead of its model. `None`: the model's own error stands.
+fn not_a_model(model: &Path) -> Option<anyhow::Error> {
+    let m = model.display();
+    match std::fs::symlink_metadata(model) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = model
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let mut models: Vec<String> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+                .map(|p| p.display().to_string())
+                .collect();
+            models.sort();
+            let beside = if models.is_empty() {
+                String::new()
+            } else {
+                format!(" (the models in {}: {})", dir.display(), models.join(", "))
+            };
+            Some(anyhow::anyhow!(
+                "{m}: no such file: `chunkrt policy inspect` takes the path of an ONNX model \
+                 (.onnx); check the path{beside}"
+            ))
+        }
+        Ok(_) => {
+            let text = chunkrt_config::read_file(model).ok()?;
+            if chunkrt_config::FileKind::detect(model, &text)
+                != chunkrt_config::FileKind::PolicyManifest
+            {
+                return None;
+            }
+            let table = chunkrt_config::parse_toml::<serde_json::Value>(&text, model).ok()?;
+            let file = table.get("model_file")?.as_str()?;
+            let target = model.parent().unwrap_or(Path::new(".")).join(file);
+            Some(anyhow::anyhow!(
+                "{m} is a policy manifest, not an ONNX model: inspect the model it names: \
+                 chunkrt policy inspect {}",
+                target.display()
+            ))
+        }
+        Err(_) => None,
+    }
+}
+
 /// Runs a policy subcommand.
 pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
@@ -95,7 +144,8 @@ pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
             let i = chunkrt_policy::inspect::inspect(
                 &a.model,
                 &chunkrt_policy::SessionOptions::default(),
-            )?;
+            )
+            .map_err(|e| not_a_model(&a.model).unwrap_or_else(|| e.into()))?;
             let draft = chunkrt_policy::inspect::draft_manifest(&a.model, &i);
             if a.manifest_only {
                 out!("{draft}");

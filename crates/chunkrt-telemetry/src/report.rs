@@ -165,20 +165,33 @@ impl Report {
             let _ = writeln!(s, "seams: {}", seam.join(" "));
         }
         if let Some(c) = self.extra.get("command_stream") {
-            let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
-            let _ = writeln!(
-                s,
-                "command stream (while playing): gate clamped {:.1}% of cycles; |proposed-executed| P99 {:.4} max \
-                 {:.4} rad; of the limit: acceleration P99.9 {:.2} (seams {:.2}), jerk P99.9 {:.2} \
-                 (seams {:.2})",
-                f(&c["gate_clamped_pct"]),
-                f(&c["proposal_gap_rad"]["p99"]),
-                f(&c["proposal_gap_rad"]["max"]),
-                f(&c["acc_ratio"]["all"]["p999"]),
-                f(&c["acc_ratio"]["seam"]["p999"]),
-                f(&c["jerk_ratio"]["all"]["p999"]),
-                f(&c["jerk_ratio"]["seam"]["p999"]),
-            );
+            // A figure with no samples (nothing played, no seam) is `-`, never NaN.
+            let f = |v: &serde_json::Value, digits: usize| {
+                v.as_f64()
+                    .map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
+            };
+            if c["cycles"].as_u64() == Some(0) {
+                let _ = writeln!(
+                    s,
+                    "command stream (while playing): nothing played ({} cycles, none with the \
+                     policy playing): no figures",
+                    c["other_cycles"].as_u64().unwrap_or(0)
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "command stream (while playing): gate clamped {}% of cycles; |proposed-executed| P99 {} max \
+                     {} rad; of the limit: acceleration P99.9 {} (seams {}), jerk P99.9 {} \
+                     (seams {})",
+                    f(&c["gate_clamped_pct"], 1),
+                    f(&c["proposal_gap_rad"]["p99"], 4),
+                    f(&c["proposal_gap_rad"]["max"], 4),
+                    f(&c["acc_ratio"]["all"]["p999"], 2),
+                    f(&c["acc_ratio"]["seam"]["p999"], 2),
+                    f(&c["jerk_ratio"]["all"]["p999"], 2),
+                    f(&c["jerk_ratio"]["seam"]["p999"], 2),
+                );
+            }
         }
         let gate: Vec<String> = self
             .gate

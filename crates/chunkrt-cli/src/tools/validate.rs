@@ -50,7 +50,13 @@ impl Verdict {
 /// configuration, budget, ecsim configuration, policy manifest), loads it as the
 /// command that uses it would, and says which kind it validated.
 pub fn validate(file: &Path) -> anyhow::Result<u8> {
-    let text = chunkrt_config::read_file(file)?;
+    let text = match chunkrt_config::read_file(file) {
+        Ok(text) => text,
+        // Told before its size or its bytes are: an ONNX model larger than a TOML file
+        // may be would otherwise be refused for its size.
+        Err(_) if looks_onnx(file) => return Err(onnx_model(file)),
+        Err(e) => return Err(e.into()),
+    };
     let kind = FileKind::detect(file, &text);
     let verdict = validate_as(kind, file, &text).map_err(|e| match e {
         // The file did not parse as the kind it was told to be: the kind may be wrong.
@@ -86,6 +92,88 @@ pub fn validate(file: &Path) -> anyhow::Result<u8> {
             Ok(EXIT_NOT_CHECKED)
         }
     }
+}
+
+/// Whether `file` is an ONNX model: by its name, or (a regular file only: nothing
+/// that could block is opened) by its first byte, a protobuf ModelProto's field 1
+/// (ir_version, a varint), tag 0x08.
+fn looks_onnx(file: &Path) -> bool {
+    use std::io::Read;
+    if file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        return true;
+    }
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut first = [0u8; 1];
+    std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut first))
+        .is_ok_and(|()| first[0] == 0x08)
+}
+
+/// What to say of an ONNX model given to `validate`: a model is checked through the
+/// policy manifest that names it, so the manifests beside it that name it are looked
+/// up and named (or, when there is none, how to draft one).
+fn onnx_model(file: &Path) -> anyhow::Error {
+    let f = file.display();
+    let manifests = manifests_naming(file);
+    if manifests.is_empty() {
+        let draft = file.with_extension("toml");
+        anyhow!(
+            "{f} is an ONNX model, not a manifest: `chunkrt validate` checks a model through \
+             the policy manifest that names it (its model_file), and no manifest beside it \
+             does; draft one with `chunkrt policy inspect {f} --manifest-only > {}`, then \
+             validate that",
+            draft.display()
+        )
+    } else {
+        let names: Vec<String> = manifests
+            .iter()
+            .map(|m| format!("chunkrt validate {}", m.display()))
+            .collect();
+        anyhow!(
+            "{f} is an ONNX model, not a manifest: `chunkrt validate` checks a model through \
+             the policy manifest that names it; pass its manifest: {}",
+            names.join(" or ")
+        )
+    }
+}
+
+/// The policy manifests in `model`'s directory whose `model_file` is `model`.
+fn manifests_naming(model: &Path) -> Vec<std::path::PathBuf> {
+    let dir = model
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(target) = std::fs::canonicalize(model) else {
+        return vec![];
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut found: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| {
+            // Read with the TOML bound, as every file a user names.
+            let Ok(text) = chunkrt_config::read_file(p) else {
+                return false;
+            };
+            let Ok(table) = chunkrt_config::parse_toml::<serde_json::Value>(&text, p) else {
+                return false;
+            };
+            table
+                .get("model_file")
+                .and_then(|v| v.as_str())
+                .and_then(|m| std::fs::canonicalize(dir.join(m)).ok())
+                .is_some_and(|m| m == target)
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// Loads `text` as a file of `kind`.
