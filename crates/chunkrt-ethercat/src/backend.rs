@@ -2,9 +2,9 @@
 
 use crate::bus::{Io, Stall, Storage};
 use crate::cia402::{self, PowerState};
-use crate::group::OpGroup;
+use crate::group::{CycleResult, OpGroup};
 use crate::loss::{LossPolicy, Verdict};
-use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
+use crate::params::{DriveParams, EthercatParams, PdoLayout, MAX_DRIVES};
 use crate::rejoin::snapshot::DriveSnapshot;
 use crate::rejoin::{access, Context as RejoinContext, Rejoin, RejoinFailure};
 use crate::wire::raw::RawSocket;
@@ -288,52 +288,17 @@ impl EthercatBackend {
             // its power stage off (disable voltage, target = actual), then the CiA 402 path
             // below brings it up.
             let missing = self.not_op & (1 << i) != 0;
-            let at_rest = layout.velocity_actual.is_none()
-                || dp.scale.vel_rad_s(d.vel).abs() <= REST_VEL_RAD_S;
             let follow = matches!(request, DriveRequest::Track | DriveRequest::FaultReset)
                 && d.power == PowerState::OperationEnabled
                 && !self.recovering
                 && !missing;
             let (cw, target, vel) = if follow {
-                match (request, cmd) {
-                    (DriveRequest::Track, Some(c)) => {
-                        let pos = c.pos_rad[dp.joint];
-                        if !d.tracking {
-                            // Nothing jumps on resume: the first followed command must be
-                            // near the position the drive was enabled at.
-                            d.tracking = (pos - dp.scale.pos_rad(d.hold)).abs() <= window;
-                            if !d.tracking {
-                                refused.get_or_insert(dp.joint as u16);
-                            }
-                        }
-                        if d.tracking {
-                            d.hold = dp.scale.pos_counts(pos);
-                            let v = dp.scale.vel_counts_s(c.vel_rad_s[dp.joint]);
-                            (cia402::CW_ENABLE_OPERATION, d.hold, v)
-                        } else {
-                            (cia402::CW_ENABLE_OPERATION, d.hold, 0)
-                        }
-                    }
-                    _ => (cia402::CW_ENABLE_OPERATION, d.hold, 0),
-                }
+                let c = cmd.filter(|_| request == DriveRequest::Track);
+                follow_outputs(d, dp, c, window, &mut refused)
             } else {
-                // Not following: target = actual, so nothing moves when the drive enables.
-                d.tracking = false;
-                d.hold = d.actual;
-                let cw = match d.power {
-                    _ if missing => cia402::CW_DISABLE_VOLTAGE,
-                    // The group stops while a drive is in fault; a drive still ramping down
-                    // in quick stop is not disabled mid-motion.
-                    PowerState::OperationEnabled if stopping_group => cia402::CW_QUICK_STOP,
-                    PowerState::QuickStopActive
-                        if (stopping_group || !at_rest)
-                            && !matches!(request, DriveRequest::Disable) =>
-                    {
-                        cia402::CW_QUICK_STOP
-                    }
-                    _ => cia402::controlword(request, d.power, d.last_cw),
-                };
-                (cw, d.actual, 0)
+                let at_rest = layout.velocity_actual.is_none()
+                    || dp.scale.vel_rad_s(d.vel).abs() <= REST_VEL_RAD_S;
+                hold_outputs(d, request, missing, stopping_group, at_rest)
             };
             d.last_cw = cw;
             let written = group.write_outputs(&self.md, i, |out| {
@@ -351,87 +316,87 @@ impl EthercatBackend {
     /// frame `drv` keeps the last values. With `rejoin_now` (the control loop's exchange:
     /// the runtime's clock) a drive out of OP is brought back meanwhile, one access per
     /// cycle beside the LRW (see [`crate::rejoin`]); without (bring-up, shutdown) not.
+    ///
+    /// Stages: the rejoin's access prepared, the frame exchanged (`exchange_frame`), its
+    /// outcome (`frame_result`), the inputs decoded (`decode_inputs`), the rejoin
+    /// advanced, the cycle judged (`judge`).
     pub(crate) fn cycle(&mut self, rejoin_now: Option<MonoTime>) -> Result<(), BackendError> {
         self.decoded = false;
         let out_failed = self.output_failed.take();
+        if self.group.is_none() {
+            return Err(BackendError::DriveMissing { joint: 0 });
+        }
+        let rejoining = rejoin_now.is_some() && self.prepare_rejoin();
         let Some(group) = self.group.as_ref() else {
             return Err(BackendError::DriveMissing { joint: 0 });
         };
-        let deadline = Instant::now() + self.p.frame_timeout;
-        let rejoining = match (rejoin_now, self.rejoin.drive) {
-            (Some(_), Some(j)) => match self.snapshots.get(j) {
-                Some(snap) => {
-                    let cx = rejoin_context(
-                        &self.p,
-                        &self.snapshots,
-                        j,
-                        self.not_op,
-                        self.rejoin.no_time_source,
-                    );
-                    self.rejoin.prepare(snap, &cx);
-                    true
-                }
-                None => false,
-            },
-            _ => false,
-        };
-        let rj = &mut *self.rejoin;
-        let acc = if rejoining { rj.acc } else { [None; 2] };
-        let [tx0, tx1] = &rj.tx;
-        let [rx0, rx1] = &mut rj.rx;
-        let md = &self.md;
-        // The LRW and the rejoin's access(es) in flight together: the cycle is over when
-        // the LRW is back and the access too, or at the frame deadline. An access not back
-        // by then is dropped (its frame slot released) and made again next cycle; the LRW's
-        // result is kept either way, so a slow access never costs the cycle its frame.
-        let mut lrw_out = None;
-        let mut out = [None, None];
-        let result = {
-            let mut lrw = pin!(group.tx_rx(md));
-            let mut s0 = pin!(acc[0].map(|a| access(md, a, tx0, rx0)));
-            let mut s1 = pin!(acc[1].map(|a| access(md, a, tx1, rx1)));
-            let both = poll_fn(|cx| {
-                if out[0].is_none() {
-                    if let Some(Poll::Ready(v)) = s0.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
-                        out[0] = Some(v);
-                    }
-                }
-                if out[1].is_none() {
-                    if let Some(Poll::Ready(v)) = s1.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
-                        out[1] = Some(v);
-                    }
-                }
-                if lrw_out.is_none() {
-                    if let Poll::Ready(v) = lrw.as_mut().poll(cx) {
-                        lrw_out = Some(v);
-                    }
-                }
-                let steps_done = (acc[0].is_none() || out[0].is_some())
-                    && (acc[1].is_none() || out[1].is_some());
-                if lrw_out.is_some() && steps_done {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            });
-            self.io.block_on(both, Some(deadline), self.p.frame_timeout)
-        };
+        let x = exchange_frame(
+            group,
+            &self.md,
+            &mut self.rejoin,
+            &mut self.io,
+            rejoining,
+            self.p.frame_timeout,
+        );
         self.sync_phase_ns = None;
-        let res = match (result, lrw_out) {
-            (Err(Stall::Wire(e)), _) => return Err(BackendError::Io { errno: e.errno }),
-            (_, Some(Ok(r))) => r,
-            // A command that did not go out is never ridden through as a lost frame.
-            _ if out_failed.is_some() => return Err(self.output_error(out_failed)),
-            (_, Some(Err(e))) => return Err(self.lrw_error(e)),
-            // No reply within the deadline: lost, unless the reply came back unreadable.
-            (_, None) => {
-                return Err(match self.io.malformed_reply() {
-                    Some(e) => self.lrw_error(e),
-                    None => BackendError::FrameLost,
-                })
-            }
-        };
+        let res = self.frame_result(x.stall, x.lrw, out_failed)?;
         self.decoded = true;
+        let unread = self.decode_inputs(&res);
+        self.sync_phase_ns = res
+            .next_cycle_wait
+            .map(|wait| sync_phase_error_ns(self.p.period, wait));
+        self.not_op = res.not_op;
+        self.inputs_fresh = unread.is_none() && res.not_op == 0 && res.wkc == self.expected_wkc;
+        if let Some(now) = rejoin_now {
+            self.rejoin_step(now, rejoining.then_some(x.access), res.not_op);
+        }
+        self.judge(&res, out_failed, unread, rejoin_now.is_some())
+    }
+
+    /// Readies the rejoin's access(es) for this cycle's frame; whether one is under way.
+    fn prepare_rejoin(&mut self) -> bool {
+        let Some(j) = self.rejoin.drive else {
+            return false;
+        };
+        let Some(snap) = self.snapshots.get(j) else {
+            return false;
+        };
+        let cx = rejoin_context(
+            &self.p,
+            &self.snapshots,
+            j,
+            self.not_op,
+            self.rejoin.no_time_source,
+        );
+        self.rejoin.prepare(snap, &cx);
+        true
+    }
+
+    /// The LRW's reply, or the error the frame ended in: a wire error; a command that did
+    /// not go out (never ridden through as a lost frame); the LRW's own error; no reply
+    /// by the deadline (lost, unless the reply came back unreadable).
+    fn frame_result(
+        &mut self,
+        stall: Result<(), Stall>,
+        lrw: Option<Result<CycleResult, ethercrab::error::Error>>,
+        out_failed: Option<u16>,
+    ) -> Result<CycleResult, BackendError> {
+        match (stall, lrw) {
+            (Err(Stall::Wire(e)), _) => Err(BackendError::Io { errno: e.errno }),
+            (_, Some(Ok(r))) => Ok(r),
+            _ if out_failed.is_some() => Err(self.output_error(out_failed)),
+            (_, Some(Err(e))) => Err(self.lrw_error(e)),
+            (_, None) => Err(match self.io.malformed_reply() {
+                Some(e) => self.lrw_error(e),
+                None => BackendError::FrameLost,
+            }),
+        }
+    }
+
+    /// Decodes every counting drive's inputs into `drv`; the first joint whose inputs
+    /// could not be read (its fields keep last cycle's values).
+    fn decode_inputs(&mut self, res: &CycleResult) -> Option<u16> {
+        let group = self.group.as_ref()?;
         let mut unread = None;
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &mut self.drv[i];
@@ -439,7 +404,6 @@ impl EthercatBackend {
             if res.counting & (1 << i) != 0 {
                 let read = group.read_inputs(&self.md, i, |inp| read_inputs(inp, &layout, d));
                 if read != Some(true) {
-                    // Its fields keep last cycle's values: not this cycle's measurement.
                     unread.get_or_insert(dp.joint as u16);
                 }
             } else {
@@ -448,25 +412,19 @@ impl EthercatBackend {
                 d.power = PowerState::NotReady;
             }
         }
-        self.sync_phase_ns = res
-            .next_cycle_wait
-            .map(|wait| sync_phase_error_ns(self.p.period, wait));
-        self.not_op = res.not_op;
-        self.inputs_fresh = unread.is_none() && res.not_op == 0 && res.wkc == self.expected_wkc;
-        let Some(now) = rejoin_now else {
-            if out_failed.is_some() {
-                return Err(self.output_error(out_failed));
-            }
-            if let Some(joint) = unread {
-                return Err(self.bus_error(BusErrorKind::InputImage { joint }));
-            }
-            if res.not_op != 0 {
-                self.stats.drive_missing += 1;
-                return Err(self.missing(res.not_op));
-            }
-            return self.check_wkc(res.wkc, self.expected_wkc);
-        };
-        self.rejoin_step(now, rejoining.then_some(out), res.not_op);
+        unread
+    }
+
+    /// The cycle's verdict, first cause first: outputs not written, inputs not read, the
+    /// working counter (in the loop, of the drives that count while one is out of OP), a
+    /// drive lost for good (in the loop), a drive out of OP.
+    fn judge(
+        &mut self,
+        res: &CycleResult,
+        out_failed: Option<u16>,
+        unread: Option<u16>,
+        in_loop: bool,
+    ) -> Result<(), BackendError> {
         if out_failed.is_some() {
             return Err(self.output_error(out_failed));
         }
@@ -475,18 +433,25 @@ impl EthercatBackend {
         }
         if res.not_op != 0 {
             self.stats.drive_missing += 1;
+        }
+        if !in_loop {
+            if res.not_op != 0 {
+                return Err(self.missing(res.not_op));
+            }
+            return self.check_wkc(res.wkc, self.expected_wkc);
+        }
+        let expected = if res.not_op != 0 {
             // The drives not in SAFE-OP or OP do not count: the others are judged alone.
-            let expected = self
-                .snapshots
+            self.snapshots
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| res.counting & (1 << i) != 0)
                 .map(|(_, s)| s.contribution)
-                .sum();
-            self.check_wkc(res.wkc, expected)?;
+                .sum()
         } else {
-            self.check_wkc(res.wkc, self.expected_wkc)?;
-        }
+            self.expected_wkc
+        };
+        self.check_wkc(res.wkc, expected)?;
         if self.lost != 0 {
             let i = self.lost.trailing_zeros() as usize;
             let joint = self.p.drives.get(i).map_or(i, |d| d.joint) as u16;
@@ -942,6 +907,122 @@ impl Backend for EthercatBackend {
 impl Drop for EthercatBackend {
     fn drop(&mut self) {
         self.quiet_logs(false);
+    }
+}
+
+/// Outputs of an enabled drive that follows: the runtime's command `c` once the drive
+/// tracks (the first followed command must be within `window` of the position the drive
+/// was enabled at, else its joint goes into `refused` and the drive holds), else hold.
+fn follow_outputs(
+    d: &mut DriveIo,
+    dp: &DriveParams,
+    c: Option<&Command>,
+    window: f64,
+    refused: &mut Option<u16>,
+) -> (u16, i32, i32) {
+    let Some(c) = c else {
+        return (cia402::CW_ENABLE_OPERATION, d.hold, 0);
+    };
+    let pos = c.pos_rad[dp.joint];
+    if !d.tracking {
+        // Nothing jumps on resume.
+        d.tracking = (pos - dp.scale.pos_rad(d.hold)).abs() <= window;
+        if !d.tracking {
+            refused.get_or_insert(dp.joint as u16);
+            return (cia402::CW_ENABLE_OPERATION, d.hold, 0);
+        }
+    }
+    d.hold = dp.scale.pos_counts(pos);
+    let v = dp.scale.vel_counts_s(c.vel_rad_s[dp.joint]);
+    (cia402::CW_ENABLE_OPERATION, d.hold, v)
+}
+
+/// Outputs of a drive that does not follow: target = actual, so nothing moves when it
+/// enables, and the CiA 402 controlword for `request`, except that a drive out of OP
+/// gets disable voltage, the group stops while a drive is in fault, and a drive still
+/// ramping down in quick stop is not disabled mid-motion.
+fn hold_outputs(
+    d: &mut DriveIo,
+    request: DriveRequest,
+    missing: bool,
+    stopping_group: bool,
+    at_rest: bool,
+) -> (u16, i32, i32) {
+    d.tracking = false;
+    d.hold = d.actual;
+    let cw = match d.power {
+        _ if missing => cia402::CW_DISABLE_VOLTAGE,
+        PowerState::OperationEnabled if stopping_group => cia402::CW_QUICK_STOP,
+        PowerState::QuickStopActive
+            if (stopping_group || !at_rest) && !matches!(request, DriveRequest::Disable) =>
+        {
+            cia402::CW_QUICK_STOP
+        }
+        _ => cia402::controlword(request, d.power, d.last_cw),
+    };
+    (cw, d.actual, 0)
+}
+
+/// What one frame brought back: how the wait ended, the LRW's result (None: not back
+/// by the deadline) and the rejoin's accesses (None: not made, or not back).
+struct Exchanged {
+    stall: Result<(), Stall>,
+    lrw: Option<Result<CycleResult, ethercrab::error::Error>>,
+    access: [Option<Result<(), ethercrab::error::Error>>; 2],
+}
+
+/// The LRW and the rejoin's access(es) in flight together: the cycle is over when the
+/// LRW is back and the accesses too, or at the frame deadline. An access not back by
+/// then is dropped (its frame slot released) and made again next cycle; the LRW's result
+/// is kept either way, so a slow access never costs the cycle its frame.
+fn exchange_frame(
+    group: &OpGroup,
+    md: &MainDevice<'_>,
+    rj: &mut Rejoin,
+    io: &mut Io,
+    rejoining: bool,
+    frame_timeout: Duration,
+) -> Exchanged {
+    let deadline = Instant::now() + frame_timeout;
+    let acc = if rejoining { rj.acc } else { [None; 2] };
+    let [tx0, tx1] = &rj.tx;
+    let [rx0, rx1] = &mut rj.rx;
+    let mut lrw_out = None;
+    let mut out = [None, None];
+    let stall = {
+        let mut lrw = pin!(group.tx_rx(md));
+        let mut s0 = pin!(acc[0].map(|a| access(md, a, tx0, rx0)));
+        let mut s1 = pin!(acc[1].map(|a| access(md, a, tx1, rx1)));
+        let both = poll_fn(|cx| {
+            if out[0].is_none() {
+                if let Some(Poll::Ready(v)) = s0.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
+                    out[0] = Some(v);
+                }
+            }
+            if out[1].is_none() {
+                if let Some(Poll::Ready(v)) = s1.as_mut().as_pin_mut().map(|f| f.poll(cx)) {
+                    out[1] = Some(v);
+                }
+            }
+            if lrw_out.is_none() {
+                if let Poll::Ready(v) = lrw.as_mut().poll(cx) {
+                    lrw_out = Some(v);
+                }
+            }
+            let steps_done =
+                (acc[0].is_none() || out[0].is_some()) && (acc[1].is_none() || out[1].is_some());
+            if lrw_out.is_some() && steps_done {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        io.block_on(both, Some(deadline), frame_timeout)
+    };
+    Exchanged {
+        stall,
+        lrw: lrw_out,
+        access: out,
     }
 }
 
