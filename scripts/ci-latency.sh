@@ -12,7 +12,8 @@
 #   BUDGET    budget file             (default rt-config/budget.toml)
 #   CONFIG    configuration file      (default rt-config/sim.toml)
 #   DURATION  run length              (default 60s)
-#   OUT       output directory        (default runs/latency)
+#   OUT       output directory        (default runs/latency; the run it holds from
+#             a previous CI run is replaced: --overwrite is passed)
 #   CHUNKRT_BIN  chunkrt binary       (default: build it, wherever cargo's target dir is)
 #   BASELINE  `none` to run without cyclictest (default cyclictest)
 # Relative paths are taken from the repository root (the script runs there).
@@ -52,6 +53,9 @@ has --config "$@" || args+=(--config "${CONFIG:-rt-config/sim.toml}")
 has --budget "$@" || args+=(--budget "${BUDGET:-rt-config/budget.toml}")
 has --duration "$@" || args+=(--duration "${DURATION:-60s}")
 has --out "$@" || args+=(--out "${OUT:-runs/latency}")
+# A CI job's report replaces the last one (the container's runs/ is a volume kept
+# between runs); chunkrt bench refuses an --out that holds a run without it.
+has --overwrite "$@" || args+=(--overwrite)
 if ! has --baseline "$@" && [[ "${BASELINE:-cyclictest}" != none ]]; then
     if ! command -v cyclictest >/dev/null 2>&1; then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then

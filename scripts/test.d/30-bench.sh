@@ -32,7 +32,7 @@ sed "s#^manifest = \"policies/#manifest = \"${root}/rt-config/policies/#" rt-con
 printf '\n[inject]\ninference_delay = { kind = "fixed", ms = 60.0 }\n' >> "$tmp/broken.toml"
 set +e
 "$bin" bench --config "$tmp/broken.toml" --budget rt-config/budget-ci.toml \
-    --duration 5s --out runs/ci-bench-broken --quiet > "$tmp/out.txt" 2>&1
+    --duration 5s --out runs/ci-bench-broken --overwrite --quiet > "$tmp/out.txt" 2>&1
 status=$?
 set -e
 if [[ $status -ne 1 ]] || ! grep -Eq '^inference_latency .* FAIL$' "$tmp/out.txt"; then

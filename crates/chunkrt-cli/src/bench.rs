@@ -81,20 +81,25 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     };
     let budget = Budget::load(&budget_path)?;
     // A budget whose baseline ratios are required fails every run without a baseline
-    // ("no data"): said before anything runs, with the option it needs.
-    if args.baseline.is_none() {
-        if let Some(keys) = required_baseline(&budget) {
-            errln!(
-                "chunkrt: error: budget {}: its [baseline] limits ({keys}) are required \
-                 (`required = true`): they judge the wake latency against cyclictest run \
-                 beside the loop; pass --baseline cyclictest (cyclictest from rt-tests), \
-                 or a budget without a required [baseline]; nothing was run",
+    // ("no data"): said before the run (it can be stopped at once) and after the
+    // verdicts, with the option it needs. The run goes on: its other limits are judged.
+    let baseline_missing = args
+        .baseline
+        .is_none()
+        .then(|| required_baseline(&budget))
+        .flatten()
+        .map(|keys| {
+            format!(
+                "budget {}: its [baseline] limits ({keys}) are required (`required = true`) \
+                 and judge the wake latency against cyclictest run beside the loop, and no \
+                 baseline is measured; pass --baseline cyclictest (cyclictest from rt-tests), \
+                 or use a budget without a required [baseline]",
                 budget_path.display()
-            );
-            return Ok(EXIT_USAGE);
-        }
+            )
+        });
+    if let Some(why) = &baseline_missing {
+        errln!("chunkrt: warning: {why}; they will fail with no data");
     }
-
     errln!(
         "chunkrt bench: {} for {:?} on the {:?} backend, {} ms period, budget {}{}",
         config_path.display(),
@@ -253,6 +258,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     if !normal {
         errln!("chunkrt: error: {ending_message}");
         return Ok(crate::exit_status(ending));
+    }
+    if let Some(why) = baseline_missing {
+        errln!("chunkrt: error: {why}");
     }
     Ok(if budget::all_pass(&verdicts) {
         0

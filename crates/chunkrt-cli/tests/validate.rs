@@ -661,9 +661,10 @@ fn validate_without_onnx_runtime_says_the_graph_was_not_checked() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `validate` on a model says it is a binary (ONNX) file and points at `policy
-/// inspect` (it said "stream did not contain valid UTF-8"); `policy inspect` on a
-/// missing model names the file alone (it said "(named by manifest <the model>)").
+/// `validate` on a model says it is an ONNX model and names the manifest that names it
+/// (it said "stream did not contain valid UTF-8", then "a binary file"); `policy
+/// inspect` on a missing model names the file and what the command takes (it said
+/// "(named by manifest <the model>)"). tests/messages.rs has the other cases.
 #[test]
 fn validate_on_a_model_and_inspect_on_a_missing_one_say_what_they_are() {
     let model = repo().join("rt-config/policies/flow.onnx");
@@ -671,11 +672,17 @@ fn validate_on_a_model_and_inspect_on_a_missing_one_say_what_they_are() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("flow.onnx: a binary file (an ONNX model?), not TOML text"),
+        err.contains(&format!(
+            "{} is an ONNX model, not a manifest",
+            model.display()
+        )),
         "{err}"
     );
     assert!(
-        err.contains(&format!("`chunkrt policy inspect {}`", model.display())),
+        err.contains(&format!(
+            "pass its manifest: chunkrt validate {}",
+            model.with_extension("toml").display()
+        )),
         "{err}"
     );
     let missing = scratch("inspect").join("missing.onnx");
@@ -689,7 +696,8 @@ fn validate_on_a_model_and_inspect_on_a_missing_one_say_what_they_are() {
     assert_eq!(
         err.trim(),
         format!(
-            "chunkrt: error: {}: cannot open the policy model: No such file or directory (os error 2)",
+            "chunkrt: error: {}: no such file: `chunkrt policy inspect` takes the path of an \
+             ONNX model (.onnx); check the path",
             missing.display()
         )
     );
