@@ -12,7 +12,7 @@ use crate::mapping::{
     check_coe_mapping, check_fixed_mapping, coe_assigned, layout, sii_pdo_entries, Assigned,
     SII_RXPDO, SII_TXPDO,
 };
-use crate::params::MAX_DRIVES;
+use crate::params::{EthercatParams, PdoLayout, MAX_DRIVES};
 use chunkrt_config::PdoEntry;
 use chunkrt_core::DriveRequest;
 use ethercrab::error::{Error, MailboxError};
@@ -43,9 +43,51 @@ impl EthercatBackend {
         }
     }
 
-    /// The whole bring-up; on error the caller runs `abort`.
+    /// The whole bring-up; on error the caller runs `abort`. Stages: the bus scan, the
+    /// chain checked (count, identity) before anything is written to a drive, each drive
+    /// configured in PRE-OP (PDO mapping and CSP over CoE; what it read back is kept for
+    /// a rejoin), PRE-OP -> SAFE-OP -> OP, the process image checked, process data run
+    /// until every drive is in OP, the fixed-mapping drives' mode checked, the rejoin
+    /// snapshot taken, no drive in fault.
     pub(crate) fn bring_up(&mut self) -> Result<(), BringUpError> {
         let n = self.p.dof();
+        let group = self.scan()?;
+        self.check_chain(&group)?;
+        let mut readback = Vec::with_capacity(n);
+        for i in 0..n {
+            readback.push(self.configure_drive(&group, i)?);
+        }
+        let op = self.into_op(group)?;
+        self.expected_wkc = self.check_image(&op)?;
+        self.group = Some(op);
+
+        // Cycle with every drive disabled until all are in OP.
+        self.run_until(self.p.state_timeout, DriveRequest::Disable, |_| true)
+            .map_err(|last| BringUpError::State {
+                step: "SAFE-OP -> OP",
+                timeout: self.p.state_timeout,
+                report: format!("process data never ran clean (last: {last})"),
+            })?;
+        self.check_fixed_mode()?;
+
+        // What a drive that leaves OP later needs to be brought back (see `rejoin`).
+        self.snapshot_for_rejoin(&readback)?;
+        for (i, s) in self.snapshots.iter().enumerate() {
+            if s.unsupported {
+                tracing::warn!(
+                    "{}: its mailbox or SDO list is larger than the rejoin holds: if it \
+                     leaves OP it is lost (the run stops)",
+                    self.id(i)
+                );
+            }
+        }
+        self.check_no_fault()?;
+        tracing::info!("ethercat: {n} drive(s) in OP, power stage off");
+        Ok(())
+    }
+
+    /// The bus scan: every drive found, in PRE-OP.
+    fn scan(&mut self) -> Result<PreOpGroup, BringUpError> {
         let wire = self.io.describe();
         let scan_timeout = self.p.state_timeout * 2 + Duration::from_secs(10);
         let scan = step(
@@ -55,30 +97,30 @@ impl EthercatBackend {
             self.md
                 .init_single_group::<MAX_DRIVES, MAX_PDI>(ethercat_now),
         )?;
-        let mut group: PreOpGroup = match scan {
-            Ok(g) => g,
-            Err(e) => {
-                let found = self.md.num_subdevices();
-                return Err(if found == 0 {
-                    BringUpError::DriveCount {
-                        wire,
-                        expected: n,
-                        found: 0,
-                        hint: "no drive answered: check that the cable is in this port and \
-                               the drives are powered"
-                            .into(),
-                    }
-                } else {
-                    BringUpError::Scan {
-                        wire,
-                        reason: e.to_string(),
-                    }
-                });
+        match scan {
+            Ok(g) => {
+                tracing::info!("ethercat: {} drive(s) on {wire}", g.len());
+                Ok(g)
             }
-        };
-        tracing::info!("ethercat: {} drive(s) on {wire}", group.len());
+            Err(_) if self.md.num_subdevices() == 0 => Err(BringUpError::DriveCount {
+                wire,
+                expected: self.p.dof(),
+                found: 0,
+                hint: "no drive answered: check that the cable is in this port and the \
+                       drives are powered"
+                    .into(),
+            }),
+            Err(e) => Err(BringUpError::Scan {
+                wire,
+                reason: e.to_string(),
+            }),
+        }
+    }
 
-        // Count, then identity: both before anything is written to a drive.
+    /// Count, then identity, of the drives found against `[[ethercat.drive]]`, in bus
+    /// order: both before anything is written to a drive.
+    fn check_chain(&self, group: &PreOpGroup) -> Result<(), BringUpError> {
+        let n = self.p.dof();
         if group.len() != n {
             let found = group.len();
             let hint = if found < n {
@@ -93,7 +135,7 @@ impl EthercatBackend {
                     .into()
             };
             return Err(BringUpError::DriveCount {
-                wire,
+                wire: self.io.describe(),
                 expected: n,
                 found,
                 hint,
@@ -113,86 +155,72 @@ impl EthercatBackend {
                 });
             }
         }
+        Ok(())
+    }
 
-        // PDO mapping and CSP mode over CoE, in PRE-OP; what each drive read back is
-        // checked again when a drive comes back from a power cycle.
-        let mut readback = Vec::with_capacity(n);
-        for i in 0..n {
-            readback.push(self.configure_drive(&group, i)?);
-        }
-
-        // PRE-OP -> SAFE-OP -> OP (requested; process data runs while drives get there).
+    /// PRE-OP -> SAFE-OP -> OP (requested; process data runs while drives get there),
+    /// with DC SYNC0 set up on the way when `ethercat.dc_sync0`.
+    fn into_op(&mut self, mut group: PreOpGroup) -> Result<OpGroup, BringUpError> {
         let ids: Vec<(DriveId, u16)> = group
             .iter(&self.md)
             .enumerate()
             .map(|(i, sd)| (self.id(i), sd.configured_address()))
             .collect();
         let t = self.p.state_timeout;
-        let op = if self.p.dc_sync0 {
-            for mut sd in group.iter_mut(&self.md) {
-                sd.set_dc_sync(DcSync::Sync0);
-            }
+        let (io, md) = (&mut self.io, &self.md);
+        if !self.p.dc_sync0 {
+            let g = transition(io, md, &ids, "PRE-OP -> SAFE-OP", t, group.into_safe_op(md))?;
             let g = transition(
-                &mut self.io,
-                &self.md,
-                &ids,
-                "PRE-OP: FMMU set-up",
-                t,
-                group.into_pre_op_pdi(&self.md),
-            )?;
-            let dc = DcConfiguration {
-                start_delay: Duration::from_millis(100),
-                sync0_period: self.p.period,
-                sync0_shift: self.p.sync0_shift,
-            };
-            let g = transition(
-                &mut self.io,
-                &self.md,
-                &ids,
-                "DC SYNC0 set-up",
-                t,
-                g.configure_dc_sync(&self.md, dc),
-            )?;
-            let g = transition(
-                &mut self.io,
-                &self.md,
-                &ids,
-                "PRE-OP -> SAFE-OP",
-                t,
-                g.into_safe_op(&self.md),
-            )?;
-            let g = transition(
-                &mut self.io,
-                &self.md,
+                io,
+                md,
                 &ids,
                 "SAFE-OP -> OP request",
                 t,
-                g.request_into_op(&self.md),
+                g.request_into_op(md),
             )?;
-            OpGroup::Dc(g)
-        } else {
-            let g = transition(
-                &mut self.io,
-                &self.md,
-                &ids,
-                "PRE-OP -> SAFE-OP",
-                t,
-                group.into_safe_op(&self.md),
-            )?;
-            let g = transition(
-                &mut self.io,
-                &self.md,
-                &ids,
-                "SAFE-OP -> OP request",
-                t,
-                g.request_into_op(&self.md),
-            )?;
-            OpGroup::Plain(g)
+            return Ok(OpGroup::Plain(g));
+        }
+        for mut sd in group.iter_mut(md) {
+            sd.set_dc_sync(DcSync::Sync0);
+        }
+        let g = transition(
+            io,
+            md,
+            &ids,
+            "PRE-OP: FMMU set-up",
+            t,
+            group.into_pre_op_pdi(md),
+        )?;
+        let dc = DcConfiguration {
+            start_delay: Duration::from_millis(100),
+            sync0_period: self.p.period,
+            sync0_shift: self.p.sync0_shift,
         };
+        let g = transition(
+            io,
+            md,
+            &ids,
+            "DC SYNC0 set-up",
+            t,
+            g.configure_dc_sync(md, dc),
+        )?;
+        let g = transition(io, md, &ids, "PRE-OP -> SAFE-OP", t, g.into_safe_op(md))?;
+        let g = transition(
+            io,
+            md,
+            &ids,
+            "SAFE-OP -> OP request",
+            t,
+            g.request_into_op(md),
+        )?;
+        Ok(OpGroup::Dc(g))
+    }
 
-        // The image must hold what we decode.
+    /// The process image must hold what we decode; returns the LRW's expected working
+    /// counter.
+    fn check_image(&self, op: &OpGroup) -> Result<u16, BringUpError> {
         let mut wkc = 0u16;
-        for i in 0..n {
+        for i in 0..self.p.dof() {
             let l = self.layouts[i];
             let (inp, out) = op.io_len(&self.md, i);
             if inp < l.in_len || out < l.out_len {
@@ -216,47 +244,25 @@ impl EthercatBackend {
             }
             wkc += u16::from(inp > 0) + 2 * u16::from(out > 0);
         }
-        self.expected_wkc = wkc;
-        self.group = Some(op);
+        Ok(wkc)
+    }
 
-        // Cycle with every drive disabled until all are in OP.
-        self.run_until(self.p.state_timeout, DriveRequest::Disable, |_| true)
-            .map_err(|last| BringUpError::State {
-                step: "SAFE-OP -> OP",
-                timeout: self.p.state_timeout,
-                report: format!("process data never ran clean (last: {last})"),
-            })?;
-
-        self.check_fixed_mode()?;
-
-        // What a drive that leaves OP later needs to be brought back (see `rejoin`).
-        self.snapshot_for_rejoin(&readback)?;
-        for (i, s) in self.snapshots.iter().enumerate() {
-            if s.unsupported {
-                tracing::warn!(
-                    "{}: its mailbox or SDO list is larger than the rejoin holds: if it \
-                     leaves OP it is lost (the run stops)",
-                    self.id(i)
-                );
-            }
-        }
-
-        // A drive in fault is not reset at start-up: its cause is for a person to see.
-        let faulted = self.drv[..n].iter().position(|d| d.power.is_fault());
-        if let Some(i) = faulted {
-            return Err(BringUpError::Enable {
-                timeout: Duration::ZERO,
-                report: format!(
-                    "{} is in fault (0x603F = {:#06x}, statusword {:#06x}); clear the cause \
-                     on the drive (chunkrt does not reset faults at start-up)",
-                    self.id(i),
-                    self.drv[i].error_code,
-                    self.drv[i].statusword
-                ),
-            });
-        }
-        tracing::info!("ethercat: {n} drive(s) in OP, power stage off");
-        Ok(())
+    /// A drive in fault is not reset at start-up: its cause is for a person to see.
+    fn check_no_fault(&self) -> Result<(), BringUpError> {
+        let n = self.p.dof();
+        let Some(i) = self.drv[..n].iter().position(|d| d.power.is_fault()) else {
+            return Ok(());
+        };
+        Err(BringUpError::Enable {
+            timeout: Duration::ZERO,
+            report: format!(
+                "{} is in fault (0x603F = {:#06x}, statusword {:#06x}); clear the cause \
+                 on the drive (chunkrt does not reset faults at start-up)",
+                self.id(i),
+                self.drv[i].error_code,
+                self.drv[i].statusword
+            ),
+        })
     }
 
     /// CiA 402 shutdown, switch on, enable operation, with target = actual throughout,
@@ -337,10 +343,10 @@ impl EthercatBackend {
         })
     }
 
-    /// Writes the PDO mapping (with `ethercat.pdo.write`) and mode 8 to drive `i` (PRE-OP),
-    /// then reads back its mapping and 0x6061 and compares them with the config. A drive
-    /// without a CoE mailbox keeps its SII mapping, compared here; its mode is checked in OP.
-    /// Returns the mapping read back (rx, tx; None without CoE).
+    /// Configures drive `i` in PRE-OP: its PDO mapping (when `ethercat.pdo.write`), CSP
+    /// and its following-error window written over CoE, then what it runs read back and
+    /// checked (`check_coe`); a drive without a CoE mailbox is judged by its fixed SII
+    /// mapping instead (`check_fixed`). Returns the read-back mapping (None: no CoE).
     fn configure_drive(
         &mut self,
         group: &PreOpGroup,
@@ -356,163 +362,35 @@ impl EthercatBackend {
             });
         };
         let t = self.p.sdo_timeout * 2;
-        let io = &mut self.io;
         let p = &self.p;
         let window = p.drives[i]
             .following_error_window_rad
             .map(|rad| p.drives[i].scale.window_counts(rad));
-        let written = (|| -> Result<(), SdoFail> {
-            if p.write_pdo {
-                for (assign, pdo, entries) in
-                    [(0x1C12u16, 0x1600u16, &p.rx), (0x1C13, 0x1A00, &p.tx)]
-                {
-                    sdo_w(
-                        io,
-                        &sd,
-                        t,
-                        "PDO mapping: clear the assignment",
-                        assign,
-                        0,
-                        0u8,
-                    )?;
-                    sdo_w(io, &sd, t, "PDO mapping: clear the entries", pdo, 0, 0u8)?;
-                    for (k, e) in entries.iter().enumerate() {
-                        let word = PdoEntry::mapping_word(*e);
-                        sdo_w(
-                            io,
-                            &sd,
-                            t,
-                            "PDO mapping: write an entry",
-                            pdo,
-                            k as u8 + 1,
-                            word,
-                        )?;
-                    }
-                    sdo_w(
-                        io,
-                        &sd,
-                        t,
-                        "PDO mapping: entry count",
-                        pdo,
-                        0,
-                        entries.len() as u8,
-                    )?;
-                    sdo_w(io, &sd, t, "PDO mapping: assign", assign, 1, pdo)?;
-                    sdo_w(io, &sd, t, "PDO mapping: assignment count", assign, 0, 1u8)?;
-                }
+        match write_drive_sdos(&mut self.io, &sd, t, p, window) {
+            Ok(()) => {
+                let (rx, tx, l) = check_coe(&mut self.io, &sd, t, drive, &self.p)?;
+                self.layouts[i] = l;
+                Ok(Some((rx, tx)))
             }
-            sdo_w(
-                io,
-                &sd,
-                t,
-                "mode of operation = 8 (CSP)",
-                0x6060,
-                0,
-                MODE_CSP,
-            )?;
-            // The drive's own following-error supervision, from the host's limit: it stops
-            // the joint (0x8611) even when the host cannot.
-            if let Some(w) = window {
-                sdo_w(
-                    io,
-                    &sd,
-                    t,
-                    "following error window (from limits.max_following_error_rad)",
-                    0x6065,
-                    0,
-                    w,
-                )?;
-                sdo_w(
-                    io,
-                    &sd,
-                    t,
-                    "following error time out (ethercat.following_error_timeout_ms)",
-                    0x6066,
-                    0,
-                    p.following_error_timeout_ms,
-                )?;
-            }
-            Ok(())
-        })();
-        match written {
-            Ok(()) => {}
-            Err(SdoFail::Bus(e)) => return Err(e),
+            Err(SdoFail::Bus(e)) => Err(e),
             Err(SdoFail::Sdo { error, .. }) if no_mailbox(&error) => {
-                // Nothing can be written: the SII mapping is what the drive runs, so it must
-                // be the configured one, entry for entry and in order. The mode is checked
-                // in OP, before enabling (0x6061 in the process data).
-                let mut found = [Vec::new(), Vec::new()];
-                for (k, cat) in [(0, SII_RXPDO), (1, SII_TXPDO)] {
-                    found[k] = sii_pdo_entries(&mut self.io, &self.md, &sd, cat)?;
-                }
-                check_fixed_mapping(drive, &self.p.rx, &self.p.tx, &found[0], &found[1])?;
-                self.layouts[i] = layout(drive, &found[0], &found[1])?;
+                let has_window = window.is_some();
+                let l = check_fixed(&mut self.io, &self.md, &sd, drive, &self.p, has_window)?;
+                self.layouts[i] = l;
                 self.no_coe |= 1 << i;
-                tracing::info!(
-                    "{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo"
-                );
-                if window.is_some() {
-                    tracing::warn!(
-                        "{drive}: no CoE mailbox, so its following error window (0x6065) \
-                         cannot be set from limits.max_following_error_rad: only the host \
-                         checks that limit"
-                    );
-                }
-                return Ok(None);
+                Ok(None)
             }
             Err(SdoFail::Sdo {
                 error,
                 step,
                 index,
                 sub,
-            }) => {
-                return Err(BringUpError::Sdo {
-                    drive,
-                    step,
-                    index,
-                    sub,
-                    reason: error.to_string(),
-                })
-            }
-        }
-        // What the drive runs, whether written or not: its mapping by content and order
-        // (byte lengths alone would let another order or other objects of the same size be
-        // decoded as the configured ones), then its mode.
-        let coe_rx = coe_assigned(&mut self.io, &sd, t, drive, 0x1C12)?;
-        let coe_tx = coe_assigned(&mut self.io, &sd, t, drive, 0x1C13)?;
-        check_coe_mapping(
-            drive,
-            self.p.write_pdo,
-            &self.p.rx,
-            &self.p.tx,
-            &coe_rx,
-            &coe_tx,
-        )?;
-        self.layouts[i] = layout(drive, &coe_rx.entries, &coe_tx.entries)?;
-        let shown = step(
-            &mut self.io,
-            "mode display",
-            t,
-            sd.sdo_read::<i8>(0x6061, 0),
-        )?;
-        match shown {
-            Ok(MODE_CSP) => Ok(Some((coe_rx, coe_tx))),
-            Ok(m) => Err(BringUpError::Mode {
+            }) => Err(BringUpError::Sdo {
                 drive,
-                what: format!(
-                    "modes of operation display (0x6061) reads {m} over CoE, not 8 (CSP), \
-                     after 8 was written to 0x6060"
-                ),
-                hint: "the drive did not take Cyclic Synchronous Position: check that it \
-                       supports it (0x6502 bit 7) and what its manual needs before it switches \
-                       mode",
-            }),
-            Err(e) => Err(BringUpError::Sdo {
-                drive,
-                step: "mode of operation display (0x6061, must read 8: CSP)",
-                index: 0x6061,
-                sub: 0,
-                reason: e.to_string(),
+                step,
+                index,
+                sub,
+                reason: error.to_string(),
             }),
         }
     }
@@ -559,6 +437,141 @@ fn transition<T, F: Future<Output = Result<T, Error>>>(
             report: format!("{e}; {}", report.join("; ")),
         }
     })
+}
+
+/// A drive without a CoE mailbox: nothing can be written, so the SII mapping is what
+/// it runs and must be the configured one, entry for entry and in order. The mode is
+/// checked in OP, before enabling (0x6061 in the process data).
+fn check_fixed(
+    io: &mut Io,
+    md: &MainDevice<'_>,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    drive: DriveId,
+    p: &EthercatParams,
+    has_window: bool,
+) -> Result<PdoLayout, BringUpError> {
+    let mut found = [Vec::new(), Vec::new()];
+    for (k, cat) in [(0, SII_RXPDO), (1, SII_TXPDO)] {
+        found[k] = sii_pdo_entries(io, md, sd, cat)?;
+    }
+    check_fixed_mapping(drive, &p.rx, &p.tx, &found[0], &found[1])?;
+    let l = layout(drive, &found[0], &found[1])?;
+    tracing::info!("{drive}: no CoE mailbox; its fixed SII mapping matches ethercat.pdo");
+    if has_window {
+        tracing::warn!(
+            "{drive}: no CoE mailbox, so its following error window (0x6065) \
+             cannot be set from limits.max_following_error_rad: only the host \
+             checks that limit"
+        );
+    }
+    Ok(l)
+}
+
+/// What a CoE drive runs, whether written or not: its mapping by content and order
+/// (byte lengths alone would let another order or other objects of the same size be
+/// decoded as the configured ones), then its mode.
+fn check_coe(
+    io: &mut Io,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    t: Duration,
+    drive: DriveId,
+    p: &EthercatParams,
+) -> Result<(Assigned, Assigned, PdoLayout), BringUpError> {
+    let coe_rx = coe_assigned(io, sd, t, drive, 0x1C12)?;
+    let coe_tx = coe_assigned(io, sd, t, drive, 0x1C13)?;
+    check_coe_mapping(drive, p.write_pdo, &p.rx, &p.tx, &coe_rx, &coe_tx)?;
+    let l = layout(drive, &coe_rx.entries, &coe_tx.entries)?;
+    let shown = step(io, "mode display", t, sd.sdo_read::<i8>(0x6061, 0))?;
+    match shown {
+        Ok(MODE_CSP) => Ok((coe_rx, coe_tx, l)),
+        Ok(m) => Err(BringUpError::Mode {
+            drive,
+            what: format!(
+                "modes of operation display (0x6061) reads {m} over CoE, not 8 (CSP), \
+                 after 8 was written to 0x6060"
+            ),
+            hint: "the drive did not take Cyclic Synchronous Position: check that it \
+                   supports it (0x6502 bit 7) and what its manual needs before it switches \
+                   mode",
+        }),
+        Err(e) => Err(BringUpError::Sdo {
+            drive,
+            step: "mode of operation display (0x6061, must read 8: CSP)",
+            index: 0x6061,
+            sub: 0,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The SDOs of one drive: the PDO mapping (when `ethercat.pdo.write`), mode 8 (CSP) and,
+/// with a window, the drive's own following-error supervision from the host's limit (it
+/// stops the joint, 0x8611, even when the host cannot).
+fn write_drive_sdos(
+    io: &mut Io,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    t: Duration,
+    p: &EthercatParams,
+    window: Option<u32>,
+) -> Result<(), SdoFail> {
+    if p.write_pdo {
+        write_pdo_mapping(io, sd, t, 0x1C12, 0x1600, &p.rx)?;
+        write_pdo_mapping(io, sd, t, 0x1C13, 0x1A00, &p.tx)?;
+    }
+    let mode = "mode of operation = 8 (CSP)";
+    sdo_w(io, sd, t, mode, 0x6060, 0, MODE_CSP)?;
+    if let Some(w) = window {
+        let what = "following error window (from limits.max_following_error_rad)";
+        sdo_w(io, sd, t, what, 0x6065, 0, w)?;
+        let what = "following error time out (ethercat.following_error_timeout_ms)";
+        sdo_w(io, sd, t, what, 0x6066, 0, p.following_error_timeout_ms)?;
+    }
+    Ok(())
+}
+
+/// One direction's PDO mapping: the assignment `assign` cleared, PDO `pdo`'s entries
+/// cleared, written and counted, then `pdo` assigned.
+fn write_pdo_mapping(
+    io: &mut Io,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    t: Duration,
+    assign: u16,
+    pdo: u16,
+    entries: &[PdoEntry],
+) -> Result<(), SdoFail> {
+    sdo_w(
+        io,
+        sd,
+        t,
+        "PDO mapping: clear the assignment",
+        assign,
+        0,
+        0u8,
+    )?;
+    sdo_w(io, sd, t, "PDO mapping: clear the entries", pdo, 0, 0u8)?;
+    for (k, e) in entries.iter().enumerate() {
+        let word = PdoEntry::mapping_word(*e);
+        sdo_w(
+            io,
+            sd,
+            t,
+            "PDO mapping: write an entry",
+            pdo,
+            k as u8 + 1,
+            word,
+        )?;
+    }
+    sdo_w(
+        io,
+        sd,
+        t,
+        "PDO mapping: entry count",
+        pdo,
+        0,
+        entries.len() as u8,
+    )?;
+    sdo_w(io, sd, t, "PDO mapping: assign", assign, 1, pdo)?;
+    sdo_w(io, sd, t, "PDO mapping: assignment count", assign, 0, 1u8)
 }
 
 /// Why an SDO write failed.
