@@ -57,7 +57,7 @@ impl EthercatBackend {
         for i in 0..n {
             readback.push(self.configure_drive(&group, i)?);
         }
-        let op = self.into_op(group)?;
+        let op = self.enter_op(group)?;
         self.expected_wkc = self.check_image(&op)?;
         self.group = Some(op);
 
@@ -160,7 +160,7 @@ impl EthercatBackend {
 
     /// PRE-OP -> SAFE-OP -> OP (requested; process data runs while drives get there),
     /// with DC SYNC0 set up on the way when `ethercat.dc_sync0`.
-    fn into_op(&mut self, mut group: PreOpGroup) -> Result<OpGroup, BringUpError> {
+    fn enter_op(&mut self, mut group: PreOpGroup) -> Result<OpGroup, BringUpError> {
         let ids: Vec<(DriveId, u16)> = group
             .iter(&self.md)
             .enumerate()

@@ -220,6 +220,20 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(v)
 }
 
+/// One cycle's outcome of the rejoin's access(es), as the state machine reads it.
+struct Outcome {
+    /// The first access came back and succeeded.
+    ok0: bool,
+    /// The second succeeded, or none was made.
+    ok1: bool,
+    /// The first came back (succeeded or not).
+    answered: bool,
+    /// The second came back failed.
+    second_failed: bool,
+    /// The first's reply (its first 24 bytes).
+    r: [u8; 24],
+}
+
 impl Rejoin {
     /// Idle; allocated once with the backend.
     pub fn new() -> Rejoin {
@@ -277,6 +291,38 @@ impl Rejoin {
         ];
     }
 
+    /// The next SDO request of the list, written into the drive's receive mailbox (SM0).
+    fn sdo_request(&mut self, s: &DriveSnapshot) {
+        let (at, len) = s.sm_area(0);
+        let len = usize::from(len).min(MAX_PDU);
+        self.counter = self.counter % 7 + 1;
+        mailbox::request(&s.sdos[self.sdo], self.counter, &mut self.tx[0][..len]);
+        self.acc = [
+            Some(Access {
+                target: Target::Station(s.addr),
+                reg: at,
+                write: true,
+                len: len as u16,
+            }),
+            None,
+        ];
+    }
+
+    /// The drive's local time at the latch (0x0918) and its system time offset (0x0920),
+    /// and the same of the reference clock by the same frame when there is one.
+    fn dc_times(&mut self, st: Target, cx: &Context) {
+        self.read(st, 0x0918, 16);
+        self.time_source = cx.reference.map(|(i, _)| i);
+        if let Some((_, r)) = cx.reference {
+            self.acc[1] = Some(Access {
+                target: Target::Station(r),
+                reg: 0x0918,
+                write: false,
+                len: 16,
+            });
+        }
+    }
+
     /// Fills `acc` (and `tx`) with this cycle's access(es) for drive `s`.
     pub fn prepare(&mut self, s: &DriveSnapshot, cx: &Context) {
         let Some(i) = self.drive else {
@@ -303,21 +349,7 @@ impl Rejoin {
             Step::MailboxSms => self.write(st, 0x0800, &s.sm[..16]),
             Step::ReqPreOp => self.write(st, 0x0120, &0x0002u16.to_le_bytes()),
             Step::SiiToMaster => self.write(st, 0x0500, &[0x00]),
-            Step::SdoRequest => {
-                let (at, len) = s.sm_area(0);
-                let len = usize::from(len).min(MAX_PDU);
-                self.counter = self.counter % 7 + 1;
-                mailbox::request(&s.sdos[self.sdo], self.counter, &mut self.tx[0][..len]);
-                self.acc = [
-                    Some(Access {
-                        target: st,
-                        reg: at,
-                        write: true,
-                        len: len as u16,
-                    }),
-                    None,
-                ];
-            }
+            Step::SdoRequest => self.sdo_request(s),
             // SM1's status byte: bit 3, a reply waiting.
             Step::SdoPoll => self.read(st, 0x080D, 1),
             Step::SdoReply => {
@@ -327,19 +359,7 @@ impl Rejoin {
             Step::ProcessSms => self.write(st, 0x0810, &s.sm[16..]),
             Step::Fmmus => self.write(st, 0x0600, &s.fmmu),
             Step::DcLatch => self.write(Target::Broadcast, 0x0900, &[0; 4]),
-            Step::DcTimes => {
-                // Local time at the latch (0x0918) and system time offset (0x0920).
-                self.read(st, 0x0918, 16);
-                self.time_source = cx.reference.map(|(i, _)| i);
-                if let Some((_, r)) = cx.reference {
-                    self.acc[1] = Some(Access {
-                        target: Target::Station(r),
-                        reg: 0x0918,
-                        write: false,
-                        len: 16,
-                    });
-                }
-            }
+            Step::DcTimes => self.dc_times(st, cx),
             Step::DcOffset => {
                 let v = self.dc_offset.to_le_bytes();
                 self.write(st, 0x0920, &v);
@@ -386,15 +406,40 @@ impl Rejoin {
         s: &DriveSnapshot,
         cx: &Context,
     ) -> Result<Step, RejoinFailure> {
-        let ok0 = matches!(done[0], Some(Ok(())));
-        let ok1 = self.acc[1].is_none() || matches!(done[1], Some(Ok(())));
-        let answered = done[0].is_some();
         let mut r = [0u8; 24];
         r.copy_from_slice(&self.rx[0][..24]);
-        let r = &r;
+        let o = Outcome {
+            ok0: matches!(done[0], Some(Ok(()))),
+            ok1: self.acc[1].is_none() || matches!(done[1], Some(Ok(()))),
+            answered: done[0].is_some(),
+            second_failed: matches!(done[1], Some(Err(_))),
+            r,
+        };
+        use Step::*;
+        match self.step {
+            Status | Probe | ToInit | WaitInit | SiiOwner | SiiRead | SiiData => {
+                self.next_find(&o, s, cx)
+            }
+            Address | SiiToPdi | MailboxSms | ReqPreOp | WaitPreOp | SiiToMaster | SdoRequest
+            | SdoPoll | SdoReply => self.next_mailbox(&o, s),
+            ProcessSms | Fmmus | DcLatch | DcTimes | DcOffset | DcDelay | DcSpeed | DcFilter
+            | Sync0Off | Sync0Start | Sync0Cycle | Sync0On => Ok(self.next_dc(&o, s)),
+            ReqSafeOp | WaitSafeOp | Ack | WaitAck | ReqOp | WaitOp => self.next_op(&o),
+        }
+    }
+
+    /// Finding the drive: its AL status at its address, else a probe at its bus position,
+    /// INIT, and its identity from the SII.
+    fn next_find(
+        &mut self,
+        o: &Outcome,
+        s: &DriveSnapshot,
+        cx: &Context,
+    ) -> Result<Step, RejoinFailure> {
+        let (ok0, answered, r) = (o.ok0, o.answered, &o.r);
         let al = |r: &[u8]| (u16_at(r, 0), u16_at(r, 4));
         use Step::*;
-        let next = match self.step {
+        Ok(match self.step {
             Status if ok0 => match al(r) {
                 (0x0008, _) => WaitOp,
                 (0x0014, 0x001B) => Ack,
@@ -436,6 +481,16 @@ impl Rejoin {
                     self.identity(u32_at(r, 6), cx)?
                 }
             }
+            // Not back in time, or refused (working counter): the same access again.
+            same => same,
+        })
+    }
+
+    /// Its station address, the mailbox, PRE-OP and the bring-up SDOs through it.
+    fn next_mailbox(&mut self, o: &Outcome, s: &DriveSnapshot) -> Result<Step, RejoinFailure> {
+        let (ok0, r) = (o.ok0, &o.r);
+        use Step::*;
+        Ok(match self.step {
             Address if ok0 => SiiToPdi,
             SiiToPdi if ok0 => MailboxSms,
             MailboxSms if ok0 => ReqPreOp,
@@ -476,6 +531,16 @@ impl Rejoin {
             }
             // The reply was read (and so taken out of the mailbox) but lost: ask again.
             SdoReply => SdoRequest,
+            // Not back in time, or refused (working counter): the same access again.
+            same => same,
+        })
+    }
+
+    /// The process-data sync managers, the FMMUs and, with DC, the drive's clock and SYNC0.
+    fn next_dc(&mut self, o: &Outcome, s: &DriveSnapshot) -> Step {
+        let (ok0, ok1, r) = (o.ok0, o.ok1, &o.r);
+        use Step::*;
+        match self.step {
             ProcessSms if ok0 => Fmmus,
             Fmmus if ok0 => {
                 if s.dc {
@@ -487,7 +552,7 @@ impl Rejoin {
             DcLatch if ok0 => DcTimes,
             // The time source did not answer at its address: it lost power too and has
             // not been brought back yet. Ask the next one (the latch still holds).
-            DcTimes if matches!(done[1], Some(Err(_))) => {
+            DcTimes if o.second_failed => {
                 if let Some(i) = self.time_source {
                     self.no_time_source |= 1 << i;
                 }
@@ -522,6 +587,17 @@ impl Rejoin {
             Sync0Start if ok0 => Sync0Cycle,
             Sync0Cycle if ok0 => Sync0On,
             Sync0On if ok0 => ReqSafeOp,
+            // Not back in time, or refused (working counter): the same access again.
+            same => same,
+        }
+    }
+
+    /// SAFE-OP (with the watchdog's error acknowledged) and OP.
+    fn next_op(&mut self, o: &Outcome) -> Result<Step, RejoinFailure> {
+        let (ok0, r) = (o.ok0, &o.r);
+        let al = |r: &[u8]| (u16_at(r, 0), u16_at(r, 4));
+        use Step::*;
+        Ok(match self.step {
             ReqSafeOp if ok0 => WaitSafeOp,
             WaitSafeOp if ok0 => self.wait_al(0x0004, ReqOp)?,
             Ack if ok0 => WaitAck,
@@ -534,8 +610,7 @@ impl Rejoin {
             WaitOp if ok0 => self.wait_al(0x0008, WaitOp)?,
             // Not back in time, or refused (working counter): the same access again.
             same => same,
-        };
-        Ok(next)
+        })
     }
 
     /// Identity known: the config's drive, or the rejoin ends.
