@@ -355,7 +355,7 @@ impl SimConfig {
             if list.len() > crate::pdo::MAX_ENTRIES {
                 return bad(format!("{name} has {} entries, at most 8", list.len()));
             }
-            if let Some(e) = list.iter().find(|e| !crate::od::mappable(**e, rx)) {
+            if let Some(e) = list.iter().find(|e| !crate::catalogue::mappable(**e, rx)) {
                 return bad(format!(
                     "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits), \
                      nor padding (0x000000NN: index 0, NN bits)",

@@ -38,6 +38,7 @@
 
 #![deny(missing_docs)]
 
+pub mod catalogue;
 pub mod cia402;
 pub mod coe;
 pub mod config;
