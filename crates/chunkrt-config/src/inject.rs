@@ -544,22 +544,6 @@ impl InferenceDelayConfig {
     }
 }
 
-impl crate::Config {
-    /// Re-checks the whole config after changes made in code (a tool's overrides):
-    /// every check a file gets (`key: message` on error).
-    pub fn check(&self) -> Result<(), String> {
-        self.validate().map_err(|(k, m)| format!("{k}: {m}"))
-    }
-
-    /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
-    pub fn check_inject(&self) -> Result<(), String> {
-        self.inject
-            .validate(self.control.period_ms)
-            .and_then(|()| self.validate_probe())
-            .map_err(|(k, m)| format!("{k}: {m}"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,22 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Re-checks the whole config after changes made in code (a tool's overrides):
+    /// every check a file gets (`key: message` on error).
+    pub fn check(&self) -> Result<(), String> {
+        self.validate().map_err(|(k, m)| format!("{k}: {m}"))
+    }
+
+    /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
+    pub fn check_inject(&self) -> Result<(), String> {
+        self.inject
+            .validate(self.control.period_ms)
+            .and_then(|()| self.validate_probe())
+            .map_err(|(k, m)| format!("{k}: {m}"))
+    }
+}
+
 /// Reads a TOML file's text, with a bound: a regular file of at most
 /// [`chunkrt_files::TOML_LIMIT_BYTES`] (a directory, FIFO or device is refused without
 /// blocking), in UTF-8 (a binary file, an ONNX model say, is told as such). The error
