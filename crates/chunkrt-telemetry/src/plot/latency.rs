@@ -7,7 +7,7 @@
 //! log scale, because the metrics span microseconds (wake latency) to tens of
 //! milliseconds (chunk age).
 
-use super::{err, Figure, COLOURS, FONT};
+use super::figure::{err, Figure, COLOURS, FONT};
 use crate::metrics::{Metric, MetricSet};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -254,7 +254,7 @@ fn draw_percentiles<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3))
             });
     }
-    super::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
+    super::figure::legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     Ok(())
 }
 

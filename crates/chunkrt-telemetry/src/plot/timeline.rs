@@ -8,7 +8,7 @@
 //! Long runs are drawn as min/max envelopes (see [`crate::readback`]); the caption
 //! says the bucket width.
 
-use super::{err, seconds_label, Figure, COLOURS, FONT};
+use super::figure::{err, seconds_label, Figure, COLOURS, FONT};
 use crate::readback::RunData;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -194,7 +194,7 @@ impl Timeline<'_> {
             .map_err(err)?
             .label("seam (new chunk played)")
             .legend(|(x, y)| PathElement::new(vec![(x + 10, y - 6), (x + 10, y + 6)], SEAM));
-        super::legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
+        super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         Ok(())
     }
 
@@ -304,7 +304,7 @@ impl Timeline<'_> {
         if j > 0 {
             return Ok(());
         }
-        super::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
+        super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
         Ok(())
     }
 }
