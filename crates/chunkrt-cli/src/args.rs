@@ -1,5 +1,6 @@
 //! Command-line arguments.
 
+use crate::setup::parse_duration;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -103,55 +104,4 @@ pub struct RunFor(pub Option<Duration>);
 /// clap's parser for [`RunFor`].
 pub fn parse_run_for(s: &str) -> Result<RunFor, String> {
     parse_duration(s).map(RunFor)
-}
-
-/// Parses `10s`, `250ms`, `2m`, `1h`, `1.5s`; `0` and `inf` mean "no limit".
-pub fn parse_duration(s: &str) -> Result<Option<Duration>, String> {
-    let s = s.trim();
-    if s == "inf" || s == "0" {
-        return Ok(None);
-    }
-    let split = s
-        .find(|c: char| c.is_ascii_alphabetic())
-        .ok_or_else(|| format!("`{s}`: expected a number with a unit (ms, s, m, h), e.g. `10s`"))?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}`: `{num}` is not a number"))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
-    };
-    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
-        return Err(format!("`{s}`: out of range"));
-    }
-    Ok(Some(Duration::from_secs_f64(secs)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_refuse_garbage() {
-        assert_eq!(
-            parse_duration("10s").unwrap(),
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(
-            parse_duration("250ms").unwrap(),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse_duration("2m").unwrap(),
-            Some(Duration::from_secs(120))
-        );
-        assert_eq!(parse_duration("inf").unwrap(), None);
-        assert!(parse_duration("10").unwrap_err().contains("unit"));
-        assert!(parse_duration("10 parsecs").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 }

@@ -9,7 +9,7 @@
 //! other). Exit 0 within budget, 1 when a limit is broken or the run failed, 2 on
 //! usage, configuration or bring-up errors.
 
-use crate::args::parse_duration;
+use crate::setup::parse_duration;
 use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::Config;
@@ -74,7 +74,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         None => paths::default_config()?,
     };
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
-    let cfg = crate::run::load_config(&config_path)?;
+    let cfg = crate::setup::load_config(&config_path)?;
     let budget_path = match &args.budget {
         Some(p) => p.clone(),
         None => default_budget(&config_path)?,
@@ -134,7 +134,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     // `--out` is claimed as `run` claims it: a directory holding a run is refused
     // (its old plots and .hgrm files would sit beside the new report). The reserve
     // is held until the report is written.
-    let _reserve = match crate::run::prepare_out_dir(&args.out, args.overwrite) {
+    let _reserve = match crate::setup::prepare_out_dir(&args.out, args.overwrite) {
         Ok(r) => r,
         Err(e) => {
             errln!(

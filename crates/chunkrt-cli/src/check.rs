@@ -11,6 +11,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod container;
+mod item;
+
+use item::item;
+pub use item::{Item, Level};
 
 /// `chunkrt check`.
 #[derive(Parser, Debug, Clone)]
@@ -22,44 +26,6 @@ pub struct CheckArgs {
     /// Network interface of the EtherCAT bus (default: the configuration's, if any).
     #[arg(long)]
     pub interface: Option<String>,
-}
-
-/// An item's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Ready.
-    Pass,
-    /// Works, but latency will suffer; or the host does not say.
-    Warn,
-    /// The loop will not get what it asks for.
-    Fail,
-}
-
-/// One checked item.
-#[derive(Debug)]
-pub struct Item {
-    /// What was checked.
-    pub name: &'static str,
-    /// The verdict.
-    pub level: Level,
-    /// What was found.
-    pub found: String,
-    /// How to fix it (empty on PASS).
-    pub fix: String,
-}
-
-fn item(
-    name: &'static str,
-    level: Level,
-    found: impl Into<String>,
-    fix: impl Into<String>,
-) -> Item {
-    Item {
-        name,
-        level,
-        found: found.into(),
-        fix: fix.into(),
-    }
 }
 
 /// What the checks need from the configuration.

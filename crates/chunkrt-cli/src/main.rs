@@ -12,77 +12,48 @@
 //! the host passed, a bench piped into `head` still says whether its budget held).
 
 /// `println!` that survives a closed stdout (`| head -1`): the line is dropped (see
-/// [`run::console`]); std's `println!` panics on `EPIPE`.
+/// [`console`]); std's `println!` panics on `EPIPE`.
 macro_rules! outln {
     ($($t:tt)*) => {
-        $crate::run::console::out(&format!($($t)*))
+        $crate::console::out(&format!($($t)*))
     };
 }
 
 /// `print!` that survives a closed stdout.
 macro_rules! out {
     ($($t:tt)*) => {
-        $crate::run::console::out_raw(&format!($($t)*))
+        $crate::console::out_raw(&format!($($t)*))
     };
 }
 
 /// `eprintln!` that survives a closed stderr.
 macro_rules! errln {
     ($($t:tt)*) => {
-        $crate::run::console::err(&format!($($t)*))
+        $crate::console::err(&format!($($t)*))
     };
 }
 
 mod args;
 mod bench;
 mod check;
+mod console;
+mod exit;
 mod margin;
 mod margin_live;
 mod paths;
 mod plot;
 mod run;
+mod setup;
 mod tools;
+
+pub use exit::{
+    exit_status, EXIT_DRIVE_LOST, EXIT_FAIL, EXIT_POLICY_FAILED, EXIT_QUICK_STOP,
+    EXIT_RECORDS_INCOMPLETE, EXIT_SHUTDOWN_FAILED, EXIT_THREAD_PANIC, EXIT_USAGE,
+};
 
 use clap::Parser;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-
-/// Exit status of a usage, configuration or bring-up error.
-pub const EXIT_USAGE: u8 = 2;
-/// Exit status of a failed run or a broken budget.
-pub const EXIT_FAIL: u8 = 1;
-/// Exit status when the policy failed during the run (the arm was brought to rest).
-pub const EXIT_POLICY_FAILED: u8 = 3;
-/// Exit status when the shutdown failed (drives not disabled, bus not in INIT); wins over
-/// [`EXIT_POLICY_FAILED`]: the arm may still be powered.
-pub const EXIT_SHUTDOWN_FAILED: u8 = 4;
-/// Exit status when the run ended normally but its records in `--out` are
-/// incomplete (a write failed, e.g. the disk filled).
-pub const EXIT_RECORDS_INCOMPLETE: u8 = 5;
-/// Exit status when a drive left the bus mid-run and could not be brought back (the arm
-/// was brought to a controlled stop); [`EXIT_SHUTDOWN_FAILED`] wins over it.
-pub const EXIT_DRIVE_LOST: u8 = 6;
-/// Exit status when a runtime thread panicked (control, backend, inference, camera,
-/// telemetry): the arm was brought to a quick stop and the drives disabled.
-pub const EXIT_THREAD_PANIC: u8 = 7;
-/// Exit status when a second stop request (SIGINT, SIGTERM, SIGHUP) made the stop a
-/// quick stop: the drives' own quick stop, then disabled.
-pub const EXIT_QUICK_STOP: u8 = 8;
-
-/// The exit status of a run that ended as `ending` (the same for `run`, `bench` and
-/// `margin`).
-pub fn exit_status(ending: chunkrt_rt::Ending) -> u8 {
-    use chunkrt_rt::Ending;
-    match ending {
-        Ending::ShutdownFailed => EXIT_SHUTDOWN_FAILED,
-        Ending::ThreadPanicked => EXIT_THREAD_PANIC,
-        Ending::DriveLost => EXIT_DRIVE_LOST,
-        Ending::PolicyFailed => EXIT_POLICY_FAILED,
-        Ending::QuickStopped => EXIT_QUICK_STOP,
-        Ending::RecordsIncomplete => EXIT_RECORDS_INCOMPLETE,
-        Ending::Normal => 0,
-    }
-}
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {
@@ -111,11 +82,26 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    match run::dispatch(cli) {
+    match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             errln!("chunkrt: error: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// Runs a subcommand; returns the exit status.
+fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
+    use args::Command;
+    match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Bench(args) => crate::bench::bench(&args),
+        Command::Check(args) => crate::check::check(&args),
+        Command::Margin(args) => crate::margin::margin(&args),
+        Command::Plot(args) => crate::plot::plot(&args),
+        Command::Ecsim(args) => crate::tools::ecsim(&args),
+        Command::Policy(cmd) => crate::tools::policy(&cmd),
+        Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

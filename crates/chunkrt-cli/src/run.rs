@@ -1,27 +1,14 @@
-//! The subcommands.
+//! `chunkrt run`: the whole pipeline for a while, its records in `--out`.
 
-use crate::args::{Cli, Command, RunArgs};
+use crate::args::RunArgs;
+use crate::console;
+use crate::setup::{load_config, prepare_out_dir};
 use crate::{paths, EXIT_FAIL, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_rt::{Ending, RunOptions, Runtime};
-use chunkrt_telemetry::outdir;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// Runs a subcommand; returns the exit status.
-pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
-    match cli.command {
-        Command::Run(args) => run(&args),
-        Command::Bench(args) => crate::bench::bench(&args),
-        Command::Check(args) => crate::check::check(&args),
-        Command::Margin(args) => crate::margin::margin(&args),
-        Command::Plot(args) => crate::plot::plot(&args),
-        Command::Ecsim(args) => crate::tools::ecsim(&args),
-        Command::Policy(cmd) => crate::tools::policy(&cmd),
-        Command::Validate { file } => crate::tools::validate::validate(&file),
-    }
-}
 
 fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
     let path = match path {
@@ -32,47 +19,7 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
     Ok((cfg, path.display().to_string()))
 }
 
-/// Loads a run configuration (`--config`); a file of another of chunkrt's kinds (a
-/// budget, a policy manifest, an ecsim configuration) is told as such, with the
-/// option that takes it, instead of as the first key a run configuration lacks.
-pub fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
-    use chunkrt_config::FileKind;
-    let e = match Config::load(path) {
-        Ok(cfg) => return Ok(cfg),
-        Err(e) => e,
-    };
-    let kind = chunkrt_config::read_file(path)
-        .ok()
-        .map(|text| FileKind::detect(path, &text));
-    let p = path.display();
-    let (what, fix) = match kind {
-        Some(FileKind::Budget) => (
-            "a budget",
-            format!(
-                "pass it as --budget {p} (and --config the run configuration, default \
-             rt-config/sim.toml)"
-            ),
-        ),
-        Some(FileKind::PolicyManifest) => (
-            "a policy manifest",
-            format!(
-                "a run configuration names it as `policy.manifest = \"{p}\"`; pass --config the \
-             run configuration (e.g. rt-config/sim.toml)"
-            ),
-        ),
-        Some(FileKind::Ecsim) => (
-            "an ecsim configuration",
-            format!(
-                "it is read by `chunkrt ecsim --config {p}`; pass --config the run \
-             configuration (e.g. rt-config/sim.toml)"
-            ),
-        ),
-        Some(FileKind::Run) | None => return Err(e.into()),
-    };
-    anyhow::bail!("--config {p}: this is {what}, not a run configuration: {fix}")
-}
-
-fn run(args: &RunArgs) -> anyhow::Result<u8> {
+pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // Before anything is read: a stop request while loading ends the process at once
     // (nothing is powered yet); from `loaded` on it starts the controlled stop.
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
@@ -210,67 +157,5 @@ fn record_file(file: &std::path::Path, overwrite: bool) -> Result<(), String> {
     match file.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(dir) => std::fs::create_dir_all(dir).map_err(|e| e.to_string()),
         None => Ok(()),
-    }
-}
-
-/// Refuses a directory that holds a run unless `overwrite` (then removes that run's
-/// files), creates it if needed, and claims the reserve with real bytes: a read-only
-/// file system, a path under a regular file or a full disk fail here, not after the
-/// run. `run` and `bench` claim their `--out` with it.
-pub fn prepare_out_dir(dir: &std::path::Path, overwrite: bool) -> Result<outdir::Reserve, String> {
-    // A path that is (or lies under) something other than a directory: said as such,
-    // not as the write that then fails.
-    if let Some(f) = dir
-        .ancestors()
-        .filter(|a| !a.as_os_str().is_empty())
-        .find(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()))
-    {
-        let what = if f == dir {
-            "is a file".to_string()
-        } else {
-            format!("lies under {}, which is a file", f.display())
-        };
-        return Err(format!(
-            "{what}, not a directory: --out names the directory the run's records go to \
-             (created if missing); choose another --out"
-        ));
-    }
-    let held = outdir::run_files_in(dir);
-    if !held.is_empty() {
-        if !overwrite {
-            return Err(format!(
-                "already holds a run ({}); pass --overwrite to replace it, or choose \
-                 another --out",
-                held.join(", ")
-            ));
-        }
-        outdir::clear_run(dir).map_err(|e| format!("removing the previous run: {e}"))?;
-    }
-    outdir::Reserve::claim(dir, outdir::RESERVE_BYTES).map_err(|e| {
-        format!(
-            "cannot write {} MiB of records ({e})",
-            outdir::RESERVE_BYTES >> 20
-        )
-    })
-}
-
-/// Console output that may fail: a closed pipe (`| head -2`) or a closed stdout or
-/// stderr drops the text instead of stopping the command (the records are files).
-pub mod console {
-    use std::io::Write;
-
-    /// A line on stdout.
-    pub fn out(line: &str) {
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
-    }
-
-    /// Text on stdout, as it is (no newline added).
-    pub fn out_raw(text: &str) {
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    }
-
-    /// A line on stderr.
-    pub fn err(line: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
 }

@@ -8,7 +8,7 @@
 //! unless asked (`--cpu-rt-runtime`), and can only grant one their parent has.
 //! Everything is read through [`Sys`], so the tests run on a fake tree.
 
-use super::{item, Item, Level};
+use super::item::{item, Item, Level};
 use std::path::{Path, PathBuf};
 
 /// The file system the rows read: `/` on a real host, a fake tree in tests.

@@ -85,7 +85,7 @@ pub fn validate(file: &Path) -> anyhow::Result<u8> {
                 kind.name(),
                 verdict.summary
             );
-            crate::run::console::err(&format!(
+            crate::console::err(&format!(
                 "chunkrt: error: {}: not validated: {why}",
                 file.display()
             ));
