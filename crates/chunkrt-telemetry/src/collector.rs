@@ -19,52 +19,7 @@ const MAX_FILLED_IN: u64 = 100_000;
 /// Most events kept in the report (all of them go to `events.jsonl`).
 const MAX_REPORT_EVENTS: usize = 10_000;
 
-/// Name of a mode in logs and reports.
-pub fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Playing => "Playing",
-        Mode::Decelerating => "Decelerating",
-        Mode::Holding => "Holding",
-        Mode::SafeStop => "SafeStop",
-    }
-}
-
-/// Mode from its `as u8` value in a cycle record.
-pub fn mode_from_u8(v: u8) -> Mode {
-    match v {
-        0 => Mode::Playing,
-        1 => Mode::Decelerating,
-        2 => Mode::Holding,
-        _ => Mode::SafeStop,
-    }
-}
-
-/// Name of a gate constraint in logs and reports.
-pub fn constraint_name(c: Constraint) -> &'static str {
-    match c {
-        Constraint::NonFinite => "non_finite",
-        Constraint::Position => "position",
-        Constraint::Braking => "braking",
-        Constraint::Velocity => "velocity",
-        Constraint::Acceleration => "acceleration",
-        Constraint::Jerk => "jerk",
-        Constraint::Domain => "domain",
-    }
-}
-
-/// Name of the constraint whose `as u8` value is `i` (for per-constraint counts).
-pub fn constraint_name_index(i: usize) -> &'static str {
-    const ALL: [Constraint; 7] = [
-        Constraint::NonFinite,
-        Constraint::Position,
-        Constraint::Braking,
-        Constraint::Velocity,
-        Constraint::Acceleration,
-        Constraint::Jerk,
-        Constraint::Domain,
-    ];
-    ALL.get(i).map(|c| constraint_name(*c)).unwrap_or("unknown")
-}
+pub use crate::names::{constraint_name, constraint_name_index, mode_from_u8, mode_name};
 
 /// A run of identical gate interventions (same joint, same constraint, consecutive).
 struct GateRun {

@@ -13,6 +13,7 @@ pub mod collector;
 pub mod hgrm;
 pub mod logfile;
 pub mod metrics;
+pub mod names;
 pub mod oracle;
 pub mod outdir;
 pub mod plot;

@@ -9,7 +9,7 @@
 //! split into segments (`recording.mcap`, `recording.1.mcap`, ...) by size and by
 //! duration, and stops at a total size; what it could not write is counted.
 
-use crate::collector::mode_name;
+use crate::names::mode_name;
 use crate::records::{CycleRecord, InferRecord, InferStatus};
 use chunkrt_core::MonoTime;
 use mcap::records::{MessageHeader, Metadata};
