@@ -162,6 +162,28 @@ pub enum PdoEntry {
 }
 
 impl PdoEntry {
+    /// Every entry, in declaration order.
+    pub const ALL: [PdoEntry; 10] = [
+        PdoEntry::Controlword,
+        PdoEntry::TargetPosition,
+        PdoEntry::VelocityOffset,
+        PdoEntry::ModeOfOperation,
+        PdoEntry::Statusword,
+        PdoEntry::PositionActual,
+        PdoEntry::VelocityActual,
+        PdoEntry::TorqueActual,
+        PdoEntry::ErrorCode,
+        PdoEntry::ModeDisplay,
+    ];
+
+    /// The entry a drive's mapping word names (`index`, subindex `sub`, `bits` long),
+    /// if the backend knows it.
+    pub fn from_object(index: u16, sub: u8, bits: u8) -> Option<PdoEntry> {
+        PdoEntry::ALL
+            .into_iter()
+            .find(|e| e.index() == index && sub == 0 && e.bits() == bits)
+    }
+
     /// Object index.
     pub fn index(self) -> u16 {
         match self {

@@ -156,30 +156,11 @@ fn is_padding(&(index, _, bits): &Mapped) -> bool {
 
 /// How a mapped entry reads in a message: the config's name where it has one.
 fn mapped_name(&(index, sub, bits): &Mapped) -> String {
-    match known_entry(index, sub, bits) {
+    match PdoEntry::from_object(index, sub, bits) {
         Some(e) => format!("\"{}\"", chunkrt_config::entry_name(e)),
         None if index == 0 => format!("{bits} bits of padding"),
         None => format!("{index:#06x}:{sub:02x} ({bits} bits)"),
     }
-}
-
-/// The config entry a mapped entry is, if chunkrt decodes it.
-fn known_entry(index: u16, sub: u8, bits: u8) -> Option<PdoEntry> {
-    use PdoEntry::*;
-    [
-        Controlword,
-        TargetPosition,
-        VelocityOffset,
-        ModeOfOperation,
-        Statusword,
-        PositionActual,
-        VelocityActual,
-        TorqueActual,
-        ErrorCode,
-        ModeDisplay,
-    ]
-    .into_iter()
-    .find(|e| e.index() == index && sub == 0 && e.bits() == bits)
 }
 
 /// Whether the drive's entries, padding left out, are the config's, in the same order.
@@ -189,7 +170,7 @@ fn same(want: &[PdoEntry], found: &[Mapped]) -> bool {
         && want
             .iter()
             .zip(objects())
-            .all(|(w, &(i, s, b))| known_entry(i, s, b) == Some(*w))
+            .all(|(w, &(i, s, b))| PdoEntry::from_object(i, s, b) == Some(*w))
 }
 
 /// The drive's entries, padding included, as a message names them.
@@ -214,7 +195,7 @@ fn want_list(v: &[PdoEntry]) -> String {
 fn unknown(rx: &[Mapped], tx: &[Mapped]) -> Vec<String> {
     rx.iter()
         .chain(tx)
-        .filter(|&&(i, s, b)| !is_padding(&(i, s, b)) && known_entry(i, s, b).is_none())
+        .filter(|&&(i, s, b)| !is_padding(&(i, s, b)) && PdoEntry::from_object(i, s, b).is_none())
         .map(mapped_name)
         .collect()
 }
@@ -245,19 +226,9 @@ pub(crate) fn layout(
                         bit,
                     });
                 }
-                match known_entry(index, sub, bits) {
-                    Some(PdoEntry::Controlword) => l.controlword = at,
-                    Some(PdoEntry::TargetPosition) => l.target_position = at,
-                    Some(PdoEntry::VelocityOffset) => l.velocity_offset = Some(at),
-                    Some(PdoEntry::ModeOfOperation) => l.mode_of_operation = Some(at),
-                    Some(PdoEntry::Statusword) => l.statusword = at,
-                    Some(PdoEntry::PositionActual) => l.position_actual = at,
-                    Some(PdoEntry::VelocityActual) => l.velocity_actual = Some(at),
-                    Some(PdoEntry::TorqueActual) => l.torque_actual = Some(at),
-                    Some(PdoEntry::ErrorCode) => l.error_code = Some(at),
-                    Some(PdoEntry::ModeDisplay) => l.mode_display = Some(at),
-                    // Compared with the config before: not reached.
-                    None => {}
+                // Compared with the config before: an unknown entry is not reached.
+                if let Some(e) = PdoEntry::from_object(index, sub, bits) {
+                    l.place(e, at);
                 }
             }
             bit += usize::from(bits);
@@ -403,9 +374,9 @@ mod tests {
 
     #[test]
     fn a_subindex_or_a_size_that_differs_is_not_the_configured_entry() {
-        assert_eq!(known_entry(0x6041, 0, 16), Some(Statusword));
-        assert_eq!(known_entry(0x6041, 1, 16), None);
-        assert_eq!(known_entry(0x6041, 0, 32), None);
+        assert_eq!(PdoEntry::from_object(0x6041, 0, 16), Some(Statusword));
+        assert_eq!(PdoEntry::from_object(0x6041, 1, 16), None);
+        assert_eq!(PdoEntry::from_object(0x6041, 0, 32), None);
         assert_eq!(mapped_name(&(0x1234, 5, 16)), "0x1234:05 (16 bits)");
         assert_eq!(mapped_name(&(0, 0, 8)), "8 bits of padding");
     }

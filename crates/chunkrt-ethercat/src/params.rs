@@ -61,31 +61,33 @@ impl PdoLayout {
         let mut l = PdoLayout::default();
         let mut o = 0;
         for e in rx {
-            match e {
-                PdoEntry::Controlword => l.controlword = o,
-                PdoEntry::TargetPosition => l.target_position = o,
-                PdoEntry::VelocityOffset => l.velocity_offset = Some(o),
-                PdoEntry::ModeOfOperation => l.mode_of_operation = Some(o),
-                _ => {}
-            }
+            l.place(*e, o);
             o += usize::from(e.bits() / 8);
         }
         l.out_len = o;
         o = 0;
         for e in tx {
-            match e {
-                PdoEntry::Statusword => l.statusword = o,
-                PdoEntry::PositionActual => l.position_actual = o,
-                PdoEntry::VelocityActual => l.velocity_actual = Some(o),
-                PdoEntry::TorqueActual => l.torque_actual = Some(o),
-                PdoEntry::ErrorCode => l.error_code = Some(o),
-                PdoEntry::ModeDisplay => l.mode_display = Some(o),
-                _ => {}
-            }
+            l.place(*e, o);
             o += usize::from(e.bits() / 8);
         }
         l.in_len = o;
         l
+    }
+
+    /// Records that `e` is at byte `at` of its direction's image.
+    pub fn place(&mut self, e: PdoEntry, at: usize) {
+        match e {
+            PdoEntry::Controlword => self.controlword = at,
+            PdoEntry::TargetPosition => self.target_position = at,
+            PdoEntry::VelocityOffset => self.velocity_offset = Some(at),
+            PdoEntry::ModeOfOperation => self.mode_of_operation = Some(at),
+            PdoEntry::Statusword => self.statusword = at,
+            PdoEntry::PositionActual => self.position_actual = at,
+            PdoEntry::VelocityActual => self.velocity_actual = Some(at),
+            PdoEntry::TorqueActual => self.torque_actual = Some(at),
+            PdoEntry::ErrorCode => self.error_code = Some(at),
+            PdoEntry::ModeDisplay => self.mode_display = Some(at),
+        }
     }
 }
 
