@@ -5,7 +5,9 @@
 //! output of a passing test, so a skipped test read as a passed one. Here a
 //! missing prerequisite fails the test under CI (`CI=true`, where every
 //! prerequisite is installed) and, elsewhere, prints a SKIP line straight to
-//! the process's stderr, past the harness's output capture.
+//! the process's stderr, past the harness's output capture. When
+//! `CHUNKRT_SKIP_FILE` names a file (scripts/test.sh sets it), the skip is also
+//! appended there, so that the runner's summary counts and names every skip.
 
 use std::io::Write;
 
@@ -20,6 +22,19 @@ pub fn skip_line(test: &str, why: &str) -> String {
     format!("SKIP {test}: {why}")
 }
 
+/// The environment variable naming the file every skip is appended to.
+pub const SKIP_FILE_ENV: &str = "CHUNKRT_SKIP_FILE";
+
+/// The line a skip appends to the file named by [`SKIP_FILE_ENV`]: the skip line,
+/// with the running test's own name (the harness names the test's thread after it)
+/// when that is not already `test`.
+pub fn skip_record(test: &str, why: &str) -> String {
+    match std::thread::current().name() {
+        Some(t) if t != test && t != "main" => skip_line(&format!("{test} ({t})"), why),
+        _ => skip_line(test, why),
+    }
+}
+
 /// Reports that `test` cannot run because `why` (which says how to install what is
 /// missing). Under CI this panics, failing the test; otherwise it writes a visible
 /// SKIP line and returns, and the caller returns from the test.
@@ -32,6 +47,21 @@ pub fn missing_prerequisite(test: &str, why: &str) {
     // `std::io::stderr()` directly, not `eprintln!`: libtest captures the print
     // macros of a passing test and never shows them.
     let _ = writeln!(std::io::stderr(), "{line}");
+    if let Some(path) = std::env::var_os(SKIP_FILE_ENV).filter(|p| !p.is_empty()) {
+        // One short write in append mode: tests in other processes append beside it.
+        let record = format!("{}\n", skip_record(test, why));
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(record.as_bytes()));
+        if let Err(e) = appended {
+            panic!(
+                "{line}; and it could not be recorded in {} ({SKIP_FILE_ENV}): {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -47,6 +77,11 @@ mod tests {
 
     /// This test binary, running only the child test above, with `CI` as given.
     fn child(ci: Option<&str>) -> Output {
+        child_recording(ci, None)
+    }
+
+    /// The same, with `CHUNKRT_SKIP_FILE` set to `record` when given (unset otherwise).
+    fn child_recording(ci: Option<&str>, record: Option<&std::path::Path>) -> Output {
         let mut c = Command::new(std::env::current_exe().unwrap());
         c.args([
             "--exact",
@@ -55,6 +90,10 @@ mod tests {
             "--test-threads=1",
         ]);
         c.env_remove("CI");
+        c.env_remove(SKIP_FILE_ENV);
+        if let Some(p) = record {
+            c.env(SKIP_FILE_ENV, p);
+        }
         if let Some(v) = ci {
             c.env("CI", v);
         }
@@ -81,6 +120,39 @@ mod tests {
             child(Some("false")).status.success(),
             "CI=false is not a CI run"
         );
+    }
+
+    /// The summary of scripts/test.sh counts the skips from the file: each skip is
+    /// one line there, naming the test the harness ran; a failure under CI is not a
+    /// skip.
+    #[test]
+    fn a_skip_is_appended_to_the_skip_file_with_the_test_name() {
+        let dir =
+            std::env::temp_dir().join(format!("chunkrt-testkit-skips-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("skipped.txt");
+        std::fs::write(&file, "SKIP earlier: kept\n").unwrap();
+        for _ in 0..2 {
+            let out = child_recording(None, Some(&file));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let ci = child_recording(Some("true"), Some(&file));
+        assert!(
+            !ci.status.success(),
+            "CI=true: a missing prerequisite must fail"
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        let want = "SKIP child (tests::child_with_a_missing_prerequisite): nothing installed";
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            ["SKIP earlier: kept", want, want],
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
