@@ -50,23 +50,17 @@ usage() { echo "container-test: $*" >&2; exit 2; }
     || usage "OUT must be a directory under runs/ (the compose file's volume): $out"
 say() { echo "container-test: $*" >&2; }
 die() { say "FAIL: $*"; exit 1; }
-skip() {
-    if [[ "${CI:-}" == true ]]; then
-        die "cannot run the container here under CI=true: $*"
-    fi
-    echo "container-test: SKIP: $*"
-    exit 0
-}
+source scripts/lib/skip.sh
 
 # ---- 1. tools --------------------------------------------------------------
-[[ $(id -u) -eq 0 ]] || skip "not root: a rootless container cannot get SCHED_FIFO"
+[[ $(id -u) -eq 0 ]] || skip container-test "not root: a rootless container cannot get SCHED_FIFO"
 missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3-yaml)
 if ((${#missing[@]})); then
-    command -v apt-get >/dev/null 2>&1 || skip "${missing[*]} missing and no apt-get to install them"
+    command -v apt-get >/dev/null 2>&1 || skip container-test "${missing[*]} missing and no apt-get to install them"
     say "installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -74,7 +68,7 @@ if ((${#missing[@]})); then
 fi
 mkdir -p "$cache"
 "${podman[@]}" info >/dev/null 2>"$cache/info.err" \
-    || skip "podman cannot run here: $(tail -1 "$cache/info.err")"
+    || skip container-test "podman cannot run here: $(tail -1 "$cache/info.err")"
 
 # ---- 2. the parent cgroup's RT budget ----------------------------------------
 # A container engine can give a container an RT budget (--cpu-rt-runtime) only out of

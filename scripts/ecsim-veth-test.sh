@@ -11,20 +11,20 @@
 #                  (default: the crate's release example; later: "target/release/chunkrt ecsim")
 #   MASTER_CMD     master command; gets "--iface IF --seconds S --period-us 1000 --drives N"
 #                  (default: the crate's master_veth release example)
-# Needs root (netns, veth, AF_PACKET). Without root it prints SKIP and exits 0.
+# Needs root (netns, veth, AF_PACKET). Without it: a SKIP (scripts/lib/skip.sh; exit 0,
+# a failure under CI=true).
 set -euo pipefail
 
 SECONDS_TO_RUN="${1:-${ECSIM_SECONDS:-30}}"
 DRIVES="${ECSIM_DRIVES:-7}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/lib/skip.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: ecsim veth test needs root (network namespace, veth pair, raw socket)"
-    exit 0
+    skip ecsim-veth-test "needs root (network namespace, veth pair, raw socket)"
 fi
 if ! command -v ip >/dev/null 2>&1; then
-    echo "SKIP: ecsim veth test needs iproute2 ('ip' not found)"
-    exit 0
+    skip ecsim-veth-test "needs iproute2 ('ip' not found)"
 fi
 
 if [ -z "${ECSIM_CMD:-}" ] || [ -z "${MASTER_CMD:-}" ]; then
@@ -49,8 +49,7 @@ cleanup() {
 trap cleanup EXIT
 
 if ! ip netns add "$NS" 2>/dev/null; then
-    echo "SKIP: ecsim veth test cannot create a network namespace here (no CAP_NET_ADMIN?)"
-    exit 0
+    skip ecsim-veth-test "cannot create a network namespace here (no CAP_NET_ADMIN?)"
 fi
 ip link add "$HOST_IF" type veth peer name "$DEV_IF"
 ip link set "$DEV_IF" netns "$NS"

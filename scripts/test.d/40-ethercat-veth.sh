@@ -44,19 +44,19 @@
 #
 # Usage: scripts/test.d/40-ethercat-veth.sh        ($ETHERCAT_VETH_SECONDS, default 60)
 # Binary: $CHUNKRT_BIN or target/release/chunkrt (built if missing).
-# Needs root (netns, veth, AF_PACKET); prints SKIP and exits 0 otherwise.
+# Needs root (netns, veth, AF_PACKET); otherwise a SKIP (scripts/lib/skip.sh; exit 0, a
+# failure under CI=true).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
+source scripts/lib/skip.sh
 secs="${ETHERCAT_VETH_SECONDS:-60}"
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: ethercat veth test needs root (network namespace, veth pair, raw socket)"
-    exit 0
+    skip 40-ethercat-veth "needs root (network namespace, veth pair, raw socket)"
 fi
 if ! command -v ip >/dev/null 2>&1; then
-    echo "SKIP: ethercat veth test needs iproute2 ('ip' not found)"
-    exit 0
+    skip 40-ethercat-veth "needs iproute2 ('ip' not found)"
 fi
 bin="${CHUNKRT_BIN:-$root/target/release/chunkrt}"
 if [[ ! -x "$bin" ]]; then
@@ -92,8 +92,7 @@ cleanup() {
 trap cleanup EXIT
 
 if ! ip netns add "$ns" 2>/dev/null; then
-    echo "SKIP: ethercat veth test cannot create a network namespace here (no CAP_NET_ADMIN?)"
-    exit 0
+    skip 40-ethercat-veth "cannot create a network namespace here (no CAP_NET_ADMIN?)"
 fi
 ip link add "$host_if" type veth peer name "$dev_if"
 ip link set "$dev_if" netns "$ns"
