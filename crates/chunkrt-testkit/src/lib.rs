@@ -10,6 +10,7 @@
 //! appended there, so that the runner's summary counts and names every skip.
 
 use std::io::Write;
+pub mod edit;
 
 /// Whether this is a CI run (`CI` set to anything but empty, `0` or `false`, as
 /// CI services set it).
