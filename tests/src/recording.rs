@@ -27,7 +27,9 @@ pub struct RecordedCycle {
 }
 
 /// Every cycle and every event (as JSON) in `path` (the first segment, which holds a
-/// run of the tests' length), in file order.
+/// run of the tests' length), in file order. A cycle message that lacks a field, or
+/// holds a number that is not finite (JSON writes NaN as `null`), is an error naming
+/// the field and the cycle: a default of 0 would let a judge pass on nothing.
 pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
@@ -37,27 +39,137 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
         let v: serde_json::Value =
             serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
         match m.channel.topic.as_str() {
-            "/chunkrt/cycle" => {
-                let arr = |k: &str| -> Vec<f64> {
-                    v[k].as_array()
-                        .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
-                        .unwrap_or_default()
-                };
-                cycles.push(RecordedCycle {
-                    cycle: v["cycle"].as_u64().unwrap_or(0),
-                    t_deadline_ns: v["t_deadline_ns"].as_u64().unwrap_or(0),
-                    mode: v["mode"].as_str().unwrap_or("").to_string(),
-                    gate_mask: v["gate_mask"].as_u64().unwrap_or(0) as u32,
-                    chunk_seq: v["chunk_seq"].as_u64().unwrap_or(0),
-                    missed: v["missed"].as_u64().unwrap_or(0) as u32,
-                    setpoint_rad: arr("setpoint_rad"),
-                    command_rad: arr("command_rad"),
-                    feedback_rad: arr("feedback_rad"),
-                });
-            }
+            "/chunkrt/cycle" => cycles.push(cycle(&v, cycles.len())?),
             "/chunkrt/events" => events.push(v),
             _ => {}
         }
     }
     Ok((cycles, events))
+}
+
+/// The cycle of message `v`, the `index`-th cycle message of the file.
+fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
+    let missing = |k: &str, what: &str| {
+        format!("cycle message {index}: field {k:?} is missing or not {what}: {v}")
+    };
+    let int = |k: &str| {
+        v[k].as_u64()
+            .ok_or_else(|| missing(k, "an unsigned integer"))
+    };
+    let small = |k: &str| int(k).and_then(|x| u32::try_from(x).map_err(|_| missing(k, "a u32")));
+    let arr = |k: &str| -> Result<Vec<f64>, String> {
+        let a = v[k].as_array().ok_or_else(|| missing(k, "an array"))?;
+        a.iter()
+            .map(|x| x.as_f64().filter(|x| x.is_finite()))
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(|| missing(k, "an array of finite numbers (NaN is written as null)"))
+    };
+    let c = RecordedCycle {
+        cycle: int("cycle")?,
+        t_deadline_ns: int("t_deadline_ns")?,
+        mode: v["mode"]
+            .as_str()
+            .ok_or_else(|| missing("mode", "a string"))?
+            .to_string(),
+        gate_mask: small("gate_mask")?,
+        chunk_seq: int("chunk_seq")?,
+        missed: small("missed")?,
+        setpoint_rad: arr("setpoint_rad")?,
+        command_rad: arr("command_rad")?,
+        feedback_rad: arr("feedback_rad")?,
+    };
+    let n = c.command_rad.len();
+    if n == 0 || c.setpoint_rad.len() != n || c.feedback_rad.len() != n {
+        return Err(format!(
+            "cycle message {index}: setpoint_rad, command_rad and feedback_rad hold {}, {n} and {} joints",
+            c.setpoint_rad.len(),
+            c.feedback_rad.len()
+        ));
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message() -> serde_json::Value {
+        json!({
+            "cycle": 7, "t_deadline_ns": 7_000_000, "mode": "Playing", "gate_mask": 0,
+            "chunk_seq": 2, "missed": 0, "setpoint_rad": [0.1, 0.2],
+            "command_rad": [0.1, 0.2], "feedback_rad": [0.1, 0.2]
+        })
+    }
+
+    /// `messages` written as `/chunkrt/cycle` messages into a recording of its own,
+    /// read back by [`read`].
+    fn read_back(name: &str, messages: &[serde_json::Value]) -> Result<Vec<RecordedCycle>, String> {
+        let path = std::env::temp_dir().join(format!(
+            "chunkrt-tests-recording-{name}-{}.mcap",
+            std::process::id()
+        ));
+        let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let mut w = mcap::Writer::new(file).unwrap();
+        let schema = w.add_schema("chunkrt.Cycle", "jsonschema", b"{}").unwrap();
+        let channel = w
+            .add_channel(schema, "/chunkrt/cycle", "json", &Default::default())
+            .unwrap();
+        for (k, m) in messages.iter().enumerate() {
+            let header = mcap::records::MessageHeader {
+                channel_id: channel,
+                sequence: k as u32,
+                log_time: k as u64,
+                publish_time: k as u64,
+            };
+            w.write_to_known_channel(&header, m.to_string().as_bytes())
+                .unwrap();
+        }
+        w.finish().unwrap();
+        drop(w);
+        let out = read(&path).map(|(c, _)| c);
+        let _ = std::fs::remove_file(&path);
+        out
+    }
+
+    #[test]
+    fn a_whole_message_reads() {
+        let c = read_back("whole", &[message()]).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].cycle, c[0].chunk_seq, c[0].mode.as_str()),
+            (7, 2, "Playing")
+        );
+        assert_eq!(c[0].command_rad, vec![0.1, 0.2]);
+    }
+
+    #[test]
+    fn a_missing_field_is_refused_by_name() {
+        for k in ["cycle", "t_deadline_ns", "mode", "missed", "command_rad"] {
+            let mut v = message();
+            v.as_object_mut().unwrap().remove(k);
+            let e = read_back(k, &[message(), v]).unwrap_err();
+            assert!(
+                e.contains(&format!("{k:?}")) && e.contains("cycle message 1"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_nan_is_refused() {
+        // serde_json writes a NaN as null.
+        let mut v = message();
+        v["command_rad"] = json!([0.1, f64::NAN]);
+        assert_eq!(v["command_rad"][1], serde_json::Value::Null);
+        let e = read_back("nan", &[v]).unwrap_err();
+        assert!(e.contains("\"command_rad\""), "{e}");
+    }
+
+    #[test]
+    fn joints_that_disagree_are_refused() {
+        let mut v = message();
+        v["feedback_rad"] = json!([0.1]);
+        assert!(read_back("joints", &[v]).is_err());
+    }
 }
