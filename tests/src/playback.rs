@@ -32,6 +32,8 @@ pub const RECOVERY_S: f64 = 0.1;
 pub struct Playback {
     /// Playing cycles judged.
     pub playing: usize,
+    /// 4-cycle windows (consecutive Playing cycles) whose acceleration and jerk were judged.
+    pub windows: usize,
     /// Cycles left out: within [`RECOVERY_S`] after a missed deadline.
     pub after_missed: usize,
     /// Playing cycles whose command differs from the proposal.
@@ -69,10 +71,11 @@ impl Playback {
     /// One line for a log.
     pub fn line(&self) -> String {
         format!(
-            "{} Playing cycles ({} after a missed deadline left out), altered {:.2} %, gap P99 {:.3} mrad (max {:.3}), \
+            "{} Playing cycles, {} windows ({} after a missed deadline left out), altered {:.2} %, gap P99 {:.3} mrad (max {:.3}), \
              acceleration P99.9 {:.3} (max {:.3}) of the limit, jerk P99.9 {:.3} (max {:.3}), \
              {} goal-to-goal times, mean {:.2} s",
             self.playing,
+            self.windows,
             self.after_missed,
             self.altered_pct(),
             self.gap_p99_rad * 1e3,
@@ -85,16 +88,56 @@ impl Playback {
             self.mean_goal_time_s()
         )
     }
+
+    /// Panics unless at least `min_cycles` Playing cycles and `min_cycles / 2` windows
+    /// were judged (a window needs four consecutive Playing cycles outside the recovery
+    /// after a missed deadline): a judge that judged nothing passes nothing.
+    #[track_caller]
+    pub fn assert_judged(&self, what: &str, min_cycles: usize) {
+        assert!(
+            self.playing >= min_cycles && self.windows >= min_cycles / 2,
+            "{what}: judged {} Playing cycles and {} windows, fewer than the {min_cycles} the run should have played: {}",
+            self.playing,
+            self.windows,
+            self.line()
+        );
+    }
 }
 
-/// The `q`-quantile (nearest rank) of `v`; 0 for an empty slice.
-pub fn quantile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
+/// The fewest Playing cycles a run of `duration_s` at `period_ms` must leave to judge:
+/// half of its cycles (start-up, the first chunk and the closing stop take the rest of a
+/// run of ten seconds or more).
+pub fn min_playing(duration_s: f64, period_ms: f64) -> usize {
+    (0.5 * duration_s * 1e3 / period_ms) as usize
+}
+
+/// The `q`-quantile (nearest rank) of `v`, `None` for an empty slice or one that holds
+/// a NaN.
+pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() || v.iter().any(|x| x.is_nan()) {
+        return None;
     }
     v.sort_by(f64::total_cmp);
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
+    Some(v[rank - 1])
+}
+
+/// The largest of `v`, `None` for an empty slice or one that holds a NaN (`f64::max`
+/// drops a NaN).
+pub fn max(v: &[f64]) -> Option<f64> {
+    if v.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    v.iter().copied().reduce(f64::max)
+}
+
+/// The larger of `a` and `b`, NaN when either is (`f64::max` returns the other).
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// Judges the run in `run_dir` (its `recording.mcap`) against the limits of `cfg`, the
@@ -126,20 +169,34 @@ pub fn judge_run(cfg: &Config, run_dir: &Path) -> Result<Playback, String> {
         }
     };
     let (cycles, _) = recording::read(&run_dir.join("recording.mcap"))?;
-    Ok(judge(&cycles, &acc, &jerk, &goals, tolerance))
+    judge(&cycles, &acc, &jerk, &goals, tolerance)
 }
 
 /// Judges `cycles` (file order) against the per-joint acceleration and jerk limits and
-/// the goal list.
+/// the goal list. Refuses a recording in which a cycle holds fewer joints than the limits
+/// or a figure that is not finite (a NaN, a deadline that does not advance), and one in
+/// which no Playing cycle or no window of four consecutive Playing cycles is left to judge.
 pub fn judge(
     cycles: &[RecordedCycle],
     acc_limit: &[f64],
     jerk_limit: &[f64],
     goals: &[Vec<f64>],
     goal_tolerance_rad: f64,
-) -> Playback {
+) -> Result<Playback, String> {
     let mut out = Playback::default();
     let dof = acc_limit.len().min(jerk_limit.len());
+    if dof == 0 {
+        return Err("no joint limits to judge against".into());
+    }
+    for (i, c) in cycles.iter().enumerate() {
+        let finite = |v: &[f64]| v.len() >= dof && v[..dof].iter().all(|x| x.is_finite());
+        if !finite(&c.setpoint_rad) || !finite(&c.command_rad) {
+            return Err(format!(
+                "cycle {} (message {i}): setpoint_rad {:?} / command_rad {:?}: fewer than {dof} joints or not finite",
+                c.cycle, c.setpoint_rad, c.command_rad
+            ));
+        }
+    }
     let t = |c: &RecordedCycle| c.t_deadline_ns as f64 * 1e-9;
     // Per cycle: whether it lies within RECOVERY_S after a missed deadline.
     let mut last_missed = f64::NEG_INFINITY;
@@ -162,13 +219,20 @@ pub fn judge(
     {
         let gap = (0..dof)
             .map(|j| (c.setpoint_rad[j] - c.command_rad[j]).abs())
-            .fold(0.0, f64::max);
+            .fold(0.0, nan_max);
         out.playing += 1;
         out.altered += (gap > ALTERED_RAD) as usize;
         gaps.push(gap);
     }
-    out.gap_max_rad = gaps.iter().copied().fold(0.0, f64::max);
-    out.gap_p99_rad = quantile(&mut gaps, 0.99);
+    if gaps.is_empty() {
+        return Err(format!(
+            "no Playing cycle to judge among {} cycles ({} after a missed deadline)",
+            cycles.len(),
+            out.after_missed
+        ));
+    }
+    out.gap_max_rad = max(&gaps).ok_or("a gap is NaN")?;
+    out.gap_p99_rad = quantile(&mut gaps, 0.99).ok_or("a gap is NaN")?;
 
     let (mut accs, mut jerks) = (Vec::new(), Vec::new());
     for (i, w) in cycles.windows(4).enumerate() {
@@ -188,16 +252,31 @@ pub fn judge(
             let a0 = (v[1] - v[0]) / ((t(&w[2]) - t(&w[0])) / 2.0);
             let a1 = (v[2] - v[1]) / ((t(&w[3]) - t(&w[1])) / 2.0);
             let jk = (a1 - a0) / ((t(&w[3]) + t(&w[2]) - t(&w[1]) - t(&w[0])) / 2.0);
-            acc = acc.max(a0.abs() / acc_limit[j]);
-            jerk = jerk.max(jk.abs() / jerk_limit[j]);
+            acc = nan_max(acc, a0.abs() / acc_limit[j]);
+            jerk = nan_max(jerk, jk.abs() / jerk_limit[j]);
+        }
+        if !acc.is_finite() || !jerk.is_finite() {
+            return Err(format!(
+                "cycles {}..={}: acceleration {acc} / jerk {jerk} of the limit is not finite (deadlines {:?})",
+                w[0].cycle,
+                w[3].cycle,
+                w.iter().map(|c| c.t_deadline_ns).collect::<Vec<_>>()
+            ));
         }
         accs.push(acc);
         jerks.push(jerk);
     }
-    out.acc_max = accs.iter().copied().fold(0.0, f64::max);
-    out.jerk_max = jerks.iter().copied().fold(0.0, f64::max);
-    out.acc_p999 = quantile(&mut accs, 0.999);
-    out.jerk_p999 = quantile(&mut jerks, 0.999);
+    out.windows = accs.len();
+    let playing_cycles = out.playing;
+    let none = || {
+        format!(
+            "no window of four consecutive Playing cycles to judge among {playing_cycles} Playing cycles"
+        )
+    };
+    out.acc_max = max(&accs).ok_or_else(none)?;
+    out.jerk_max = max(&jerks).ok_or_else(none)?;
+    out.acc_p999 = quantile(&mut accs, 0.999).ok_or_else(none)?;
+    out.jerk_p999 = quantile(&mut jerks, 0.999).ok_or_else(none)?;
 
     if !goals.is_empty() {
         let mut index = 0;
@@ -215,7 +294,7 @@ pub fn judge(
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -242,7 +321,7 @@ mod tests {
                 cycle(k, 0.02, "Playing", 1.5 * t * t, 1.5 * t * t)
             })
             .collect();
-        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05);
+        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap();
         assert!((p.acc_max - 0.3).abs() < 1e-9, "{}", p.line());
         assert!(p.jerk_max < 1e-6, "{}", p.line());
         assert_eq!((p.playing, p.altered), (50, 0));
@@ -256,7 +335,7 @@ mod tests {
         cycles[10].command_rad[0] = 0.002;
         cycles[20].mode = "Decelerating".into();
         cycles[20].command_rad[0] = 0.5;
-        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05);
+        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap();
         assert_eq!((p.playing, p.altered), (99, 1));
         assert_eq!(p.gap_max_rad, 0.002);
         // Windows touching the non-Playing cycle are not judged; the step at 10 is.
@@ -271,7 +350,7 @@ mod tests {
         cycles[100].missed = 2;
         cycles[120].command_rad[0] = 0.002; // within 100 ms: left out
         cycles[250].command_rad[0] = 0.001; // after: counted
-        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05);
+        let p = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap();
         assert_eq!(p.after_missed, 101);
         assert_eq!((p.playing, p.altered), (199, 1));
         assert_eq!(p.gap_max_rad, 0.001);
@@ -290,9 +369,81 @@ mod tests {
         let cycles: Vec<_> = (0..50)
             .map(|k| cycle(k, 0.1, "Playing", pos(k), pos(k)))
             .collect();
-        let p = judge(&cycles, &[1e9], &[1e9], &[vec![0.0], vec![1.0]], 0.05);
+        let p = judge(&cycles, &[1e9], &[1e9], &[vec![0.0], vec![1.0]], 0.05).unwrap();
         assert_eq!(p.goal_times_s.len(), 4);
         assert!((p.goal_times_s[0] - 1.0).abs() < 1e-9);
         assert!(p.goal_times_s.iter().all(|t| (t - 1.0).abs() < 1e-9));
+    }
+
+    fn steady(n: u64) -> Vec<RecordedCycle> {
+        (0..n)
+            .map(|k| cycle(k, 0.001, "Playing", 0.01 * k as f64, 0.01 * k as f64))
+            .collect()
+    }
+
+    #[test]
+    fn cycles_that_are_never_consecutive_are_refused() {
+        // Every other cycle recorded: no 4-cycle window; the old judge reported 0.
+        let cycles: Vec<_> = steady(200).into_iter().step_by(2).collect();
+        let e = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap_err();
+        assert!(e.contains("no window"), "{e}");
+    }
+
+    #[test]
+    fn nothing_playing_is_refused() {
+        let mut cycles = steady(100);
+        cycles
+            .iter_mut()
+            .for_each(|c| c.mode = "Decelerating".into());
+        let e = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap_err();
+        assert!(e.contains("no Playing cycle"), "{e}");
+        assert!(judge(&[], &[10.0], &[100.0], &[], 0.05).is_err());
+    }
+
+    #[test]
+    fn a_nan_is_refused() {
+        for field in ["command", "setpoint"] {
+            let mut cycles = steady(100);
+            match field {
+                "command" => cycles[50].command_rad[0] = f64::NAN,
+                _ => cycles[50].setpoint_rad[0] = f64::NAN,
+            }
+            let e = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap_err();
+            assert!(e.contains("cycle 50"), "{field}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_cycle_without_its_joints_is_refused() {
+        let mut cycles = steady(100);
+        cycles[30].command_rad.clear();
+        let e = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap_err();
+        assert!(e.contains("cycle 30"), "{e}");
+    }
+
+    #[test]
+    fn a_deadline_that_does_not_advance_is_refused() {
+        let mut cycles = steady(100);
+        cycles[40].t_deadline_ns = cycles[39].t_deadline_ns;
+        let e = judge(&cycles, &[10.0], &[100.0], &[], 0.05).unwrap_err();
+        assert!(e.contains("not finite"), "{e}");
+    }
+
+    #[test]
+    fn the_judged_count_is_asserted() {
+        let p = judge(&steady(100), &[10.0], &[100.0], &[], 0.05).unwrap();
+        assert_eq!((p.playing, p.windows), (100, 97));
+        p.assert_judged("steady", 90);
+        let short = std::panic::catch_unwind(|| p.assert_judged("steady", 101));
+        assert!(short.is_err());
+    }
+
+    #[test]
+    fn quantile_and_max_refuse_empty_and_nan() {
+        assert_eq!(quantile(&mut [], 0.5), None);
+        assert_eq!(quantile(&mut [1.0, f64::NAN], 0.5), None);
+        assert_eq!(max(&[]), None);
+        assert_eq!(max(&[f64::NAN, 1.0]), None);
+        assert_eq!(max(&[1.0, 3.0, 2.0]), Some(3.0));
     }
 }

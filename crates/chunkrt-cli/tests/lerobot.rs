@@ -60,6 +60,8 @@ fn run(
     assert_eq!(code, Some(0), "chunkrt run exit status ({name})");
     let cfg = Config::load(&cfg_path).unwrap();
     let p = playback::judge_run(&cfg, &out).unwrap();
+    let secs: f64 = duration.trim_end_matches('s').parse().unwrap();
+    p.assert_judged(name, playback::min_playing(secs, cfg.control.period_ms));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     eprintln!("{name}: {}", p.line());

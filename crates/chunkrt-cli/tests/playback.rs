@@ -79,6 +79,8 @@ fn run(name: &str, bus_ms: &str, duration: &str, extra: &str) -> Option<(Playbac
     let cfg = Config::load(&config).unwrap();
     let p = playback::judge_run(&cfg, &out).unwrap();
     eprintln!("{name}: {}", p.line());
+    let secs: f64 = duration.trim_end_matches('s').parse().unwrap();
+    p.assert_judged(name, playback::min_playing(secs, bus_ms.parse().unwrap()));
     Some((p, cfg))
 }
 
