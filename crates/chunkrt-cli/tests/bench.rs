@@ -1,5 +1,6 @@
 //! `chunkrt bench` as CI meets it: budget verdicts, exit statuses and the files.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -227,7 +228,7 @@ fn a_generous_budget_passes_and_the_baseline_block_is_written() {
 fn ordinary_regressions_fail_the_ci_budget() {
     let dir = temp_dir("regressions");
     let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let sim = sim.replace(
+    let sim = sim.edit(
         "manifest = \"policies/",
         &format!(
             "manifest = \"{}/rt-config/policies/",

@@ -1,5 +1,6 @@
 //! The `chunkrt` binary as a user meets it: exit statuses and error messages.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,7 +25,7 @@ fn a_misspelled_key_names_the_key_and_the_file_and_exits_2() {
     let dir = temp_dir("typo");
     let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
         .unwrap()
-        .replace("blend_ms = ", "blend_msec = ");
+        .edit("blend_ms = ", "blend_msec = ");
     let file = dir.join("typo.toml");
     std::fs::write(&file, text).unwrap();
     for args in [vec!["validate"], vec!["run", "--config"]] {

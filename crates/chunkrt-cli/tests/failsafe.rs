@@ -11,6 +11,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
 use chunkrt_tests::braking::check_stop;
 use common::{lines_of, repo, wait};
@@ -29,12 +30,12 @@ fn config_from(dir: &Path, file: &str, manifest: &str, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(repo().join("rt-config").join(file)).unwrap();
     let absolute = repo().join("rt-config/policies").join(manifest);
     let edited = text
-        .replace(
+        .edit(
             &format!("manifest = \"policies/{manifest}\""),
             &format!("manifest = \"{}\"", absolute.display()),
         )
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n");
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n");
     assert!(
         edited.contains(&absolute.display().to_string()),
         "manifest not replaced"
@@ -298,7 +299,7 @@ fn sigint_during_a_slow_model_load_ends_the_process_at_once() {
         .set_len(2000 << 20)
         .unwrap();
     let flow = std::fs::read_to_string(repo().join("rt-config/policies/flow.toml")).unwrap();
-    let manifest_text = flow.replace(
+    let manifest_text = flow.edit(
         "model_file = \"flow.onnx\"",
         &format!("model_file = \"{}\"", big.display()),
     );
@@ -309,7 +310,7 @@ fn sigint_during_a_slow_model_load_ends_the_process_at_once() {
     let manifest = dir.join("flow.toml");
     std::fs::write(&manifest, manifest_text).unwrap();
     let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let edited = text.replace(
+    let edited = text.edit(
         "manifest = \"policies/flow.toml\"",
         &format!("manifest = \"{}\"", manifest.display()),
     );

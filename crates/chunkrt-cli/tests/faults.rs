@@ -8,6 +8,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use common::{repo, wait};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -30,11 +31,11 @@ fn gated_config(dir: &Path, telemetry: &str) -> PathBuf {
         "sim-scripted.toml changed"
     );
     let text = text
-        .replace(
+        .edit(
             limits,
             "max_vel_rad_s = [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]",
         )
-        .replace(status, &format!("{status}\n{telemetry}"));
+        .edit(status, &format!("{status}\n{telemetry}"));
     let file = dir.join("gated.toml");
     std::fs::write(&file, text).unwrap();
     file

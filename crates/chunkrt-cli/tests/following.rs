@@ -4,6 +4,7 @@
 //! joint and the error, and the policy loses authority (`FollowingError`), instead of
 //! the lag showing only as a tracking error in the report.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,13 +16,13 @@ fn repo() -> PathBuf {
 /// limit when given.
 fn weak_joint_config(dir: &Path, limit: Option<f64>) -> PathBuf {
     let text = std::fs::read_to_string(repo().join("rt-config/sim-scripted.toml")).unwrap();
-    let weak = text.replace(
+    let weak = text.edit(
         "max_torque_nm = [87.0, 87.0,",
         "max_torque_nm = [1.1, 87.0,",
     );
     assert_ne!(weak, text, "the torque line of sim-scripted.toml moved");
     let weak = match limit {
-        Some(l) => weak.replace(
+        Some(l) => weak.edit(
             "brake_acc_rad_s2 = [",
             &format!("max_following_error_rad = {l}\nbrake_acc_rad_s2 = ["),
         ),

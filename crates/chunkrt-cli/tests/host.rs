@@ -2,6 +2,7 @@
 //! settings: OS errors in words, and the `/dev/cpu_dma_latency` hold, checked
 //! against the kernel's own view of the device.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -195,7 +196,7 @@ fn the_run_holds_cpu_dma_latency_at_zero_and_its_report_says_so() {
     // Turned off in the configuration: not held, and the report says so.
     let off = open_dir("dma-off");
     let cfg = config(&off, |t| {
-        t.replace(
+        t.edit(
             "lock_memory = true",
             "lock_memory = true\nhold_cpu_dma_latency = false",
         )

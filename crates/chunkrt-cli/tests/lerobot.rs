@@ -10,6 +10,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
 use chunkrt_tests::playback;
 use common::{repo, wait};
@@ -36,12 +37,12 @@ fn run(
     let policies = repo().join("rt-config/policies");
     let text = std::fs::read_to_string(repo().join("rt-config").join(config))
         .unwrap()
-        .replace(
+        .edit(
             "manifest = \"policies/",
             &format!("manifest = \"{}/", policies.display()),
         )
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n")
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n")
         + extra;
     let cfg_path = dir.join("sim.toml");
     std::fs::write(&cfg_path, text).unwrap();
@@ -122,11 +123,11 @@ fn a_chunk_period_other_than_the_history_spacing_is_refused() {
     let manifest = repo().join("rt-config/policies/lerobot-diffusion-ddpm.toml");
     let text = std::fs::read_to_string(repo().join("rt-config/sim-lerobot-diffusion.toml"))
         .unwrap()
-        .replace(
+        .edit(
             "manifest = \"policies/lerobot-diffusion-ddpm.toml\"",
             &format!("manifest = \"{}\"", manifest.display()),
         )
-        .replace("chunk_period_ms = 50.0", "chunk_period_ms = 40.0");
+        .edit("chunk_period_ms = 50.0", "chunk_period_ms = 40.0");
     let config = dir.join("sim.toml");
     std::fs::write(&config, text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
@@ -166,8 +167,8 @@ fn the_continuous_ensemble_keeps_the_gate_idle_where_acts_own_does_not() {
         let dir = common::temp_dir("lerobot", &format!("{name}-config"));
         let text = std::fs::read_to_string(repo().join("rt-config/sim-lerobot-act.toml"))
             .unwrap()
-            .replace("seam = \"ensemble\" ", &format!("seam = \"{seam}\" "))
-            .replace("blend_ms = 200.0 ", &format!("blend_ms = {blend}.0 "));
+            .edit("seam = \"ensemble\" ", &format!("seam = \"{seam}\" "))
+            .edit("blend_ms = 200.0 ", &format!("blend_ms = {blend}.0 "));
         let config = dir.join("act.toml");
         std::fs::write(&config, text).unwrap();
         let Some((p, r)) = run(config.to_str().unwrap(), &name, "20s", &extra) else {

@@ -5,6 +5,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use common::{repo, temp_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -263,7 +264,7 @@ fn warnings_written_to_a_file_carry_no_colour_escapes() {
         "sim-scripted.toml changed: update this test"
     );
     let cfg = dir.join("cpu-4000.toml");
-    std::fs::write(&cfg, text.replace(line, "cpu = 4000")).unwrap();
+    std::fs::write(&cfg, text.edit(line, "cpu = 4000")).unwrap();
     let log = dir.join("stderr.txt");
     let status = Command::new(bin())
         .current_dir(repo())

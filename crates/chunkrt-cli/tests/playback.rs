@@ -17,6 +17,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
 use chunkrt_tests::playback::{self, Playback};
 use common::{repo, wait};
@@ -47,12 +48,12 @@ fn run(name: &str, bus_ms: &str, duration: &str, extra: &str) -> Option<(Playbac
     let manifest = repo().join("rt-config/policies/flow.toml");
     let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
         .unwrap()
-        .replace(
+        .edit(
             "manifest = \"policies/flow.toml\"",
             &format!("manifest = \"{}\"", manifest.display()),
         )
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n")
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n")
         + extra;
     let config = dir.join("sim.toml");
     std::fs::write(&config, text).unwrap();

@@ -6,6 +6,7 @@
 //! every cycle that began a new chunk (from `recording.mcap`, read with the `mcap`
 //! crate) a seam tick; each PNG has its SVG's size.
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::recording;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -44,7 +45,7 @@ fn gated_config(dir: &Path) -> PathBuf {
     let path = dir.join("gated.toml");
     std::fs::write(
         &path,
-        text.replace(
+        text.edit(
             limits,
             "max_vel_rad_s = [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]",
         ),

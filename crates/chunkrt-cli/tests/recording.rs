@@ -6,6 +6,7 @@
 //! chunk the inference thread published. Without a Python that has
 //! `mcap` the test prints a visible SKIP, and fails under `CI=true`.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -60,11 +61,11 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         "sim-scripted.toml changed"
     );
     let text = text
-        .replace(
+        .edit(
             limits,
             "max_vel_rad_s = [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]",
         )
-        .replace(status, &format!("{status}\nrecord_segment_mb = 0.04"));
+        .edit(status, &format!("{status}\nrecord_segment_mb = 0.04"));
     let config = dir.join("gated.toml");
     std::fs::write(&config, text).unwrap();
     let out = dir.join("run");

@@ -14,6 +14,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::recording::{self, RecordedCycle};
 use common::{repo, wait};
 use serde_json::Value;
@@ -67,13 +68,13 @@ fn run(name: &str, duration: &str, extra: &str) -> Option<Run> {
     let policies = repo().join("rt-config/policies");
     let text = std::fs::read_to_string(repo().join("rt-config/sim-vision.toml"))
         .unwrap()
-        .replace(
+        .edit(
             "manifest = \"policies/",
             &format!("manifest = \"{}/", policies.display()),
         )
         // Threads unpinned: tests run beside each other.
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n")
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n")
         + extra;
     let cfg_path = dir.join("sim-vision.toml");
     std::fs::write(&cfg_path, text).unwrap();
@@ -325,7 +326,7 @@ fn a_camera_that_does_not_fit_the_policy_is_refused_before_anything_moves() {
     let dir = common::temp_dir("vision", "refused");
     let policies = repo().join("rt-config/policies");
     let absolute = |text: String| {
-        text.replace(
+        text.edit(
             "manifest = \"policies/",
             &format!("manifest = \"{}/", policies.display()),
         )

@@ -16,6 +16,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
 use chunkrt_tests::braking::check_stop;
 use chunkrt_tests::recording::{self, RecordedCycle};
@@ -36,12 +37,12 @@ fn config_with(dir: &Path, manifest: &str) -> PathBuf {
     let fixture = repo().join("tests/fixtures/policies").join(manifest);
     assert!(fixture.exists(), "{}", fixture.display());
     let text = text
-        .replace(
+        .edit(
             "manifest = \"policies/flow.toml\"",
             &format!("manifest = \"{}\"", fixture.display()),
         )
-        .replace("cpu = 1 ", "cpu = -1 ")
-        .replace("cpu = 0\n", "cpu = -1\n");
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n");
     assert!(text.contains(&fixture.display().to_string()));
     let path = dir.join("sim.toml");
     std::fs::write(&path, text).unwrap();

@@ -1,5 +1,6 @@
 //! Every file in rt-config/ loads; every fixture gives the expected result.
 
+use chunkrt_testkit::edit::Edit;
 use chunkrt_config::{Config, FileKind};
 use std::path::{Path, PathBuf};
 
@@ -71,7 +72,7 @@ fn with_policy_key(key: &str, value: &str) -> String {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid-minimal.toml"),
     )
     .unwrap();
-    base.replace(
+    base.edit(
         "kind = \"scripted\"\n",
         &format!("kind = \"scripted\"\n{key} = {value}\n"),
     )
@@ -88,7 +89,7 @@ fn a_100_mb_string_value_gives_a_short_error_with_its_line() {
             "huge.toml:8: key `policy.execution_provider`",
         ),
         (
-            with_policy_key("seed", "1").replace("kind = \"scripted\"", &format!("kind = {huge}")),
+            with_policy_key("seed", "1").edit("kind = \"scripted\"", &format!("kind = {huge}")),
             "huge.toml:7: key `policy.kind`",
         ),
     ];

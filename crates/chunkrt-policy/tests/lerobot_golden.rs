@@ -12,6 +12,7 @@
 
 mod common;
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 
 use chunkrt_core::PolicyError;
@@ -411,7 +412,7 @@ fn edited_manifest(manifest: &Path, dir: &Path, edit: &str, with: &str) -> PathB
     assert!(text.contains(edit), "{edit} not in {}", manifest.display());
     let m = chunkrt_policy::CheckedManifest2::load(manifest).unwrap();
     let model = m.raw.model_path(manifest);
-    let text = text.replace(edit, with).replace(
+    let text = text.edit(edit, with).edit(
         &format!("model_file = \"{}\"", m.raw.model_file),
         &format!("model_file = \"{}\"", model.display()),
     );
