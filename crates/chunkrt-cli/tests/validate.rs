@@ -1,6 +1,7 @@
 //! `chunkrt validate FILE` on every kind of file chunkrt reads, and on configs
 //! that parse but cannot run.
 
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -94,7 +95,7 @@ fn a_config_that_cannot_play_is_refused_with_file_line_and_key() {
     ] {
         assert!(sim.contains(from), "rt-config/sim.toml has no `{from}`");
         let file = dir.join(format!("{key}.toml"));
-        std::fs::write(&file, sim.replace(from, to)).unwrap();
+        std::fs::write(&file, sim.edit(from, to)).unwrap();
         let out = validate(&file);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{key}: {err}");
@@ -126,7 +127,7 @@ fn flow_policy_in(dir: &Path) -> (PathBuf, PathBuf) {
     let from = "manifest = \"policies/flow.toml\"";
     assert!(sim.contains(from), "rt-config/sim.toml has no `{from}`");
     let run = dir.join("run.toml");
-    std::fs::write(&run, sim.replace(from, "manifest = \"flow.toml\"")).unwrap();
+    std::fs::write(&run, sim.edit(from, "manifest = \"flow.toml\"")).unwrap();
     (dir.join("flow.toml"), run)
 }
 
@@ -372,7 +373,7 @@ fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_b
     ] {
         std::fs::write(
             &run,
-            text.replace(
+            text.edit(
                 "manifest = \"flow.toml\"",
                 &format!("manifest = \"{}\"", manifest.display()),
             ),
@@ -562,11 +563,11 @@ fn validate_refuses_a_start_pose_outside_the_stops() {
     let given = dir.join("given.toml");
     std::fs::write(
         &given,
-        sim.replace(
+        sim.edit(
             pose,
             "initial_pos_rad = [0.0, -0.4, 0.0, 0.5, 0.0, 1.2, 0.8]",
         )
-        .replace(
+        .edit(
             "policies/",
             &format!("{}/rt-config/policies/", repo().display()),
         ),
@@ -575,12 +576,12 @@ fn validate_refuses_a_start_pose_outside_the_stops() {
     let default = dir.join("default.toml");
     std::fs::write(
         &default,
-        sim.replace(pose, "")
-            .replace(
+        sim.edit(pose, "")
+            .edit(
                 stops,
                 "pos_max_rad = [2.8973, 1.7628, 2.8973, -2.5, 2.8973, 3.7525, 2.8973]",
             )
-            .replace(
+            .edit(
                 "policies/",
                 &format!("{}/rt-config/policies/", repo().display()),
             ),
