@@ -11,8 +11,8 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::braking::check_stop;
 use common::{lines_of, repo, wait};
 use std::path::{Path, PathBuf};

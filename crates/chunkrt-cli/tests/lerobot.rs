@@ -10,8 +10,8 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::playback;
 use common::{repo, wait};
 use std::process::{Command, Stdio};

@@ -17,8 +17,8 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::playback::{self, Playback};
 use common::{repo, wait};
 use std::path::PathBuf;

@@ -16,8 +16,8 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_config::Config;
+use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::braking::check_stop;
 use chunkrt_tests::recording::{self, RecordedCycle};
 use common::{repo, wait};

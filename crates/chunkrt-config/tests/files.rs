@@ -1,7 +1,7 @@
 //! Every file in rt-config/ loads; every fixture gives the expected result.
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_config::{Config, FileKind};
+use chunkrt_testkit::edit::Edit;
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
