@@ -90,7 +90,7 @@ fn a_config_that_cannot_play_is_refused_with_file_line_and_key() {
             "max_chunk_age_ms",
             "max_chunk_age_ms = 200.0",
             "max_chunk_age_ms = 15.0",
-            "executor.max_chunk_age_ms`: 15 ms expires every chunk",
+            "executor.max_chunk_age_ms`: 15 ms expires chunks before their successors play",
         ),
     ] {
         assert!(sim.contains(from), "rt-config/sim.toml has no `{from}`");

@@ -13,6 +13,26 @@ pub const MIN_PERIOD_MS: f64 = 1.0;
 /// Longest bus period a run accepts.
 pub const MAX_PERIOD_MS: f64 = 20.0;
 
+/// `ms` rounded up to whole control periods of `period_ms` (`ms` itself for a
+/// non-positive period).
+pub fn ticks_ms(period_ms: f64, ms: f64) -> f64 {
+    if period_ms > 0.0 && ms.is_finite() {
+        (ms / period_ms - 1e-9).ceil().max(0.0) * period_ms
+    } else {
+        ms
+    }
+}
+
+/// The smallest sound `max_chunk_age_ms`: the inference thread observes on the first
+/// control tick at or after each chunk period's slot (`next_slot`), so successive
+/// chunks' observations lie up to `chunk_period_ms` rounded up to control periods
+/// apart; the successor arrives `inference_ms` later (at least one control period is
+/// assumed when none is known) and is spliced on the first control tick after that.
+/// The playing chunk must not have expired until then.
+pub fn min_chunk_age_ms(period_ms: f64, chunk_period_ms: f64, inference_ms: f64) -> f64 {
+    ticks_ms(period_ms, chunk_period_ms) + ticks_ms(period_ms, inference_ms).max(period_ms.max(0.0))
+}
+
 fn fail(path: &str, message: impl Into<String>) -> Check {
     Err((path.to_string(), message.into()))
 }
@@ -209,23 +229,24 @@ impl Config {
         let e = &self.executor;
         let p = &self.policy;
         let chunk_period = self.inference.chunk_period_ms;
-        // A chunk is replaced one chunk period after its observation at the
-        // earliest, plus the time inference takes (bounded by the anytime deadline
-        // when one is set): until then it is the newest and must not have expired.
-        let replaced_after = chunk_period + p.deadline_ms;
-        if e.max_chunk_age_ms <= replaced_after {
-            let deadline = if p.deadline_ms > 0.0 {
+        let min_age = min_chunk_age_ms(self.control.period_ms, chunk_period, p.deadline_ms);
+        if e.max_chunk_age_ms < min_age {
+            let period = self.control.period_ms;
+            let inference = if p.deadline_ms > 0.0 {
                 format!("policy.deadline_ms {}", p.deadline_ms)
             } else {
-                "no policy.deadline_ms".to_string()
+                "inference".to_string()
             };
             return fail(
                 "executor.max_chunk_age_ms",
                 format!(
-                    "{} ms expires every chunk before its successor can arrive \
-                     (inference.chunk_period_ms {chunk_period} + {deadline}): \
-                     expected more than {replaced_after} ms",
-                    e.max_chunk_age_ms
+                    "{} ms expires chunks before their successors play: \
+                     inference.chunk_period_ms {chunk_period} and {inference}, each rounded up \
+                     to control.period_ms {period} ticks ({} + {}) = {min_age} ms; \
+                     set it to {min_age} or more",
+                    e.max_chunk_age_ms,
+                    ticks_ms(period, chunk_period),
+                    min_age - ticks_ms(period, chunk_period),
                 ),
             );
         }
