@@ -90,6 +90,11 @@ fn drives_an_ideal_arm_through_its_goals() {
             goals_reached >= 3,
             "{name}: only {goals_reached} goals reached"
         );
+        // README "Why generative": no observation outside the declared domain.
+        assert_eq!(
+            outside, 0,
+            "{name}: observations outside the declared domain"
+        );
         assert_eq!(policy.stats().chunks, chunks);
         assert_eq!(policy.stats().reduced, 0);
     }
