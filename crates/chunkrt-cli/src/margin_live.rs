@@ -248,6 +248,14 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
                 }
             };
             print_row(comp, delay_ms, &row);
+            let first = rows.iter().all(|(c, _, _)| *c != comp);
+            if first {
+                if let LiveStatus::LostAuthority { cycles } = row.status {
+                    // The smallest delay lost authority: the larger ones would only
+                    // repeat it, for minutes, and measure nothing.
+                    bail!(lost_at_first(args, delay_ms, cycles));
+                }
+            }
             rows.push((comp, d, row));
         }
     }
@@ -265,6 +273,20 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         args.out.display()
     );
     Ok(0)
+}
+
+/// Why a sweep stops when its first (smallest) delay lost authority, and what to do.
+fn lost_at_first(args: &MarginArgs, delay_ms: f64, cycles: u64) -> String {
+    format!(
+        "the sweep stops: the policy lost authority at its smallest delay ({delay_ms} ms, \
+         {cycles} cycles in fallback), so every larger delay would too and no margin can \
+         be measured. The probe's excursion guard takes authority once joint {}'s setpoint \
+         moves more than --max-excursion-rad {} rad from where it was when the probe \
+         started; a policy moving between its goals does that on its own. Fix: pass \
+         --hold (the policy holds [sim] initial_pos_rad while it is measured) or a larger \
+         --max-excursion-rad",
+        args.joint, args.max_excursion_rad
+    )
 }
 
 /// A point's directory from an earlier `chunkrt margin` is replaced; anything else
