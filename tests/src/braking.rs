@@ -103,6 +103,14 @@ pub struct StopSummary {
 /// swing).
 pub fn check_stop(q: &[f64], base: usize, lim: &JointLimit, t: f64) -> Result<StopSummary, String> {
     assert!(base >= 2 && base < q.len(), "base {base} of {}", q.len());
+    // A NaN compares false with every bound below: it would pass them all.
+    if let Some(i) = q.iter().position(|x| !x.is_finite()) {
+        return Err(format!(
+            "command {i} ({} periods from the withdrawal) is {}",
+            i as i64 - base as i64,
+            q[i]
+        ));
+    }
     let (q2, q1, q0) = (q[base], q[base - 1], q[base - 2]);
     let v_bd = (q2 - q1) / t;
     let a_bd = (v_bd - (q1 - q0) / t) / t;
@@ -224,5 +232,15 @@ mod tests {
         late.extend(std::iter::repeat_n(q[9] + t, 3));
         late.extend(r.iter().map(|x| x + t));
         assert!(check_stop(&late, 9, &lim(), t).is_err());
+    }
+
+    #[test]
+    fn a_nan_in_the_stop_is_refused() {
+        let t = 0.02;
+        let mut q: Vec<f64> = (0..10).map(|k| 0.02 * k as f64).collect();
+        q.extend([0.2; 40]);
+        q[20] = f64::NAN;
+        let e = check_stop(&q, 9, &lim(), t).unwrap_err();
+        assert!(e.contains("command 20"), "{e}");
     }
 }

@@ -511,7 +511,8 @@ pub fn reconcile(report: &Report) -> Result<(), String> {
     }
 }
 
-/// The report's mode events as (to, reason, t_s), in order.
+/// The report's mode events as (to, reason, t_s), in order; panics on an event that
+/// lacks one of them (a default would read as a mode named "" at t = 0).
 pub fn mode_events(report: &Report) -> Vec<(String, String, f64)> {
     report
         .events
@@ -519,9 +520,17 @@ pub fn mode_events(report: &Report) -> Vec<(String, String, f64)> {
         .filter(|e| e["event"] == "mode")
         .map(|e| {
             (
-                e["to"].as_str().unwrap_or_default().to_string(),
-                e["reason"].as_str().unwrap_or_default().to_string(),
-                e["t_s"].as_f64().unwrap_or_default(),
+                e["to"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a mode event without \"to\": {e}"))
+                    .to_string(),
+                e["reason"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a mode event without \"reason\": {e}"))
+                    .to_string(),
+                e["t_s"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("a mode event without \"t_s\": {e}")),
             )
         })
         .collect()
