@@ -104,6 +104,8 @@ pub struct SimNetwork {
     sync_phases: Vec<u32>,
     /// Process-data replies still to garble, and how (`garble_replies`).
     garble_next: (u32, Garble),
+    /// Replies to other frames (no logical command) still to garble (`garble_other_replies`).
+    garble_other: (u32, Garble),
 }
 
 /// Process-data frames whose SYNC0 phase is kept (about 17 minutes at 1 ms).
@@ -131,6 +133,7 @@ impl SimNetwork {
             stats: WireStats::default(),
             sync_phases: Vec::new(),
             garble_next: (0, Garble::PduLength),
+            garble_other: (0, Garble::PduLength),
             cfg,
         };
         for d in &mut net.devices {
@@ -204,6 +207,14 @@ impl SimNetwork {
     /// those frames as usual: their outputs are taken, their inputs written.
     pub fn garble_replies(&mut self, n: u32, how: Garble) {
         self.garble_next = (n, how);
+    }
+
+    /// The replies to the next `n` frames without a logical command (register and
+    /// mailbox accesses, AL state changes: bring-up, rejoin, shutdown) come back
+    /// malformed as `how` says; process-data frames are untouched. The drives process
+    /// those frames as usual.
+    pub fn garble_other_replies(&mut self, n: u32, how: Garble) {
+        self.garble_other = (n, how);
     }
 
     /// The master is silent for `ns`: simulated time passes with no frame on the wire (the
@@ -454,6 +465,10 @@ impl SimNetwork {
                 how.apply(reply);
                 self.stats.garbled += 1;
             }
+        } else if self.garble_other.0 > 0 {
+            self.garble_other.0 -= 1;
+            self.garble_other.1.apply(reply);
+            self.stats.garbled += 1;
         }
         self.stats.replies += 1;
         if delay {

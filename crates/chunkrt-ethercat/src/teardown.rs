@@ -71,18 +71,8 @@ impl EthercatBackend {
                 problems.push(format!("disable: not all drives disabled ({e})"));
             }
         }
-        if let Some(g) = self.group.take() {
-            let left = step(
-                &mut self.io,
-                "leave OP",
-                self.p.state_timeout * 3,
-                g.leave_op(&self.md),
-            );
-            match left {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => problems.push(format!("leaving OP: {e}")),
-                Err(e) => problems.push(format!("leaving OP: {e}")),
-            }
+        if let Err(e) = self.leave_op() {
+            problems.push(format!("leaving OP: {e}"));
         }
         let init = step(
             &mut self.io,
@@ -98,6 +88,80 @@ impl EthercatBackend {
             Err(e) => problems.push(format!("bus to INIT: {e}")),
         }
         (!problems.is_empty()).then(|| problems.join("; "))
+    }
+
+    /// OP -> INIT through ethercrab's group transition. When that fails (e.g. one reply
+    /// that does not decode, a late frame's answer taken for another), the bus is sent
+    /// to INIT by broadcast and every drive's own AL status is read back: all in INIT
+    /// is a shutdown that reached its end (the first failure is logged), anything else
+    /// is the failure, with each drive's state.
+    fn leave_op(&mut self) -> Result<(), String> {
+        let Some(g) = self.group.take() else {
+            return Ok(());
+        };
+        let addrs: Vec<u16> = (0..self.p.dof())
+            .filter_map(|i| g.address(&self.md, i).map(|(a, _)| a))
+            .collect();
+        let left = step(
+            &mut self.io,
+            "leave OP",
+            self.p.state_timeout * 3,
+            g.leave_op(&self.md),
+        );
+        let first = match left {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        match self.confirm_init(&addrs) {
+            Ok(()) => {
+                tracing::warn!(
+                    "ethercat: leaving OP: {first}; the bus was then sent to INIT and every \
+                     drive reads INIT in its AL status"
+                );
+                Ok(())
+            }
+            Err(states) => Err(format!("{first}; then, sent to INIT: {states}")),
+        }
+    }
+
+    /// Broadcasts AL control INIT and polls each drive's AL status (at its station
+    /// address) until all read INIT, for at most the state timeout; Err: each drive's
+    /// last state.
+    fn confirm_init(&mut self, addrs: &[u16]) -> Result<(), String> {
+        let t = Duration::from_millis(200);
+        let end = Instant::now() + self.p.state_timeout;
+        loop {
+            let _ = step(
+                &mut self.io,
+                "bus to INIT",
+                t,
+                Command::bwr(RegisterAddress::AlControl.into())
+                    .ignore_wkc()
+                    .send(&self.md, 0x0011u16),
+            );
+            let mut states = Vec::with_capacity(addrs.len());
+            for &a in addrs {
+                let st = step(
+                    &mut self.io,
+                    "AL status",
+                    t,
+                    Command::fprd(a, RegisterAddress::AlStatus.into()).receive::<u16>(&self.md),
+                );
+                states.push(match st {
+                    Ok(Ok(s)) if s & 0x1F == 0x01 => None,
+                    Ok(Ok(s)) => Some(format!("drive {a:#06x} in AL state {s:#06x}")),
+                    _ => Some(format!("drive {a:#06x} does not answer")),
+                });
+            }
+            if states.iter().all(Option::is_none) {
+                return Ok(());
+            }
+            if Instant::now() >= end {
+                return Err(states.into_iter().flatten().collect::<Vec<_>>().join(", "));
+            }
+            std::thread::sleep(self.p.period.max(Duration::from_millis(10)));
+        }
     }
 
     /// Quick stop until at rest, disable voltage, OP -> INIT.
@@ -171,17 +235,7 @@ impl EthercatBackend {
                 )
             })
         });
-        let left = match self.group.take() {
-            Some(g) => step(
-                &mut self.io,
-                "leave OP",
-                self.p.state_timeout * 3,
-                g.leave_op(&self.md),
-            )
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string())),
-            None => Ok(()),
-        };
+        let left = self.leave_op();
         let mut problems = Vec::new();
         if let Err(e) = disabled {
             problems.push(format!("disable: not all drives disabled ({e})"));
