@@ -224,11 +224,19 @@ pub fn read_with(
         let file = chunkrt_files::open_regular(f, "recording")
             .map_err(err)?
             .file;
-        if let Err(e) = r.segment(file) {
+        match r.segment(file) {
+            Ok(()) => {}
+            // The file could not be read (an I/O error): that is the error, not a
+            // recording cut short.
+            Err(Stop::Read(e)) => {
+                return Err(format!("{}: cannot read the recording: {e}", f.display()))
+            }
             // A killed run's last segment has no summary and may end inside a
             // record: what was read stays, and the figure says so.
-            r.data.truncated = Some(format!("{}: {e}", f.display()));
-            break;
+            Err(Stop::Cut(e)) => {
+                r.data.truncated = Some(format!("{}: {e}", f.display()));
+                break;
+            }
         }
     }
     r.data.files = files.to_vec();
@@ -273,7 +281,7 @@ impl Reader<'_> {
         self.data.window.is_none_or(|(a, b)| t >= a && t <= b)
     }
 
-    fn segment(&mut self, mut file: std::fs::File) -> Result<(), String> {
+    fn segment(&mut self, mut file: std::fs::File) -> Result<(), Stop> {
         use mcap::records::Record;
         use mcap::sans_io::{LinearReadEvent, LinearReader};
         use std::io::Read;
@@ -282,9 +290,13 @@ impl Reader<'_> {
         while let Some(event) = reader.next_event() {
             match event.map_err(err)? {
                 LinearReadEvent::ReadRequest(need) => {
-                    let got = file.read(reader.insert(need)).map_err(err)?;
+                    let got = file
+                        .read(reader.insert(need))
+                        .map_err(|e| Stop::Read(e.to_string()))?;
                     if got == 0 {
-                        return Err("the file ends inside a record (cut short)".into());
+                        return Err(Stop::Cut(
+                            "the file ends inside a record (cut short)".into(),
+                        ));
                     }
                     reader.notify_read(got);
                 }
@@ -488,6 +500,20 @@ impl Reader<'_> {
             self.data.span = (0.0, 0.0);
         }
         self.data
+    }
+}
+
+/// Why a segment's reading stopped early.
+enum Stop {
+    /// The file ends early or holds a record that does not parse: a run cut short.
+    Cut(String),
+    /// The file could not be read (the OS error).
+    Read(String),
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Self {
+        Stop::Cut(e)
     }
 }
 
@@ -706,5 +732,21 @@ mod tests {
             e.contains("no recording") && e.contains("chunkrt-readback-empty"),
             "{e}"
         );
+    }
+
+    /// Issue 37: a read error was stored as a recording cut short, and `chunkrt plot`
+    /// then said "the recording holds no cycle". `/proc/self/mem` opens as a regular
+    /// file and its first read fails with EIO (address 0 is not mapped): the kernel is
+    /// the oracle.
+    #[test]
+    fn a_read_error_is_reported_as_itself_naming_file_and_os_error() {
+        let f = PathBuf::from("/proc/self/mem");
+        match read(std::slice::from_ref(&f), None) {
+            Err(e) => {
+                assert!(e.contains("/proc/self/mem"), "{e}");
+                assert!(e.contains("os error 5"), "{e}");
+            }
+            Ok(d) => panic!("read as a recording cut short: {:?}", d.truncated),
+        }
     }
 }
