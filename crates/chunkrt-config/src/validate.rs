@@ -240,10 +240,9 @@ impl Config {
             return fail(
                 "executor.max_chunk_age_ms",
                 format!(
-                    "{} ms expires chunks before their successors play: \
-                     inference.chunk_period_ms {chunk_period} and {inference}, each rounded up \
-                     to control.period_ms {period} ticks ({} + {}) = {min_age} ms; \
-                     set it to {min_age} or more",
+                    "{} ms expires chunks before their successors play; set it to {min_age} \
+                     or more: inference.chunk_period_ms {chunk_period} and {inference}, each \
+                     rounded up to control.period_ms {period} ticks ({} + {})",
                     e.max_chunk_age_ms,
                     ticks_ms(period, chunk_period),
                     min_age - ticks_ms(period, chunk_period),
