@@ -4,37 +4,21 @@
 
 mod common;
 
-use chunkrt_core::{Backend, DriveRequest};
-use common::{any_sim_drive_enabled, backend, config, hold, sim_config, start, t};
+use chunkrt_core::Backend;
+use common::{any_sim_drive_enabled, backend, config, moving, sim_config, t};
 
 /// Frames the simulated chain has received so far.
 fn frames(ctl: &chunkrt_ethercat::SimControl) -> u64 {
     ctl.network().stats().frames
 }
 
-/// Moves every joint at 1 rad/s for 0.5 s.
-fn moving(b: &mut chunkrt_ethercat::EthercatBackend) {
-    let fb0 = start(b);
-    let mut fb = fb0;
-    for k in 1..=500u64 {
-        let mut cmd = hold(&fb0, DriveRequest::Track);
-        for j in 0..7 {
-            cmd.pos_rad[j] = fb0.pos_rad[j] + 1e-3 * k as f64;
-            cmd.vel_rad_s[j] = 1.0;
-        }
-        b.exchange(t(k, 1.0), &cmd, &mut fb)
-            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
-    }
-    assert!(fb.vel_rad_s[0] > 0.5, "moving: {} rad/s", fb.vel_rad_s[0]);
-}
-
 #[test]
 fn disable_now_disables_moving_drives_without_waiting_for_rest() {
     let cfg = config();
     let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
-    moving(&mut b);
+    let k = moving(&mut b, 500);
     let before = frames(&ctl);
-    b.disable_now(t(501, 1.0)).expect("disabled at once");
+    b.disable_now(t(k, 1.0)).expect("disabled at once");
     let at_once = frames(&ctl) - before;
     assert!(!any_sim_drive_enabled(&ctl), "a drive still enabled");
     let net = ctl.network();

@@ -6,25 +6,9 @@
 
 mod common;
 
-use chunkrt_core::{Backend, DriveRequest};
+use chunkrt_core::Backend;
 use chunkrt_ecsim::network::Garble;
-use common::{any_sim_drive_enabled, backend, config, hold, sim_config, start, t};
-
-/// Moves every joint at 1 rad/s for 0.2 s; the next cycle's index.
-fn moving(b: &mut chunkrt_ethercat::EthercatBackend) -> u64 {
-    let fb0 = start(b);
-    let mut fb = fb0;
-    for k in 1..=200u64 {
-        let mut cmd = hold(&fb0, DriveRequest::Track);
-        for j in 0..7 {
-            cmd.pos_rad[j] = fb0.pos_rad[j] + 1e-3 * k as f64;
-            cmd.vel_rad_s[j] = 1.0;
-        }
-        b.exchange(t(k, 1.0), &cmd, &mut fb)
-            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
-    }
-    201
-}
+use common::{any_sim_drive_enabled, backend, config, moving, sim_config, t};
 
 fn all_in_init(ctl: &chunkrt_ethercat::SimControl) -> Vec<u8> {
     let net = ctl.network();
@@ -37,7 +21,7 @@ fn a_garbled_reply_while_leaving_op_still_ends_in_init_with_the_drives_disabled(
         for disable_at_once in [false, true] {
             let cfg = config();
             let (mut b, ctl) = backend(&cfg, sim_config(&cfg, 7));
-            let k = moving(&mut b);
+            let k = moving(&mut b, 200);
             // The stop's process data is untouched; the first register access after it
             // (leaving OP) comes back malformed.
             let garbled_before = ctl.network().stats().garbled;

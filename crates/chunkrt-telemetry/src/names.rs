@@ -23,17 +23,9 @@ pub fn mode_from_u8(v: u8) -> Mode {
     }
 }
 
-/// Name of a gate constraint in logs and reports.
+/// Name of a gate constraint in logs and reports (`Constraint::name`).
 pub fn constraint_name(c: Constraint) -> &'static str {
-    match c {
-        Constraint::NonFinite => "non_finite",
-        Constraint::Position => "position",
-        Constraint::Braking => "braking",
-        Constraint::Velocity => "velocity",
-        Constraint::Acceleration => "acceleration",
-        Constraint::Jerk => "jerk",
-        Constraint::Domain => "domain",
-    }
+    c.name()
 }
 
 /// Name of the constraint whose `as u8` value is `i` (for per-constraint counts).

@@ -91,3 +91,22 @@ pub fn start(b: &mut EthercatBackend) -> Feedback {
         .unwrap_or_else(|e| panic!("enable: {e}"));
     fb
 }
+
+/// Brings the drives up, then moves every joint at 1 rad/s for `cycles` 1 ms cycles;
+/// returns the next cycle's index.
+
+pub fn moving(b: &mut EthercatBackend, cycles: u64) -> u64 {
+    let fb0 = start(b);
+    let mut fb = fb0;
+    for k in 1..=cycles {
+        let mut cmd = hold(&fb0, DriveRequest::Track);
+        for j in 0..b.dof() {
+            cmd.pos_rad[j] = fb0.pos_rad[j] + 1e-3 * k as f64;
+            cmd.vel_rad_s[j] = 1.0;
+        }
+        b.exchange(t(k, 1.0), &cmd, &mut fb)
+            .unwrap_or_else(|e| panic!("cycle {k}: {e}"));
+    }
+    assert!(fb.vel_rad_s[0] > 0.5, "moving: {} rad/s", fb.vel_rad_s[0]);
+    cycles + 1
+}
