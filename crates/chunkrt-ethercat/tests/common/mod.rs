@@ -94,7 +94,6 @@ pub fn start(b: &mut EthercatBackend) -> Feedback {
 
 /// Brings the drives up, then moves every joint at 1 rad/s for `cycles` 1 ms cycles;
 /// returns the next cycle's index.
-
 pub fn moving(b: &mut EthercatBackend, cycles: u64) -> u64 {
     let fb0 = start(b);
     let mut fb = fb0;
