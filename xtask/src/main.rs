@@ -20,7 +20,12 @@ mod modtree;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
+/// The repository checked: `XTASK_ROOT` when set (e.g. an older checkout, for a
+/// before/after table), else the one this xtask is built in.
 fn repo_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("XTASK_ROOT") {
+        return PathBuf::from(root);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives one level below the repository root")
