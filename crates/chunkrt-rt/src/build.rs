@@ -1,6 +1,6 @@
 //! Builds the backend and the policy that a config names.
 
-use crate::runtime::RunError;
+use crate::error::RunError;
 use chunkrt_config::{BackendKind, Config, PolicyKind};
 use chunkrt_core::{ms_to_ns, Backend, Policy};
 

@@ -35,8 +35,6 @@ pub struct ControlLoop {
     plan: Pva,
     cycle: u64,
     backend_failing: bool,
-    out_of_domain: bool,
-    last_mode: Mode,
     stopping: bool,
     /// The stop became a quick stop (a second stop request, a panic): the drives are
     /// asked for their own quick stop (`DriveRequest::QuickStop`) while the gate
@@ -131,8 +129,6 @@ impl ControlLoop {
             plan: Pva::default(),
             cycle: 0,
             backend_failing: false,
-            out_of_domain: false,
-            last_mode: Mode::Holding,
             stopping: false,
             quick_stop: false,
             unsent: false,
@@ -399,7 +395,6 @@ impl ControlLoop {
                     .force_fallback(wake, ModeChangeReason::OutOfDomain);
                 self.gate.flag_out_of_domain(Some(j as u16));
             }
-            self.out_of_domain = outside.is_some();
         }
 
         // 2a. The margin probe's excursion guard (tripped in an earlier cycle): the
@@ -593,7 +588,6 @@ impl ControlLoop {
         while let Some(ev) = self.executor.pop_event() {
             self.events_out.push(EventRecord::Mode(ev));
         }
-        self.last_mode = mode;
         let (mut handoff_ns, mut e2e_ns, mut chunk_age_ns) = (0, 0, 0);
         let chunk_seq = self.cmd.chunk_seq;
         if let Some(info) = self.executor.current_chunk() {

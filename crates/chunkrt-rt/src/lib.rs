@@ -9,6 +9,7 @@
 pub mod build;
 pub mod camera;
 pub mod control;
+pub mod error;
 pub mod inference;
 pub mod inject;
 pub mod margin;
