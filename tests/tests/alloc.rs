@@ -70,7 +70,7 @@ fn allocations_with(
         clock: fake_now,
     });
     if let Some(inject) = &inject {
-        control = chunkrt_rt::inject::attach(control, inject, &first);
+        control = control.attach_injection(inject, &first);
         assert!(control.injection().is_some());
         // And a following-error limit tight enough to trip on every moving cycle:
         // its events and fallbacks are on the counted path too (issue 16).

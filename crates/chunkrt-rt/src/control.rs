@@ -205,6 +205,16 @@ impl ControlLoop {
         self
     }
 
+    /// Attaches the control-side injection (delay lines, extra work, the probe, a
+    /// panic) when `cfg` asks for any; `first`: the feedback the delay lines start from.
+    pub fn attach_injection(self, cfg: &chunkrt_config::InjectConfig, first: &Feedback) -> Self {
+        if !crate::inject::acts_on_control(cfg) {
+            return self;
+        }
+        let inj = crate::inject::ControlInjection::new(cfg, self.last_command(), first);
+        self.with_injection(inj)
+    }
+
     /// Attaches the delay lines of `[inject]` (built before the first deadline). Not
     /// called when nothing is injected, so a plain loop carries no injection code path.
     pub fn with_injection(mut self, inject: crate::inject::ControlInjection) -> Self {

@@ -10,7 +10,6 @@
 //! deliver it). A loop without injection carries none of this ([`ControlInjection`]
 //! is only attached when [`chunkrt_config::InjectConfig::is_active`]).
 
-use crate::control::ControlLoop;
 use chunkrt_config::InjectConfig;
 use chunkrt_core::{
     ms_to_ns, stream_seed, Backend, BackendError, Command, DelayLine, DelaySampler, DropDecider,
@@ -413,28 +412,30 @@ impl InferenceInjection {
     }
 }
 
-/// Attaches the control-side delay lines to `control` when `cfg` asks for any.
-pub fn attach(control: ControlLoop, cfg: &InjectConfig, first: &Feedback) -> ControlLoop {
-    if cfg.transport_delay_ns() == 0
-        && cfg.feedback_delay_ns() == 0
-        && cfg.observation_delay_ns() == 0
-        && !cfg.burns_control_thread()
-        && cfg.probe.is_none()
-        && cfg.panic.is_none()
-    {
-        return control;
-    }
-    let inj = ControlInjection::new(cfg, control.last_command(), first);
-    control.with_injection(inj)
+/// Whether `cfg` asks for anything on the control thread (delay lines, extra work, the
+/// probe, a panic): the control loop then takes a [`ControlInjection`].
+pub fn acts_on_control(cfg: &InjectConfig) -> bool {
+    cfg.transport_delay_ns() != 0
+        || cfg.feedback_delay_ns() != 0
+        || cfg.observation_delay_ns() != 0
+        || cfg.burns_control_thread()
+        || cfg.probe.is_some()
+        || cfg.panic.is_some()
 }
 
-/// `report.extra["injected"]`: what the config asked for and what was done.
-pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts) -> Value {
+/// `report.extra["injected"]`: what the config asked for and what was done
+/// (`injection`: the control loop's, with the loop's period `period_ns`).
+pub fn describe(
+    cfg: &InjectConfig,
+    period_ns: u64,
+    injection: Option<&ControlInjection>,
+    counts: &InjectCounts,
+) -> Value {
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let delays = n(&counts.inference_delays);
     // The control-side lines act on whole cycles: a delay between two multiples of
     // the period takes effect at the next cycle.
-    let period_ns = control.period_ns().max(1);
+    let period_ns = period_ns.max(1);
     let cycles_ms = |ns: u64| ns.div_ceil(period_ns) as f64 * period_ns as f64 * 1e-6;
     json!({
         "active": cfg.is_active(),
@@ -457,11 +458,11 @@ pub fn describe(cfg: &InjectConfig, control: &ControlLoop, counts: &InjectCounts
             0.0
         },
         "inference_delay_max_ms": n(&counts.inference_delay_ns_max) as f64 * 1e-6,
-        "delay_line_overflows": control.injection().map_or(0, ControlInjection::overflows),
+        "delay_line_overflows": injection.map_or(0, ControlInjection::overflows),
         "cycle_stall_ms": cfg.cycle_stall_ms,
         "cycle_stall_every": cfg.cycle_stall_every,
         "cycle_slowdown": cfg.cycle_slowdown,
-        "cycles_stalled": control.injection().map_or(0, ControlInjection::stalls),
+        "cycles_stalled": injection.map_or(0, ControlInjection::stalls),
         "probe": cfg.probe.as_ref().map(|p| json!({
             "joint": p.joint,
             "amplitude_rad": p.amplitude_rad,

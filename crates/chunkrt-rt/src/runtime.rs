@@ -607,7 +607,12 @@ impl Runtime {
         finish_report(&mut report, &cfg, &control, opts);
         report.extra.insert(
             "injected".into(),
-            crate::inject::describe(&cfg.inject, &control, &inject_counts),
+            crate::inject::describe(
+                &cfg.inject,
+                control.period_ns(),
+                control.injection(),
+                &inject_counts,
+            ),
         );
         record_handoff(&mut report, &control, &handoff, unread_at_end);
         control.backend.counters(&mut |name, value| {
@@ -735,7 +740,7 @@ fn bring_up(
         .with_gate_saturation(sat_event, sat_fallback)
         .with_following_error(cfg.following_error_limits());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
-    let control = crate::inject::attach(control, &cfg.inject, &first);
+    let control = control.attach_injection(&cfg.inject, &first);
     Ok(match parts.world {
         Some(world) => control.with_world(world),
         None => control,

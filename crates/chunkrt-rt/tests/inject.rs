@@ -8,7 +8,7 @@ use chunkrt_config::{Config, InjectConfig};
 use chunkrt_core::{
     Backend, BackendError, Chunk, Command, Executor, Feedback, Gate, MonoTime, Observation,
 };
-use chunkrt_rt::inject::{attach, ControlInjection};
+use chunkrt_rt::inject::ControlInjection;
 use chunkrt_rt::{ControlLoop, ControlParts};
 use std::cell::Cell;
 use std::path::Path;
@@ -125,7 +125,7 @@ fn run(inject: &InjectConfig, force: bool, cycles: u64) -> Trace {
         let inj = ControlInjection::new(inject, control.last_command(), &first);
         control.with_injection(inj)
     } else {
-        attach(control, inject, &first)
+        control.attach_injection(inject, &first)
     };
     let mut trace = Trace {
         gate: vec![],
