@@ -217,6 +217,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         "expir"
     );
     let mut rows: Vec<(Compensation, u64, LiveRow)> = Vec::new();
+    let mut stopped = Vec::new();
     for &comp in &comps {
         for &d in &delays {
             if chunkrt_rt::signals::requested() {
@@ -249,14 +250,18 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
             };
             print_row(comp, delay_ms, &row);
             let first = rows.iter().all(|(c, _, _)| *c != comp);
-            if first {
-                if let LiveStatus::LostAuthority { cycles } = row.status {
-                    // The smallest delay lost authority: the larger ones would only
-                    // repeat it, for minutes, and measure nothing.
-                    bail!(lost_at_first(args, delay_ms, cycles));
-                }
-            }
+            let lost = match row.status {
+                LiveStatus::LostAuthority { cycles } => Some(cycles),
+                _ => None,
+            };
             rows.push((comp, d, row));
+            // The smallest of several delays lost authority: the larger ones would only
+            // repeat it, for minutes, and measure nothing. (A single delay that loses
+            // authority is that point's verdict.)
+            if let (true, true, Some(cycles)) = (first, delays.len() > 1, lost) {
+                stopped.push(lost_at_first(args, comp, delay_ms, cycles));
+                break;
+            }
         }
     }
     let json = report_json(args, &setup, &desc, &rows);
@@ -272,21 +277,43 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         written[1].display(),
         args.out.display()
     );
-    Ok(0)
+    for why in &stopped {
+        errln!("chunkrt: error: {why}");
+    }
+    Ok(if stopped.is_empty() {
+        0
+    } else {
+        crate::EXIT_USAGE
+    })
 }
 
-/// Why a sweep stops when its first (smallest) delay lost authority, and what to do.
-fn lost_at_first(args: &MarginArgs, delay_ms: f64, cycles: u64) -> String {
-    format!(
-        "the sweep stops: the policy lost authority at its smallest delay ({delay_ms} ms, \
-         {cycles} cycles in fallback), so every larger delay would too and no margin can \
-         be measured. The probe's excursion guard takes authority once joint {}'s setpoint \
-         moves more than --max-excursion-rad {} rad from where it was when the probe \
-         started; a policy moving between its goals does that on its own. Fix: pass \
-         --hold (the policy holds [sim] initial_pos_rad while it is measured) or a larger \
-         --max-excursion-rad",
-        args.joint, args.max_excursion_rad
-    )
+/// Why a sweep stops when its first (smallest) delay lost authority, and what to do:
+/// with the config's own policy, its motion between goals trips the excursion guard;
+/// with the policy held (`--hold`, `--servo-gain`), the loop is unstable there.
+fn lost_at_first(args: &MarginArgs, comp: Compensation, delay_ms: f64, cycles: u64) -> String {
+    let head = format!(
+        "{}: the sweep stops: the policy lost authority at its smallest delay ({delay_ms} \
+         ms, {cycles} cycles in fallback), so every larger delay would too and no margin \
+         can be measured there. The probe's excursion guard takes authority once joint \
+         {}'s setpoint moves more than --max-excursion-rad {} rad from where it was when \
+         the probe started",
+        comp_name(comp),
+        args.joint,
+        args.max_excursion_rad
+    );
+    if args.hold || args.servo_gain.is_some() {
+        format!(
+            "{head}; the policy holds still here, so the loop itself ran away at that delay. \
+             Fix: smaller --delays, or a larger --max-excursion-rad if the probe's own \
+             response is larger than it"
+        )
+    } else {
+        format!(
+            "{head}; a policy moving between its goals does that on its own. Fix: pass \
+             --hold (the policy holds [sim] initial_pos_rad while it is measured) or a \
+             larger --max-excursion-rad"
+        )
+    }
 }
 
 /// A point's directory from an earlier `chunkrt margin` is replaced; anything else

@@ -47,6 +47,10 @@ fn a_sweep_whose_first_point_loses_authority_stops_with_reason_and_fix() {
         !out.join("none").join("delay-10ms").exists(),
         "the sweep went on to 10 ms: {seen}"
     );
+    assert!(
+        out.join("margin.json").is_file(),
+        "the stopped sweep wrote no margin.json: {seen}"
+    );
     for needle in [
         "the sweep stops",
         "smallest delay (0 ms",
