@@ -235,7 +235,7 @@ impl Config {
             let inference = if p.deadline_ms > 0.0 {
                 format!("policy.deadline_ms {}", p.deadline_ms)
             } else {
-                "inference".to_string()
+                "one tick of inference (no policy.deadline_ms)".to_string()
             };
             return fail(
                 "executor.max_chunk_age_ms",

@@ -16,6 +16,16 @@ use chunkrt_config::{BackendKind, Config, FileKind, PolicyKind};
 /// Exit status when the file is not refused but a check could not be made.
 const EXIT_NOT_CHECKED: u8 = crate::EXIT_FAIL;
 
+/// A refusal as shown: config errors bound their file name and their message each to
+/// `MAX_MESSAGE_BYTES`, so both are shown whole; anything longer is cut.
+fn shown(text: &str) -> String {
+    if text.len() <= 2 * chunkrt_config::MAX_MESSAGE_BYTES + 64 {
+        text.to_string()
+    } else {
+        chunkrt_config::clip(text)
+    }
+}
+
 /// Why a file was refused.
 enum Refused {
     /// It does not parse or fit its kind's schema and ranges.
@@ -62,7 +72,7 @@ pub fn validate(file: &Path) -> anyhow::Result<u8> {
         // The file did not parse as the kind it was told to be: the kind may be wrong.
         Refused::Parse(e) => anyhow!(
             "{} (read as a {}; the kind is told from its keys)",
-            chunkrt_config::clip(&e.to_string()),
+            shown(&e.to_string()),
             kind.name()
         ),
         // It parsed; what it names was refused (each message names its own file).
