@@ -525,7 +525,7 @@ impl plot::Figure for MarginFigure {
         (1200, 520)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), plot::PlotError> {
         let (left, right) = root.split_horizontally(560);
         self.draw_pm(&left)?;
         let (mag, phase) = right.split_vertically(260);
@@ -534,7 +534,7 @@ impl plot::Figure for MarginFigure {
 }
 
 impl MarginFigure {
-    fn draw_pm<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw_pm<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), plot::PlotError> {
         let dmax = self.dmax.max(1.0);
         let all_pm = self.series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
         let pm_hi = all_pm.clone().fold(self.threshold, f64::max);
@@ -597,7 +597,7 @@ impl MarginFigure {
         &self,
         mag: &DrawingArea<DB, Shift>,
         phase: &DrawingArea<DB, Shift>,
-    ) -> Result<(), String> {
+    ) -> Result<(), plot::PlotError> {
         // Points with no response (|L| = 0: a loop that does not answer the probe)
         // have no place on a log scale.
         let bode: Vec<(f64, f64, f64)> = self

@@ -10,7 +10,9 @@
 //! rebuilt into HDR histograms from the per-cycle and per-inference records.
 
 use crate::metrics::{Metric, MetricSet};
-use serde::Deserialize;
+use crate::names::{mode_from_name, mode_name};
+use chunkrt_core::Mode;
+use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -76,9 +78,9 @@ pub struct RunData {
     /// Width of one bucket (s): 0 until buckets had to be merged.
     pub bucket_s: f64,
     /// Mode changes: (time, new mode, reason).
-    pub modes: Vec<(f64, String, String)>,
+    pub modes: Vec<(f64, Mode, String)>,
     /// The mode before the first change in the window.
-    pub first_mode: Option<String>,
+    pub first_mode: Option<Mode>,
     /// Seams: times of the cycles that began playing a new chunk.
     pub seams: Vec<f64>,
     /// Per joint, the times of the gate's interventions.
@@ -102,7 +104,7 @@ pub struct RunData {
 pub struct CycleSample<'a> {
     /// The cycle's deadline (s since the run's start).
     pub t_s: f64,
-    /// The executor's mode.
+    /// The executor's mode, by its recorded name ([`mode_name`]).
     pub mode: &'a str,
     /// Bit i: gate constraint i acted in this cycle (any joint).
     pub gate_mask: u64,
@@ -118,7 +120,8 @@ pub struct CycleSample<'a> {
 struct CycleMsg {
     t_s: f64,
     t_deadline_ns: u64,
-    mode: String,
+    #[serde(deserialize_with = "mode_by_name")]
+    mode: Mode,
     #[serde(default)]
     gate_mask: u64,
     chunk_seq: u64,
@@ -153,6 +156,12 @@ struct EventMsg {
     reason: Option<String>,
     #[serde(default)]
     joint: Option<usize>,
+}
+
+/// A mode from its recorded name; a name chunkrt does not write fails the record.
+fn mode_by_name<'de, D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+    let name = <&str>::deserialize(d)?;
+    mode_from_name(name).map_err(serde::de::Error::custom)
 }
 
 /// Cap of a run's `report.json` when it is read back for the recording's file names.
@@ -339,7 +348,7 @@ impl Reader<'_> {
             }
             "/chunkrt/events" => {
                 let e: EventMsg = serde_json::from_slice(data).map_err(err)?;
-                self.event(e);
+                self.event(e)?;
             }
             "/chunkrt/chunk" => {
                 let c: RecChunk = serde_json::from_slice(data).map_err(err)?;
@@ -362,7 +371,11 @@ impl Reader<'_> {
             Some(t0) => c.t_deadline_ns.saturating_sub(t0) as f64 * 1e-9,
             None => c.t_s,
         };
-        let seq = if c.mode == "Playing" { c.chunk_seq } else { 0 };
+        let seq = if c.mode == Mode::Playing {
+            c.chunk_seq
+        } else {
+            0
+        };
         let seam = seq != 0 && seq != self.last_seq;
         self.last_seq = seq;
         if !self.inside(t) {
@@ -374,7 +387,7 @@ impl Reader<'_> {
         if let Some(visit) = self.visit.as_mut() {
             visit(&CycleSample {
                 t_s: t,
-                mode: &c.mode,
+                mode: mode_name(c.mode),
                 gate_mask: c.gate_mask,
                 setpoint_rad: &c.setpoint_rad,
                 command_rad: &c.command_rad,
@@ -383,7 +396,7 @@ impl Reader<'_> {
         }
         let d = &mut self.data;
         if d.first_mode.is_none() {
-            d.first_mode = Some(c.mode.clone());
+            d.first_mode = Some(c.mode);
         }
         d.cycles += 1;
         d.span = (d.span.0.min(t), d.span.1.max(t));
@@ -457,22 +470,22 @@ impl Reader<'_> {
         }
     }
 
-    fn event(&mut self, e: EventMsg) {
+    fn event(&mut self, e: EventMsg) -> Result<(), String> {
         if !self.inside(e.t_s) {
-            return;
+            return Ok(());
         }
         let d = &mut self.data;
         match e.event.as_str() {
             "mode" => {
+                let to = mode_of(e.to.as_deref(), "to")?;
                 if d.modes.is_empty() && d.first_mode.is_none() {
-                    d.first_mode = e.from.clone();
+                    d.first_mode = match e.from.as_deref() {
+                        Some(from) => Some(mode_of(Some(from), "from")?),
+                        None => None,
+                    };
                 }
                 if d.modes.len() < MAX_MARKS {
-                    d.modes.push((
-                        e.t_s,
-                        e.to.unwrap_or_default(),
-                        e.reason.unwrap_or_default(),
-                    ));
+                    d.modes.push((e.t_s, to, e.reason.unwrap_or_default()));
                 }
             }
             "gate" => {
@@ -490,6 +503,7 @@ impl Reader<'_> {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn finish(mut self) -> RunData {
@@ -515,6 +529,13 @@ impl From<String> for Stop {
     fn from(e: String) -> Self {
         Stop::Cut(e)
     }
+}
+
+/// The mode a mode event's `field` (`from`, `to`) names: a missing or unknown name
+/// fails the record, as a record that does not parse does.
+fn mode_of(name: Option<&str>, field: &str) -> Result<Mode, String> {
+    let name = name.ok_or_else(|| format!("a mode event without `{field}`"))?;
+    mode_from_name(name).map_err(|e| format!("a mode event's `{field}`: {e}"))
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
@@ -652,7 +673,7 @@ mod tests {
         assert!(data.chunks.is_empty(), "more than MAX_CHUNKS: left out");
         assert_eq!(data.gate.get(1).map(Vec::len), Some(GATE_AT.len()));
         assert_eq!(data.gate_events, GATE_AT.len() as u64);
-        let modes: Vec<&str> = data.modes.iter().map(|m| m.1.as_str()).collect();
+        let modes: Vec<&str> = data.modes.iter().map(|m| mode_name(m.1)).collect();
         assert_eq!(modes, ["Decelerating", "Holding"]);
         assert_eq!(data.metrics.get(crate::Metric::WakeLatency).len(), CYCLES);
         let wake = data.metrics.get(crate::Metric::WakeLatency);
@@ -678,7 +699,7 @@ mod tests {
         );
         assert_eq!(data.chunks[0].pos_rad[2], vec![1.0, 0.0]);
         assert_eq!(data.gate_events, 0);
-        assert_eq!(data.first_mode.as_deref(), Some("Playing"));
+        assert_eq!(data.first_mode.map(mode_name), Some("Playing"));
     }
 
     /// A recording that is a FIFO (nothing writes to it: a plain open would block the

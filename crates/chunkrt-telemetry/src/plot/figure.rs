@@ -1,6 +1,7 @@
 //! What every figure shares: the colours, the bundled font, the `Figure` trait, the
 //! legend, saving as SVG and PNG, and labels.
 
+use super::PlotError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
@@ -38,7 +39,7 @@ pub trait Figure {
     /// Size in pixels (the SVG's user units).
     fn size(&self) -> (u32, u32);
     /// Draws onto `root` (already filled white).
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError>;
 }
 
 /// Draws `chart`'s legend at `position`: white, half-transparent, framed.
@@ -46,7 +47,7 @@ pub fn legend<'a, DB, CT>(
     chart: &mut ChartContext<'a, DB, CT>,
     position: SeriesLabelPosition,
     font_px: u32,
-) -> Result<(), String>
+) -> Result<(), PlotError>
 where
     DB: DrawingBackend + 'a,
     CT: plotters::coord::CoordTranslate,
@@ -61,13 +62,13 @@ where
         .map_err(err)
 }
 
-/// A plotters error as text.
-pub fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+/// A plotters error as a [`PlotError::Draw`].
+pub fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::Draw(e.to_string())
 }
 
 /// Draws `fig` into `STEM.svg` and `STEM.png`; the paths written.
-pub fn save(fig: &impl Figure, stem: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn save(fig: &impl Figure, stem: &Path) -> Result<Vec<PathBuf>, PlotError> {
     register_fonts();
     let size = fig.size();
     let svg = stem.with_extension("svg");
@@ -76,22 +77,26 @@ pub fn save(fig: &impl Figure, stem: &Path) -> Result<Vec<PathBuf>, String> {
         let root = SVGBackend::new(&svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         fig.draw(&root)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", svg.display()))?;
+        root.present().map_err(|e| PlotError::Write {
+            file: svg.clone(),
+            message: e.to_string(),
+        })?;
     }
     {
         let root = BitMapBackend::new(&png, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         fig.draw(&root)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", png.display()))?;
+        root.present().map_err(|e| PlotError::Write {
+            file: png.clone(),
+            message: e.to_string(),
+        })?;
     }
     Ok(vec![svg, png])
 }
 
 /// Draws `fig` into an SVG document in memory (for tests and callers that write it
 /// themselves).
-pub fn svg_string(fig: &impl Figure) -> Result<String, String> {
+pub fn svg_string(fig: &impl Figure) -> Result<String, PlotError> {
     register_fonts();
     let mut s = String::new();
     {

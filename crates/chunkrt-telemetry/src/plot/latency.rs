@@ -8,6 +8,7 @@
 //! milliseconds (chunk age).
 
 use super::figure::{err, Figure, COLOURS, FONT};
+use super::PlotError;
 use crate::metrics::{Metric, MetricSet};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -197,7 +198,7 @@ impl Figure for LatencyFigure {
         (WIDTH, TITLE_H + PANEL_H * self.panels.len() as u32)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
         let (title, body) = root.split_vertically(TITLE_H);
         title.titled(&self.title, (FONT, 18)).map_err(err)?;
         let rows = body.split_evenly((self.panels.len(), 1));
@@ -222,7 +223,7 @@ fn draw_percentiles<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     lines: &[Line],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let (lo, hi) = decades(lines.iter().flat_map(|l| l.percentiles.iter().map(|p| p.1)));
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{title}: percentiles"), (FONT, 15))
@@ -262,7 +263,7 @@ fn draw_shares<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
     lines: &[Line],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let (lo, hi) = decades(lines.iter().flat_map(|l| l.shares.iter().map(|p| p.0)));
     let top = lines
         .iter()

@@ -12,10 +12,12 @@
 //! (`assets/`, Bitstream Vera licence), so no system font library is needed and
 //! the PNG looks the same on every machine.
 
+pub mod error;
 pub mod figure;
 pub mod latency;
 pub mod timeline;
 
+pub use error::PlotError;
 pub use figure::{err, legend, save, seconds_label, svg_string, svg_texts, Figure, COLOURS, FONT};
 pub use latency::{metric_series, percentile_plot, standard_panels, LatencyFigure, Panel};
 
@@ -28,16 +30,19 @@ pub fn plot_run(
     run_dir: &Path,
     window: Option<(f64, f64)>,
     out_dir: &Path,
-) -> Result<Vec<PathBuf>, String> {
-    let files = crate::readback::segments(run_dir)?;
-    let data = crate::readback::read(&files, window)?;
+) -> Result<Vec<PathBuf>, PlotError> {
+    let files = crate::readback::segments(run_dir).map_err(PlotError::Recording)?;
+    let data = crate::readback::read(&files, window).map_err(PlotError::Recording)?;
     if data.cycles == 0 {
         return Err(match window {
-            Some((a, b)) => format!("the recording has no cycle between {a} s and {b} s"),
-            None => "the recording holds no cycle".to_string(),
+            Some((from_s, to_s)) => PlotError::NoCycleInWindow { from_s, to_s },
+            None => PlotError::NoCycle,
         });
     }
-    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    std::fs::create_dir_all(out_dir).map_err(|source| PlotError::OutputDir {
+        dir: out_dir.to_path_buf(),
+        source,
+    })?;
     let name = run_dir.file_name().map_or_else(
         || run_dir.display().to_string(),
         |n| n.to_string_lossy().into_owned(),

@@ -9,7 +9,10 @@
 //! says the bucket width.
 
 use super::figure::{err, seconds_label, Figure, COLOURS, FONT};
+use super::PlotError;
+use crate::names::mode_name;
 use crate::readback::RunData;
+use chunkrt_core::Mode;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -21,7 +24,12 @@ const JOINT_H: u32 = 210;
 const MAX_MODE_LINES: usize = 60;
 
 /// Modes from the bottom of the strip up.
-const MODES: [&str; 4] = ["SafeStop", "Holding", "Decelerating", "Playing"];
+const MODES: [Mode; 4] = [
+    Mode::SafeStop,
+    Mode::Holding,
+    Mode::Decelerating,
+    Mode::Playing,
+];
 
 /// Colours: setpoint, command, measured; chunk dots; gate; mode; seams (each its
 /// own, so a reader of the SVG can count the marks).
@@ -82,7 +90,7 @@ impl Figure for Timeline<'_> {
         )
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
         let (head, body) = root.split_vertically(TITLE_H);
         head.draw_text(&self.title, &(FONT, 18).into_text_style(&head), (12, 6))
             .map_err(err)?;
@@ -120,7 +128,7 @@ fn time_range(d: &RunData) -> (f64, f64) {
     }
 }
 
-fn mode_level(mode: &str) -> f64 {
+fn mode_level(mode: Mode) -> f64 {
     MODES.iter().position(|m| *m == mode).unwrap_or(0) as f64
 }
 
@@ -130,7 +138,7 @@ impl Timeline<'_> {
         area: &DrawingArea<DB, Shift>,
         t0: f64,
         t1: f64,
-    ) -> Result<(), String> {
+    ) -> Result<(), PlotError> {
         let d = self.data;
         let mut chart = ChartBuilder::on(area)
             .margin_left(8)
@@ -154,7 +162,7 @@ impl Timeline<'_> {
         chart
             .draw_series(MODES.iter().enumerate().map(|(i, m)| {
                 Text::new(
-                    m.to_string(),
+                    mode_name(*m).to_string(),
                     (t0, i as f64 + 0.6),
                     (FONT, 11).into_font().color(&RGBColor(0x55, 0x55, 0x55)),
                 )
@@ -169,11 +177,11 @@ impl Timeline<'_> {
             }))
             .map_err(err)?;
         // The mode as a step line.
-        let mut level = d.first_mode.as_deref().map_or(0.0, mode_level);
+        let mut level = d.first_mode.map_or(0.0, mode_level);
         let mut pts = vec![(t0, level)];
         for (t, to, _) in &d.modes {
             pts.push((*t, level));
-            level = mode_level(to);
+            level = mode_level(*to);
             pts.push((*t, level));
         }
         pts.push((t1, level));
@@ -204,7 +212,7 @@ impl Timeline<'_> {
         j: usize,
         t0: f64,
         t1: f64,
-    ) -> Result<(), String> {
+    ) -> Result<(), PlotError> {
         let d = self.data;
         let (mut lo, mut hi) = (f64::MAX, f64::MIN);
         for b in &d.buckets {
