@@ -9,8 +9,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 
-/// EtherCAT's EtherType.
-pub const ETHERTYPE_ECAT: u16 = 0x88A4;
+/// EtherCAT's EtherType (one constant, the socket's).
+pub use chunkrt_afpacket::ETHERTYPE_ECAT;
 /// Time a frame needs from one device's port 0 to the next (cable plus forwarding), in ns.
 const HOP_NS: u64 = 1_000;
 /// Virtual-clock advance for frames without process data, in ns.

@@ -4,151 +4,54 @@
 use crate::config::SimConfig;
 use crate::error::EcsimError;
 use crate::network::{FrameOutcome, SimNetwork, WireStats, ETHERTYPE_ECAT};
-use std::ffi::CString;
-use std::io;
+use chunkrt_afpacket::PacketSocket;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// An open, bound raw socket; closed on drop.
+/// The shared AF_PACKET socket ([`PacketSocket`]) with ecsim's error wording.
 struct RawSocket {
-    fd: libc::c_int,
-    iface: String,
-}
-
-impl Drop for RawSocket {
-    fn drop(&mut self) {
-        // SAFETY: `fd` is a socket this struct opened and owns; it is closed exactly once here.
-        unsafe {
-            libc::close(self.fd);
-        }
-    }
+    socket: PacketSocket,
 }
 
 impl RawSocket {
     fn open(iface: &str) -> Result<Self, EcsimError> {
-        let name =
-            CString::new(iface).map_err(|_| EcsimError::InterfaceNotFound(iface.to_string()))?;
-        // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(EcsimError::InterfaceNotFound(iface.to_string()));
-        }
-        let proto = ETHERTYPE_ECAT.to_be();
-        // SAFETY: plain socket(2) call with constant arguments; the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, libc::c_int::from(proto)) };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => EcsimError::Permission {
-                    iface: iface.to_string(),
-                    source: e,
-                },
-                _ => EcsimError::Socket {
-                    op: "socket",
-                    iface: iface.to_string(),
-                    source: e,
-                },
-            });
-        }
-        let sock = RawSocket {
-            fd,
-            iface: iface.to_string(),
-        };
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid starting value.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = proto;
-        addr.sll_ifindex = ifindex as i32;
-        // SAFETY: `addr` is a fully initialised sockaddr_ll and the length passed matches it.
-        let rc = unsafe {
-            libc::bind(
-                sock.fd,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(sock.err("bind"));
-        }
-        Ok(sock)
+        use chunkrt_afpacket::OpenError as E;
+        let socket = PacketSocket::open(iface, ETHERTYPE_ECAT).map_err(|e| match e {
+            E::NoSuchInterface { interface, .. } => EcsimError::InterfaceNotFound(interface),
+            E::Permission { interface, source } => EcsimError::Permission {
+                iface: interface,
+                source,
+            },
+            E::Socket {
+                interface,
+                op,
+                source,
+            } => EcsimError::Socket {
+                op,
+                iface: interface,
+                source,
+            },
+        })?;
+        Ok(RawSocket { socket })
     }
 
-    fn err(&self, op: &'static str) -> EcsimError {
+    fn err(&self, e: chunkrt_afpacket::IoError) -> EcsimError {
         EcsimError::Socket {
-            op,
-            iface: self.iface.clone(),
-            source: io::Error::last_os_error(),
+            op: e.op,
+            iface: self.socket.interface().to_string(),
+            source: e.source,
         }
     }
 
     /// Wait up to `timeout` for a frame; returns its length, or 0 on timeout. Frames this socket
     /// sent itself (outgoing) are skipped.
     fn recv(&self, buf: &mut [u8], timeout: Duration) -> Result<usize, EcsimError> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(1000) as libc::c_int;
-        // SAFETY: `pfd` is a valid pollfd and we pass a count of 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(0);
-            }
-            return Err(EcsimError::Socket {
-                op: "poll",
-                iface: self.iface.clone(),
-                source: e,
-            });
-        }
-        if rc == 0 {
-            return Ok(0);
-        }
-        // SAFETY: sockaddr_ll is plain old data; zeroed is valid.
-        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: `buf` is valid for `buf.len()` bytes, `from`/`from_len` describe a valid
-        // sockaddr_ll buffer.
-        let n = unsafe {
-            libc::recvfrom(
-                self.fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-                (&mut from as *mut libc::sockaddr_ll).cast(),
-                &mut from_len,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ) {
-                return Ok(0);
-            }
-            return Err(EcsimError::Socket {
-                op: "recv",
-                iface: self.iface.clone(),
-                source: e,
-            });
-        }
-        if from.sll_pkttype == libc::PACKET_OUTGOING {
-            return Ok(0);
-        }
-        Ok(n as usize)
+        self.socket.recv(buf, timeout).map_err(|e| self.err(e))
     }
 
     fn send(&self, frame: &[u8]) -> Result<(), EcsimError> {
-        // SAFETY: `frame` is valid for `frame.len()` bytes.
-        let n = unsafe { libc::send(self.fd, frame.as_ptr().cast(), frame.len(), 0) };
-        if n < 0 {
-            return Err(self.err("send"));
-        }
-        Ok(())
+        self.socket.send(frame).map_err(|e| self.err(e))
     }
 }
 
