@@ -8,8 +8,8 @@
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
     Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback,
-    Gate, JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason, Resume,
-    Setpoint, MAX_DOF,
+    Gate, GateMask, JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason,
+    Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -368,58 +368,121 @@ impl ControlLoop {
 
     /// One cycle. `deadline` is the absolute time the thread slept for, `wake` when
     /// it woke, `missed` the deadlines skipped before it.
+    ///
+    /// The cycle is a pipeline of stages, each a method below, in this order: the
+    /// newest chunk; the authority checks on the last measurement; the executor's
+    /// tick; the margin probe; the gate; the drive request; the exchange (with the
+    /// following-error check of its fresh measurement); the observation for the
+    /// inference thread; the records.
     pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
-        // Injected extra work (a stall, a slowdown) is measured on the real clock.
-        let work_began = match self.inject.as_deref() {
+        let slot = Slot {
+            deadline,
+            wake,
+            missed,
+        };
+        let work_began = self.injected_work_began();
+        self.take_newest_chunk(wake);
+        self.check_authority(wake);
+        // The trajectory is sampled for the deadline's slot (the gate differentiates
+        // over the nominal period); freshness is judged at the wake time.
+        self.executor.tick_at(wake, deadline, &mut self.setpoint);
+        let probed = self.probe(deadline);
+        self.injected_control_panic(deadline);
+        let (mask, commanded) = self.gate_command(wake, probed);
+        let mode = self.executor.mode();
+        self.cmd.t_cmd = deadline;
+        self.cmd.request = self.drive_request(mode);
+        let sent = self.exchange(deadline, work_began);
+        self.publish_observation(deadline, &commanded);
+        self.publish_world(deadline);
+        self.log_mode_events();
+        self.record_cycle(slot, mode, mask, sent);
+        self.cycle += 1;
+    }
+
+    /// When the cycle's work began on the real clock, for injected extra work (a
+    /// stall, a slowdown) that stretches it; zero when nothing is injected.
+    #[inline]
+    fn injected_work_began(&self) -> MonoTime {
+        match self.inject.as_deref() {
             Some(inj) if inj.burns() => crate::os::now(),
             _ => MonoTime::ZERO,
-        };
-        // 1. Newest chunk, if any: validate and splice (not while stopping: the
-        // policy has lost authority for good).
-        if let Some(chunk) = self.chunks.latest() {
-            if self.stopping {
-                self.chunks_ignored_stopping += 1;
-            } else if let Err(reason) = self.executor.offer(chunk, wake) {
-                if reason == RejectReason::OutOfDomain {
-                    // The policy's own support monitor (manifest domain) flagged the
-                    // observation: it loses authority until it is back inside.
-                    self.executor
-                        .force_fallback(wake, ModeChangeReason::OutOfDomain);
-                    self.gate.flag_out_of_domain(None);
-                }
-                self.events_out.push(EventRecord::Reject {
-                    t: wake,
-                    seq: chunk.seq,
-                    reason,
-                });
-            }
         }
+    }
 
-        // 2. Support monitor on the last measurement. Every cycle while outside the
-        // domain: a chunk computed from an observation taken out there must not take
-        // authority back.
-        if let Some(domain) = &self.domain {
-            let outside = domain.first_violation(&self.fb.pos_rad);
-            if let Some(j) = outside {
+    /// Stage 1: the newest chunk, if any, offered to the executor (validated, then
+    /// spliced at its start); a refused one is logged (`Reject`). Not offered while
+    /// stopping: the policy has lost authority for good.
+    #[inline]
+    fn take_newest_chunk(&mut self, wake: MonoTime) {
+        let Some(chunk) = self.chunks.latest() else {
+            return;
+        };
+        if self.stopping {
+            self.chunks_ignored_stopping += 1;
+            return;
+        }
+        if let Err(reason) = self.executor.offer(chunk, wake) {
+            if reason == RejectReason::OutOfDomain {
+                // The policy's own support monitor (manifest domain) flagged the
+                // observation: it loses authority until it is back inside.
                 self.executor
                     .force_fallback(wake, ModeChangeReason::OutOfDomain);
-                self.gate.flag_out_of_domain(Some(j as u16));
+                self.gate.flag_out_of_domain(None);
             }
+            self.events_out.push(EventRecord::Reject {
+                t: wake,
+                seq: chunk.seq,
+                reason,
+            });
         }
+    }
 
-        // 2a. The margin probe's excursion guard (tripped in an earlier cycle): the
-        // probed loop ran away, and authority is taken every cycle from here on, as
-        // the domain monitor does, before the tick could resume playing.
+    /// Stage 2: the checks that take authority from the policy before the tick, on
+    /// the last measurement: support monitor, probe excursion guard, drive faults,
+    /// backend health. (The following error is checked on the exchange's fresh
+    /// measurement, in [`Self::exchange`].)
+    #[inline]
+    fn check_authority(&mut self, wake: MonoTime) {
+        self.check_domain(wake);
+        self.check_probe_guard(wake);
+        self.check_drive_faults(wake);
+        self.check_backend_health(wake);
+    }
+
+    /// The support monitor on the last measurement. Every cycle while outside the
+    /// domain: a chunk computed from an observation taken out there must not take
+    /// authority back.
+    #[inline]
+    fn check_domain(&mut self, wake: MonoTime) {
+        let Some(domain) = &self.domain else {
+            return;
+        };
+        if let Some(j) = domain.first_violation(&self.fb.pos_rad) {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::OutOfDomain);
+            self.gate.flag_out_of_domain(Some(j as u16));
+        }
+    }
+
+    /// The margin probe's excursion guard (tripped in an earlier cycle): the probed
+    /// loop ran away, and authority is taken every cycle from here on, as the domain
+    /// monitor does, before the tick could resume playing.
+    #[inline]
+    fn check_probe_guard(&mut self, wake: MonoTime) {
         if let Some(j) = self.inject.as_deref().and_then(|i| i.probe_tripped()) {
             self.executor
                 .force_fallback(wake, ModeChangeReason::ProbeExcursion);
             self.gate.flag_out_of_domain(Some(j));
         }
+    }
 
-        // 2b. Drive faults, and drives gone from OP (the backend brings them back):
-        // answered with the fallback (the backend error below), a fault reset and
-        // re-enable when `resume = auto`, and a re-seed at the measured position once
-        // every drive is enabled again, so nothing jumps on re-enable.
+    /// Drive faults, and drives gone from OP (the backend brings them back): answered
+    /// with the fallback (the backend error), a fault reset and re-enable when
+    /// `resume = auto` (see [`Self::drive_request`]), and a re-seed at the measured
+    /// position once every drive is enabled again, so nothing jumps on re-enable.
+    #[inline]
+    fn check_drive_faults(&mut self, wake: MonoTime) {
         let faulted = self.fb.state[..self.dof]
             .iter()
             .any(|s| matches!(s, DriveState::Fault | DriveState::Missing));
@@ -432,38 +495,52 @@ impl ControlLoop {
                 .resync(wake, &self.fb.pos_rad, ModeChangeReason::DrivesRecovered);
             self.gate.resync(&self.fb.pos_rad);
         }
+    }
 
-        // 2b. While the backend is failing, the policy stays without authority from
-        // the start of the cycle: a chunk computed from the feedback of a failed
-        // exchange (captured after last cycle's `force_fallback`) must not be
-        // spliced in by this cycle's tick.
+    /// While the backend is failing, the policy stays without authority from the
+    /// start of the cycle: a chunk computed from the feedback of a failed exchange
+    /// (captured after last cycle's `force_fallback`) must not be spliced in by this
+    /// cycle's tick.
+    #[inline]
+    fn check_backend_health(&mut self, wake: MonoTime) {
         if self.backend_failing {
             self.executor
                 .force_fallback(wake, ModeChangeReason::BackendError);
         }
+    }
 
-        // 3-4. Executor, then the gate, applied last in every mode. The trajectory is
-        // sampled for the deadline's slot (the gate differentiates over the nominal
-        // period); freshness is judged at the wake time. The executor is told what
-        // left the gate: a fallback plans its stop from there.
-        self.executor.tick_at(wake, deadline, &mut self.setpoint);
-        // The loop-transfer probe of `[inject.probe]`, before the gate (which checks
-        // it like any setpoint), only while the policy plays.
-        let probed = match self.inject.as_deref_mut() {
-            Some(inj) => {
-                let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
-                inj.probe(deadline, playing, &mut self.setpoint)
-            }
-            None => None,
-        };
+    /// The loop-transfer probe of `[inject.probe]`, added to the setpoint before the
+    /// gate (which checks it like any setpoint), only while the policy plays; returns
+    /// what was added, taken out again after the gate.
+    #[inline]
+    fn probe(&mut self, deadline: MonoTime) -> Option<(usize, [f64; 3])> {
+        let inj = self.inject.as_deref_mut()?;
+        let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
+        inj.probe(deadline, playing, &mut self.setpoint)
+    }
+
+    /// `inject.panic` on the control thread (the fail-safe rehearsal).
+    #[inline]
+    fn injected_control_panic(&mut self, deadline: MonoTime) {
         if let Some(inj) = self.inject.as_deref_mut() {
-            // `inject.panic` on the control thread (the fail-safe rehearsal).
             inj.check_control_panic(deadline);
         }
+    }
+
+    /// The gate, applied last in every mode, makes the command from the setpoint (or
+    /// the command a panic kept from the drives is sent again, see
+    /// [`Self::after_panic`]); the executor is told what left the gate, so a fallback
+    /// plans its stop from there. Returns the constraints that acted and the
+    /// commanded state.
+    #[inline]
+    fn gate_command(
+        &mut self,
+        wake: MonoTime,
+        probed: Option<(usize, [f64; 3])>,
+    ) -> (GateMask, Pva) {
         let mask = if self.resend {
-            // The command a panic kept from the drives (`after_panic`), sent now.
             self.resend = false;
-            chunkrt_core::GateMask(0)
+            GateMask(0)
         } else {
             self.gate.filter(&self.setpoint, &mut self.cmd)
         };
@@ -482,25 +559,37 @@ impl ControlLoop {
             }
             self.check_saturation(wake);
         }
-        let mode = self.executor.mode();
-        self.cmd.t_cmd = deadline;
-        let auto_resume = self.executor.config().resume == Resume::Auto;
-        self.cmd.request = if self.quick_stop {
-            DriveRequest::QuickStop
-        } else if self.recovering {
-            if (auto_resume || self.reset_approved) && !self.stopping {
+        (mask, commanded)
+    }
+
+    /// What the drives are asked to do with this cycle's command: a quick stop once
+    /// the stop became one; while drives recover, a fault reset (with `resume = auto`
+    /// or after the operator's re-arm, never while stopping), else a quick stop; in
+    /// safe stop a quick stop; otherwise track the command.
+    #[inline]
+    fn drive_request(&self, mode: Mode) -> DriveRequest {
+        if self.quick_stop {
+            return DriveRequest::QuickStop;
+        }
+        if self.recovering {
+            let auto_resume = self.executor.config().resume == Resume::Auto;
+            return if (auto_resume || self.reset_approved) && !self.stopping {
                 DriveRequest::FaultReset
             } else {
                 DriveRequest::QuickStop
-            }
-        } else {
-            match mode {
-                Mode::SafeStop => DriveRequest::QuickStop,
-                _ => DriveRequest::Track,
-            }
-        };
+            };
+        }
+        match mode {
+            Mode::SafeStop => DriveRequest::QuickStop,
+            _ => DriveRequest::Track,
+        }
+    }
 
-        // 5-6. Exchange with the drives (after the injected extra work, if any).
+    /// The exchange with the drives (after the injected extra work, if any), through
+    /// the delay lines when `[inject]` has any; then the backend's health and the
+    /// following error of the fresh measurement.
+    #[inline]
+    fn exchange(&mut self, deadline: MonoTime, work_began: MonoTime) -> Sent {
         if let Some(inj) = self.inject.as_deref_mut() {
             inj.burn(work_began);
         }
@@ -520,25 +609,37 @@ impl ControlLoop {
                 false
             }
             Err(error) => {
-                self.events_out
-                    .push(EventRecord::Backend { t: t_cmd, error });
-                // Every cycle while the errors last (as `force_fallback` asks): a
-                // chunk computed from a measurement taken during the outage (a
-                // faulted drive still reports positions) must not take authority back
-                // while the drives cannot follow it.
-                self.executor
-                    .force_fallback(t_cmd, ModeChangeReason::BackendError);
-                self.backend_failing = true;
-                if let BackendError::DriveLost { joint } = error {
-                    self.drive_lost.get_or_insert(joint);
-                }
+                self.backend_failed(t_cmd, error);
                 true
             }
         };
-
         self.prev_cmd_pos = self.cmd.pos_rad;
+        Sent {
+            t_cmd,
+            backend_error,
+        }
+    }
 
-        // 7. Observation for the inference thread.
+    /// A failed exchange: logged, and the policy loses authority every cycle while
+    /// the errors last (as `force_fallback` asks): a chunk computed from a
+    /// measurement taken during the outage (a faulted drive still reports positions)
+    /// must not take authority back while the drives cannot follow it.
+    #[inline]
+    fn backend_failed(&mut self, t_cmd: MonoTime, error: BackendError) {
+        self.events_out
+            .push(EventRecord::Backend { t: t_cmd, error });
+        self.executor
+            .force_fallback(t_cmd, ModeChangeReason::BackendError);
+        self.backend_failing = true;
+        if let BackendError::DriveLost { joint } = error {
+            self.drive_lost.get_or_insert(joint);
+        }
+    }
+
+    /// The observation for the inference thread: this cycle's measurement, command
+    /// and plan (or, with an injected observation delay, the one captured earlier).
+    #[inline]
+    fn publish_observation(&mut self, deadline: MonoTime, commanded: &Pva) {
         self.executor.plan_state(self.fb.t_capture, &mut self.plan);
         let plan = &self.plan;
         let fb = &self.fb;
@@ -582,30 +683,46 @@ impl ControlLoop {
                 o.plan_vel_rad_s = plan.vel_rad_s;
             });
         }
-        // The arm as a camera sees it: the measurement, never delayed by `[inject]`.
-        if let Some(world) = self.world.as_mut() {
-            world.publish_with(|o| {
-                o.seq = seq;
-                o.t_capture = fb.t_capture;
-                o.t_cycle = deadline;
-                o.dof = fb.dof;
-                o.pos_rad = fb.pos_rad;
-                o.vel_rad_s = fb.vel_rad_s;
-            });
-        }
+    }
 
-        // 8. Mode events and the cycle record.
+    /// The arm as a camera sees it (for the synthetic camera): the measurement, never
+    /// delayed by `[inject]`.
+    #[inline]
+    fn publish_world(&mut self, deadline: MonoTime) {
+        let Some(world) = self.world.as_mut() else {
+            return;
+        };
+        let fb = &self.fb;
+        let seq = self.cycle;
+        world.publish_with(|o| {
+            o.seq = seq;
+            o.t_capture = fb.t_capture;
+            o.t_cycle = deadline;
+            o.dof = fb.dof;
+            o.pos_rad = fb.pos_rad;
+            o.vel_rad_s = fb.vel_rad_s;
+        });
+    }
+
+    /// The executor's mode changes of this cycle, as event records.
+    #[inline]
+    fn log_mode_events(&mut self) {
         while let Some(ev) = self.executor.pop_event() {
             self.events_out.push(EventRecord::Mode(ev));
         }
+    }
+
+    /// The cycle record: times, mode (as it was when the command was made), gate
+    /// mask, chunk ages and latencies, and the largest tracking error.
+    #[inline]
+    fn record_cycle(&mut self, slot: Slot, mode: Mode, mask: GateMask, sent: Sent) {
         let (mut handoff_ns, mut e2e_ns, mut chunk_age_ns) = (0, 0, 0);
-        let chunk_seq = self.cmd.chunk_seq;
         if let Some(info) = self.executor.current_chunk() {
-            chunk_age_ns = wake.saturating_since(info.t_obs);
+            chunk_age_ns = slot.wake.saturating_since(info.t_obs);
         }
         if let Some(info) = self.executor.first_use() {
-            handoff_ns = wake.saturating_since(info.t_publish).max(1);
-            e2e_ns = t_cmd.saturating_since(info.t_obs).max(1);
+            handoff_ns = slot.wake.saturating_since(info.t_publish).max(1);
+            e2e_ns = sent.t_cmd.saturating_since(info.t_obs).max(1);
         }
         let mut track_err: f64 = 0.0;
         for j in 0..self.dof.min(MAX_DOF) {
@@ -613,20 +730,20 @@ impl ControlLoop {
         }
         self.cycles_out.push(CycleRecord {
             cycle: self.cycle,
-            t_deadline: deadline,
-            t_wake: wake,
-            t_cmd,
+            t_deadline: slot.deadline,
+            t_wake: slot.wake,
+            t_cmd: sent.t_cmd,
             t_done: (self.clock)(),
-            missed,
+            missed: slot.missed,
             mode: mode as u8,
             gate_mask: mask.0,
-            chunk_seq,
+            chunk_seq: self.cmd.chunk_seq,
             chunk_age_ns,
             handoff_ns,
             e2e_ns,
             bus_rtt_ns: self.fb.bus_rtt_ns,
             sync_phase_ns: self.fb.sync_phase_ns,
-            backend_error,
+            backend_error: sent.backend_error,
             fb_held: self.fb.held,
             track_err_rad: track_err,
             dof: self.dof as u16,
@@ -634,6 +751,28 @@ impl ControlLoop {
             cmd_pos_rad: self.cmd.pos_rad,
             fb_pos_rad: self.fb.pos_rad,
         });
-        self.cycle += 1;
     }
 }
+
+/// One cycle's times, as the schedule hands them to [`ControlLoop::cycle`].
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The absolute time the thread slept for.
+    deadline: MonoTime,
+    /// When it woke.
+    wake: MonoTime,
+    /// Deadlines skipped before it.
+    missed: u32,
+}
+
+/// What the exchange stage reports to the records.
+#[derive(Clone, Copy)]
+struct Sent {
+    /// When the command was handed to the backend.
+    t_cmd: MonoTime,
+    /// The exchange failed.
+    backend_error: bool,
+}
+
+#[cfg(test)]
+mod tests;
