@@ -13,6 +13,7 @@
 
 use chunkrt_core::PolicyError;
 
+use crate::error::SchedulerError;
 use crate::sampler::Denoiser;
 
 /// Which diffusers scheduler.
@@ -82,47 +83,48 @@ pub struct SchedulerSettings {
 
 impl SchedulerSettings {
     /// Checks the settings for `steps` inference steps; the message names the key.
-    pub fn check(&self, steps: usize) -> Result<(), String> {
+    pub fn check(&self, steps: usize) -> Result<(), SchedulerError> {
         let t = self.alphas_cumprod.len();
         if t == 0 {
-            return Err("scheduler.alphas_cumprod is empty".into());
+            return Err(SchedulerError::Empty);
         }
         if let Some(i) = self
             .alphas_cumprod
             .iter()
             .position(|a| !(*a > 0.0 && *a <= 1.0))
         {
-            return Err(format!(
-                "scheduler.alphas_cumprod[{i}] = {} is outside (0, 1]",
-                self.alphas_cumprod[i]
-            ));
+            return Err(SchedulerError::Alpha {
+                index: i,
+                value: self.alphas_cumprod[i],
+            });
         }
         if steps == 0 || steps > t {
-            return Err(format!(
-                "steps = {steps} is outside 1..={t} (scheduler.train_timesteps)"
-            ));
+            return Err(SchedulerError::Steps {
+                steps,
+                train_timesteps: t,
+            });
         }
         if let Some(c) = self.clip {
             if !(c.is_finite() && c > 0.0) {
-                return Err(format!(
-                    "scheduler.clip_sample_range = {c} must be positive"
-                ));
+                return Err(SchedulerError::Clip(c));
             }
         }
         if !(self.eta.is_finite() && self.eta >= 0.0) {
-            return Err(format!("scheduler.eta = {} must be >= 0", self.eta));
+            return Err(SchedulerError::Eta(self.eta));
         }
         if self.kind == SchedulerType::Ddpm && self.eta != 0.0 {
-            return Err("scheduler.eta applies to ddim only".into());
+            return Err(SchedulerError::EtaOnDdpm);
         }
         let mut ts = vec![0usize; t];
         let n = self.timesteps_into(steps, &mut ts);
         if let Some(bad) = ts[..n].iter().find(|s| **s >= t) {
-            return Err(format!(
-                "timestep {bad} of {steps} steps (spacing {:?}, steps_offset {}) is past \
-                 train_timesteps = {t}",
-                self.spacing, self.steps_offset
-            ));
+            return Err(SchedulerError::PastSchedule {
+                timestep: *bad,
+                steps,
+                spacing: self.spacing,
+                steps_offset: self.steps_offset,
+                train_timesteps: t,
+            });
         }
         Ok(())
     }

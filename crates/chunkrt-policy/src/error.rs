@@ -2,6 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::diffusers::TimestepSpacing;
+use crate::domain::DomainError;
+use crate::goals::GoalError;
+use crate::manifest::PolicyKind;
+
 /// ` (model_file of manifest M)` when a manifest named the model.
 fn named_by(manifest: Option<&Path>) -> String {
     manifest
@@ -33,7 +38,7 @@ pub enum PolicyLoadError {
         /// The manifest path.
         path: PathBuf,
         /// What is wrong, naming the key.
-        what: String,
+        what: ManifestProblem,
     },
     /// The model file cannot be read: missing, not a regular file, larger than a
     /// model may be, or of another size than its manifest's `model_bytes` (the message
@@ -105,4 +110,176 @@ pub enum PolicyLoadError {
     /// A request to the sampling helpers is inconsistent with the model.
     #[error("policy request: {0}")]
     Request(String),
+    /// The sampler asked of the sampling helpers cannot run on the model.
+    #[error("policy request: {0}")]
+    Sampler(#[from] SamplerError),
+}
+
+/// What is wrong with a manifest (or with the run configuration's policy settings,
+/// judged against it): the key and the rule it breaks.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ManifestProblem {
+    /// A count outside its range.
+    #[error("{key} = {value} is outside {lo}..={hi}")]
+    OutOfRange {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: usize,
+        /// Least allowed.
+        lo: usize,
+        /// Most allowed.
+        hi: usize,
+    },
+    /// A value that must be positive and finite.
+    #[error("{key} = {value} must be positive and finite")]
+    NotPositive {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: f64,
+    },
+    /// A list of another length than the model needs.
+    #[error("{key} has {got} values, expected {expected}")]
+    WrongCount {
+        /// The key.
+        key: String,
+        /// Values given.
+        got: usize,
+        /// Values needed.
+        expected: usize,
+    },
+    /// A list holding a NaN or an infinity.
+    #[error("{key}[{index}] = {value} is not finite")]
+    NotFinite {
+        /// The list's key.
+        key: String,
+        /// Index of the first value that is not finite.
+        index: usize,
+        /// That value.
+        value: f64,
+    },
+    /// A rule of its own (a missing table, two that exclude each other, a name used
+    /// twice): the message names the key and what was expected.
+    #[error("{0}")]
+    Rule(String),
+    /// The `[domain]` table does not describe a usable operating domain.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// The diffusion scheduler's settings do not work for the steps asked.
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
+    /// The run configuration's policy settings do not fit this model.
+    #[error("policy config: {0}")]
+    Config(#[from] PolicyConfigProblem),
+    /// The goals (the manifest's, or the configuration's in their place) are unusable.
+    #[error("policy goals: {0}")]
+    Goals(#[from] GoalError),
+}
+
+/// A run configuration's `[policy]` setting that does not fit the model.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PolicyConfigProblem {
+    /// The sampler cannot run on this model.
+    #[error(transparent)]
+    Sampler(#[from] SamplerError),
+    /// The scheduler cannot run at these steps.
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
+    /// More steps than the model has (or none).
+    #[error("steps = {steps} is outside 1..={max} for this model")]
+    Steps {
+        /// Steps asked.
+        steps: usize,
+        /// Most the model takes.
+        max: usize,
+    },
+    /// `min_steps` not within 1..=steps.
+    #[error("min_steps = {min_steps} must be within 1..=steps ({steps})")]
+    MinSteps {
+        /// Fewest steps asked.
+        min_steps: usize,
+        /// Steps asked.
+        steps: usize,
+    },
+    /// `deadline_ms` is zero, negative or not finite.
+    #[error("deadline_ms = {0} must be positive and finite")]
+    DeadlineMs(f64),
+    /// `goal_settle_radius_rad` is negative or not finite.
+    #[error("goal_settle_radius_rad = {0} must be finite and >= 0")]
+    SettleRadius(f64),
+}
+
+/// A sampler that cannot run on a format-1 model.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SamplerError {
+    /// The method does not fit the model's kind (flow: euler or heun; ddim: ddim).
+    #[error("sampler `{method}` does not fit a {kind:?} model")]
+    WrongKind {
+        /// The method's name.
+        method: &'static str,
+        /// The model's kind.
+        kind: PolicyKind,
+    },
+    /// Steps outside 1..=the schedule's training timesteps (10000 for flow).
+    #[error("steps = {steps} is outside 1..={max} for `{method}`")]
+    Steps {
+        /// Steps asked.
+        steps: usize,
+        /// Most allowed.
+        max: usize,
+        /// The method's name.
+        method: &'static str,
+    },
+}
+
+/// A diffusers scheduler's settings that cannot run the steps asked; each names its
+/// manifest key.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SchedulerError {
+    /// No training timesteps.
+    #[error("scheduler.alphas_cumprod is empty")]
+    Empty,
+    /// An `alphas_cumprod` value outside (0, 1].
+    #[error("scheduler.alphas_cumprod[{index}] = {value} is outside (0, 1]")]
+    Alpha {
+        /// Its index.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// Steps outside 1..=train_timesteps.
+    #[error("steps = {steps} is outside 1..={train_timesteps} (scheduler.train_timesteps)")]
+    Steps {
+        /// Steps asked.
+        steps: usize,
+        /// The schedule's length.
+        train_timesteps: usize,
+    },
+    /// `clip_sample_range` is zero, negative or not finite.
+    #[error("scheduler.clip_sample_range = {0} must be positive")]
+    Clip(f32),
+    /// `eta` is negative or not finite.
+    #[error("scheduler.eta = {0} must be >= 0")]
+    Eta(f32),
+    /// An eta on a DDPM scheduler.
+    #[error("scheduler.eta applies to ddim only")]
+    EtaOnDdpm,
+    /// The spacing puts a timestep past the schedule.
+    #[error(
+        "timestep {timestep} of {steps} steps (spacing {spacing:?}, steps_offset {steps_offset}) \
+         is past train_timesteps = {train_timesteps}"
+    )]
+    PastSchedule {
+        /// The timestep.
+        timestep: usize,
+        /// Steps asked.
+        steps: usize,
+        /// The spacing.
+        spacing: TimestepSpacing,
+        /// The offset.
+        steps_offset: usize,
+        /// The schedule's length.
+        train_timesteps: usize,
+    },
 }

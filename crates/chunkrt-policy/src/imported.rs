@@ -19,7 +19,7 @@ use chunkrt_core::{
 
 use crate::diffusers::DiffusersScheduler;
 use crate::domain::{Domain, DomainVerdict};
-use crate::error::PolicyLoadError;
+use crate::error::{ManifestProblem, PolicyConfigProblem, PolicyLoadError};
 use crate::goals::{GoalSequence, Settler};
 use crate::graph::{OrtGraph, TensorSpec};
 use crate::manifest::{ActionEncoding, StateSource};
@@ -92,7 +92,7 @@ impl ImportedModel {
         )?;
         let domain = Domain::new(&raw.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
             path: manifest_path.to_path_buf(),
-            what: e.to_string(),
+            what: e.into(),
         })?;
         let mut inputs: Vec<TensorSpec> = raw
             .observation
@@ -470,32 +470,28 @@ impl ImportedPolicy {
     pub fn new(cfg: &ImportedPolicyConfig) -> Result<ImportedPolicy, PolicyLoadError> {
         let model = ImportedModel::load(&cfg.manifest, &cfg.session)?;
         let raw = &model.manifest().raw;
-        let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+        let invalid = |what: ManifestProblem| PolicyLoadError::ManifestInvalid {
             path: cfg.manifest.clone(),
             what,
         };
+        let config = |p: PolicyConfigProblem| invalid(ManifestProblem::Config(p));
         let steps = cfg.steps.unwrap_or(raw.sampler.steps);
         let min_steps = cfg.min_steps.unwrap_or(raw.sampler.min_steps.min(steps));
         if steps == 0 || steps > model.max_steps() {
-            return Err(invalid(format!(
-                "policy config: steps = {steps} is outside 1..={} for this model",
-                model.max_steps()
-            )));
+            return Err(config(PolicyConfigProblem::Steps {
+                steps,
+                max: model.max_steps(),
+            }));
         }
         if let Some(s) = &model.manifest().scheduler {
-            s.check(steps)
-                .map_err(|e| invalid(format!("policy config: {e}")))?;
+            s.check(steps).map_err(|e| config(e.into()))?;
         }
         if min_steps == 0 || min_steps > steps {
-            return Err(invalid(format!(
-                "policy config: min_steps = {min_steps} must be within 1..=steps ({steps})"
-            )));
+            return Err(config(PolicyConfigProblem::MinSteps { min_steps, steps }));
         }
         let deadline_ns = match cfg.deadline_ms {
             Some(d) if !(d.is_finite() && d > 0.0) => {
-                return Err(invalid(format!(
-                    "policy config: deadline_ms = {d} must be positive and finite"
-                )))
+                return Err(config(PolicyConfigProblem::DeadlineMs(d)))
             }
             d => d.map(|d| d * 1e6),
         };
@@ -507,7 +503,7 @@ impl ImportedPolicy {
         } else {
             Some(
                 GoalSequence::new(raw.d_a, goal_list, raw.task.goal_tolerance_rad, 0)
-                    .map_err(|e| invalid(format!("policy goals: {e}")))?,
+                    .map_err(|e| invalid(e.into()))?,
             )
         };
         let image_bytes = model.image_size().map_or(0, |(h, w)| h * w * 3);
@@ -515,9 +511,7 @@ impl ImportedPolicy {
             .goal_settle_radius_rad
             .unwrap_or(4.0 * raw.task.goal_tolerance_rad);
         if !(radius.is_finite() && radius >= 0.0) {
-            return Err(invalid(format!(
-                "policy config: goal_settle_radius_rad = {radius} must be finite and >= 0"
-            )));
+            return Err(config(PolicyConfigProblem::SettleRadius(radius)));
         }
         let settler = Settler::new(radius, 0.2 * raw.task.goal_tolerance_rad, cfg.settle_chunks);
         let (d_obs, len, played) = (raw.d_obs(), raw.sequence_len(), raw.action.len * raw.d_a);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use chunkrt_core::{JointVec, MAX_DOF, MAX_HORIZON};
 use serde::Deserialize;
 
+use crate::error::ManifestProblem::{self, Rule};
 use crate::error::PolicyLoadError;
 
 /// Largest observation vector a manifest may declare (the domain check works on the stack).
@@ -323,12 +324,12 @@ impl Manifest {
         self.horizon * self.d_a
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ManifestProblem> {
         if self.format != 1 {
-            return Err(format!(
+            return Err(Rule(format!(
                 "format = {} is not supported (expected 1)",
                 self.format
-            ));
+            )));
         }
         check_digest_and_file(&self.model_sha256, &self.model_file)?;
         check_model_bytes(self.model_bytes)?;
@@ -338,20 +339,20 @@ impl Manifest {
         positive("dt_ms", self.dt_ms)?;
         let enc = self.encoding.observation;
         if self.d_obs != enc.d_obs(self.d_a) {
-            return Err(format!(
+            return Err(Rule(format!(
                 "encoding.observation = \"{}\" needs d_obs = {} for d_a = {}, got {}",
                 enc.name(),
                 enc.d_obs(self.d_a),
                 self.d_a,
                 self.d_obs
-            ));
+            )));
         }
         positive(
             "encoding.goal_tolerance_rad",
             self.encoding.goal_tolerance_rad,
         )?;
         if self.encoding.goals.is_empty() {
-            return Err("encoding.goals is empty".into());
+            return Err(Rule("encoding.goals is empty".into()));
         }
         for (i, g) in self.encoding.goals.iter().enumerate() {
             check_values(&format!("encoding.goals[{i}]"), g, self.d_a)?;
@@ -366,25 +367,27 @@ impl Manifest {
             ("normalisation.act_std", &n.act_std),
         ] {
             if let Some(i) = v.iter().position(|x| *x <= 0.0) {
-                return Err(format!("{name}[{i}] = {} must be positive", v[i]));
+                return Err(Rule(format!("{name}[{i}] = {} must be positive", v[i])));
             }
         }
         let s = &self.sampler;
         if !s.method.fits(self.kind) {
-            return Err(format!(
+            return Err(Rule(format!(
                 "sampler.method = \"{}\" does not fit kind = \"{}\" (flow: euler or heun; ddim: ddim)",
                 s.method.name(),
                 match self.kind {
                     PolicyKind::Flow => "flow",
                     PolicyKind::Ddim => "ddim",
                 }
-            ));
+            )));
         }
         range("sampler.steps", s.steps, 1, 10_000)?;
         range("sampler.min_steps", s.min_steps, 1, s.steps)?;
         match (&self.schedule, self.kind) {
             (None, PolicyKind::Ddim) => {
-                return Err("kind = \"ddim\" needs a [schedule] table with alphas_cumprod".into())
+                return Err(Rule(
+                    "kind = \"ddim\" needs a [schedule] table with alphas_cumprod".into(),
+                ))
             }
             (Some(sch), PolicyKind::Ddim) => {
                 range("schedule.train_timesteps", sch.train_timesteps, 1, 100_000)?;
@@ -398,16 +401,16 @@ impl Manifest {
                     .iter()
                     .position(|a| !(*a > 0.0 && *a <= 1.0))
                 {
-                    return Err(format!(
+                    return Err(Rule(format!(
                         "schedule.alphas_cumprod[{i}] = {} is outside (0, 1]",
                         sch.alphas_cumprod[i]
-                    ));
+                    )));
                 }
                 positive("schedule.clip_x0", sch.clip_x0)?;
                 range("sampler.steps", s.steps, 1, sch.train_timesteps)?;
             }
             (Some(_), PolicyKind::Flow) => {
-                return Err("kind = \"flow\" takes no [schedule] table".into())
+                return Err(Rule("kind = \"flow\" takes no [schedule] table".into()))
             }
             (None, PolicyKind::Flow) => {}
         }
@@ -418,30 +421,30 @@ impl Manifest {
 }
 
 /// Checks a model digest (64 lowercase hex digits) and a model file name.
-pub(crate) fn check_digest_and_file(sha: &str, file: &str) -> Result<(), String> {
+pub(crate) fn check_digest_and_file(sha: &str, file: &str) -> Result<(), ManifestProblem> {
     if sha.len() != 64
         || !sha
             .bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     {
-        return Err(format!(
+        return Err(Rule(format!(
             "model_sha256 = \"{sha}\" is not 64 lowercase hex digits"
-        ));
+        )));
     }
     if file.is_empty() {
-        return Err("model_file is empty".into());
+        return Err(Rule("model_file is empty".into()));
     }
     Ok(())
 }
 
 /// Checks a declared model size: 1 byte to [`chunkrt_files::MODEL_LIMIT_BYTES`].
-pub(crate) fn check_model_bytes(bytes: Option<u64>) -> Result<(), String> {
+pub(crate) fn check_model_bytes(bytes: Option<u64>) -> Result<(), ManifestProblem> {
     match bytes {
-        Some(b) if b == 0 || b > chunkrt_files::MODEL_LIMIT_BYTES => Err(format!(
+        Some(b) if b == 0 || b > chunkrt_files::MODEL_LIMIT_BYTES => Err(Rule(format!(
             "model_bytes = {b}: expected 1 to {} (an ONNX file holds at most 2 GiB; larger \
              models keep their weights in external data, which chunkrt does not load)",
             chunkrt_files::MODEL_LIMIT_BYTES
-        )),
+        ))),
         _ => Ok(()),
     }
 }
@@ -460,29 +463,29 @@ pub fn read_manifest_text(path: &Path) -> Result<String, PolicyLoadError> {
 }
 
 /// Checks a `[domain]` table over observations of `d_obs` values.
-pub(crate) fn check_domain(d: &DomainSpec, d_obs: usize) -> Result<(), String> {
+pub(crate) fn check_domain(d: &DomainSpec, d_obs: usize) -> Result<(), ManifestProblem> {
     check_values("domain.obs_min", &d.obs_min, d_obs)?;
     check_values("domain.obs_max", &d.obs_max, d_obs)?;
     check_values("domain.mean", &d.mean, d_obs)?;
     if let Some(i) = (0..d_obs).find(|&i| d.obs_min[i] > d.obs_max[i]) {
-        return Err(format!(
+        return Err(Rule(format!(
             "domain.obs_min[{i}] = {} exceeds domain.obs_max[{i}] = {}",
             d.obs_min[i], d.obs_max[i]
-        ));
+        )));
     }
     if !(d.ridge.is_finite() && d.ridge >= 0.0) {
-        return Err(format!(
+        return Err(Rule(format!(
             "domain.ridge = {} must be finite and >= 0",
             d.ridge
-        ));
+        )));
     }
     positive("domain.mahalanobis_max", d.mahalanobis_max)?;
     if d.covariance.len() != d_obs {
-        return Err(format!(
+        return Err(Rule(format!(
             "domain.covariance has {} rows, expected d_obs = {}",
             d.covariance.len(),
             d_obs
-        ));
+        )));
     }
     for (i, row) in d.covariance.iter().enumerate() {
         check_values(&format!("domain.covariance[{i}]"), row, d_obs)?;
@@ -491,39 +494,52 @@ pub(crate) fn check_domain(d: &DomainSpec, d_obs: usize) -> Result<(), String> {
 }
 
 /// Checks a `[training]` table.
-pub(crate) fn check_training(t: &Training) -> Result<(), String> {
+pub(crate) fn check_training(t: &Training) -> Result<(), ManifestProblem> {
     if t.data_sha256.len() != 64 {
-        return Err(format!(
+        return Err(Rule(format!(
             "training.data_sha256 = \"{}\" is not a SHA-256 (64 hex digits)",
             t.data_sha256
-        ));
+        )));
     }
     Ok(())
 }
 
-pub(crate) fn range(name: &str, v: usize, lo: usize, hi: usize) -> Result<(), String> {
+pub(crate) fn range(name: &str, v: usize, lo: usize, hi: usize) -> Result<(), ManifestProblem> {
     if v < lo || v > hi {
-        return Err(format!("{name} = {v} is outside {lo}..={hi}"));
+        return Err(ManifestProblem::OutOfRange {
+            key: name.to_string(),
+            value: v,
+            lo,
+            hi,
+        });
     }
     Ok(())
 }
 
-pub(crate) fn positive(name: &str, v: f64) -> Result<(), String> {
+pub(crate) fn positive(name: &str, v: f64) -> Result<(), ManifestProblem> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{name} = {v} must be positive and finite"));
+        return Err(ManifestProblem::NotPositive {
+            key: name.to_string(),
+            value: v,
+        });
     }
     Ok(())
 }
 
-pub(crate) fn check_values(name: &str, v: &[f64], expected: usize) -> Result<(), String> {
+pub(crate) fn check_values(name: &str, v: &[f64], expected: usize) -> Result<(), ManifestProblem> {
     if v.len() != expected {
-        return Err(format!(
-            "{name} has {} values, expected {expected}",
-            v.len()
-        ));
+        return Err(ManifestProblem::WrongCount {
+            key: name.to_string(),
+            got: v.len(),
+            expected,
+        });
     }
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(format!("{name}[{i}] = {} is not finite", v[i]));
+        return Err(ManifestProblem::NotFinite {
+            key: name.to_string(),
+            index: i,
+            value: v[i],
+        });
     }
     Ok(())
 }

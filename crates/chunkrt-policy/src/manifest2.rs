@@ -28,6 +28,7 @@ use serde::Deserialize;
 use crate::diffusers::{
     PredictionType, SchedulerSettings, SchedulerType, TimestepSpacing, VarianceType,
 };
+use crate::error::ManifestProblem::{self, Rule};
 use crate::error::PolicyLoadError;
 use crate::manifest::{
     check_digest_and_file, check_domain, check_training, check_values as values, positive, range,
@@ -125,32 +126,24 @@ pub enum Normaliser {
 }
 
 impl Normaliser {
-    fn from_stats(key: &str, s: &NormStats, dim: usize) -> Result<Normaliser, String> {
-        let f32s = |name: &str, v: &Option<Vec<f64>>| -> Result<Vec<f32>, String> {
+    fn from_stats(key: &str, s: &NormStats, dim: usize) -> Result<Normaliser, ManifestProblem> {
+        let f32s = |name: &str, v: &Option<Vec<f64>>| -> Result<Vec<f32>, ManifestProblem> {
             let v = v
                 .as_ref()
-                .ok_or_else(|| format!("{key}: `{name}` is missing ({dim} values)"))?;
-            if v.len() != dim {
-                return Err(format!(
-                    "{key}.{name} has {} values, expected {dim}",
-                    v.len()
-                ));
-            }
-            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-                return Err(format!("{key}.{name}[{i}] = {} is not finite", v[i]));
-            }
+                .ok_or_else(|| Rule(format!("{key}: `{name}` is missing ({dim} values)")))?;
+            values(&format!("{key}.{name}"), v, dim)?;
             Ok(v.iter().map(|x| *x as f32).collect())
         };
-        let unused = |names: &[(&str, bool)]| -> Result<(), String> {
+        let unused = |names: &[(&str, bool)]| -> Result<(), ManifestProblem> {
             match names.iter().find(|(_, present)| *present) {
-                Some((n, _)) => Err(format!(
+                Some((n, _)) => Err(Rule(format!(
                     "{key}.{n} does not belong to normalisation = \"{}\"",
                     match s.normalisation {
                         Some(NormMode::MeanStd) => "mean_std",
                         Some(NormMode::MinMax) => "min_max",
                         _ => "identity",
                     }
-                )),
+                ))),
                 None => Ok(()),
             }
         };
@@ -160,7 +153,7 @@ impl Normaliser {
                 let mean = f32s("mean", &s.mean)?;
                 let std = f32s("std", &s.std)?;
                 if let Some(i) = std.iter().position(|x| *x < 0.0) {
-                    return Err(format!("{key}.std[{i}] = {} is negative", std[i]));
+                    return Err(Rule(format!("{key}.std[{i}] = {} is negative", std[i])));
                 }
                 Ok(Normaliser::MeanStd { mean, std })
             }
@@ -169,10 +162,10 @@ impl Normaliser {
                 let min = f32s("min", &s.min)?;
                 let max = f32s("max", &s.max)?;
                 if let Some(i) = (0..dim).find(|&i| max[i] < min[i]) {
-                    return Err(format!(
+                    return Err(Rule(format!(
                         "{key}.max[{i}] = {} is below {key}.min[{i}] = {}",
                         max[i], min[i]
-                    ));
+                    )));
                 }
                 let denom = (0..dim)
                     .map(|i| {
@@ -194,9 +187,9 @@ impl Normaliser {
                     ("max", s.max.is_some()),
                 ])?;
                 if s.normalisation.is_none() {
-                    return Err(format!(
+                    return Err(Rule(format!(
                         "{key}.normalisation is missing (mean_std, min_max or identity)"
-                    ));
+                    )));
                 }
                 Ok(Normaliser::Identity)
             }
@@ -360,18 +353,25 @@ pub struct FlowSettings {
 }
 
 impl FlowSpec {
-    fn settings(&self) -> Result<FlowSettings, String> {
+    fn settings(&self) -> Result<FlowSettings, ManifestProblem> {
         let heun = match self.method.as_str() {
             "euler" => false,
             "heun" => true,
-            m => return Err(format!("flow.method = \"{m}\" is not one of euler, heun")),
+            m => {
+                return Err(Rule(format!(
+                    "flow.method = \"{m}\" is not one of euler, heun"
+                )))
+            }
         };
         let (from, to) = if self.noise_at == 0.0 {
             (0.0, 1.0)
         } else if self.noise_at == 1.0 {
             (1.0, 0.0)
         } else {
-            return Err(format!("flow.noise_at = {} must be 0 or 1", self.noise_at));
+            return Err(Rule(format!(
+                "flow.noise_at = {} must be 0 or 1",
+                self.noise_at
+            )));
         };
         Ok(FlowSettings { heun, from, to })
     }
@@ -545,9 +545,9 @@ impl CheckedManifest2 {
 }
 
 impl Manifest2 {
-    fn check(self) -> Result<CheckedManifest2, String> {
+    fn check(self) -> Result<CheckedManifest2, ManifestProblem> {
         if self.format != 2 {
-            return Err(format!("format = {} (expected 2)", self.format));
+            return Err(Rule(format!("format = {} (expected 2)", self.format)));
         }
         check_digest_and_file(&self.model_sha256, &self.model_file)?;
         crate::manifest::check_model_bytes(self.model_bytes)?;
@@ -556,19 +556,21 @@ impl Manifest2 {
         let o = &self.observation;
         range("observation.history", o.history, 1, MAX_HISTORY)?;
         if o.inputs.is_empty() {
-            return Err("observation.inputs is empty: the model needs at least one".into());
+            return Err(Rule(
+                "observation.inputs is empty: the model needs at least one".into(),
+            ));
         }
         let mut input_norms = Vec::new();
         for (k, input) in o.inputs.iter().enumerate() {
             let key = format!("observation.inputs[{k}] (\"{}\")", input.name);
             if input.name.is_empty() {
-                return Err(format!("{key}.name is empty"));
+                return Err(Rule(format!("{key}.name is empty")));
             }
             if o.inputs[..k].iter().any(|i| i.name == input.name) {
-                return Err(format!("{key}: the name is used twice"));
+                return Err(Rule(format!("{key}: the name is used twice")));
             }
             if input.sources.is_empty() {
-                return Err(format!("{key}.sources is empty"));
+                return Err(Rule(format!("{key}.sources is empty")));
             }
             input_norms.push(Normaliser::from_stats(
                 &key,
@@ -577,24 +579,26 @@ impl Manifest2 {
             )?);
         }
         if o.images.len() > MAX_IMAGES {
-            return Err(format!(
+            return Err(Rule(format!(
                 "observation.images has {} images; chunkrt takes at most {MAX_IMAGES} camera",
                 o.images.len()
-            ));
+            )));
         }
         let mut image_norms = Vec::new();
         for (k, image) in o.images.iter().enumerate() {
             let key = format!("observation.images[{k}] (\"{}\")", image.name);
             if image.name.is_empty() {
-                return Err(format!("{key}.name is empty"));
+                return Err(Rule(format!("{key}.name is empty")));
             }
             if o.inputs.iter().any(|i| i.name == image.name) {
-                return Err(format!("{key}: the name is also an observation input's"));
+                return Err(Rule(format!(
+                    "{key}: the name is also an observation input's"
+                )));
             }
             range(&format!("{key}.height"), image.height, 8, 128)?;
             range(&format!("{key}.width"), image.width, 8, 128)?;
             if image.height * image.width * 3 > 128 * 128 * 3 {
-                return Err(format!("{key}: at most 128 x 128 pixels"));
+                return Err(Rule(format!("{key}: at most 128 x 128 pixels")));
             }
             image_norms.push(Normaliser::from_stats(&key, &image.stats, 3)?);
         }
@@ -605,33 +609,35 @@ impl Manifest2 {
         range("action.horizon", a.horizon, 2, 1024)?;
         range("action.len", a.len, 2, MAX_HORIZON)?;
         if a.start + a.len > a.horizon {
-            return Err(format!(
+            return Err(Rule(format!(
                 "action.start + action.len = {} + {} is past action.horizon = {}",
                 a.start, a.len, a.horizon
-            ));
+            )));
         }
         if self.io.out.is_empty() {
-            return Err("io.out is empty".into());
+            return Err(Rule("io.out is empty".into()));
         }
         let s = &self.sampler;
         let (scheduler, flow) =
             match (self.kind, &self.scheduler, &self.flow) {
-                (ModelKind::Diffusion, None, None) => return Err(
+                (ModelKind::Diffusion, None, None) => return Err(Rule(
                     "kind = \"diffusion\" needs a [scheduler] table (DDPM, DDIM) or a [flow] table"
                         .into(),
-                ),
+                )),
                 (ModelKind::Diffusion, Some(_), Some(_)) => {
-                    return Err("a model has a [scheduler] or a [flow] table, not both".into())
+                    return Err(Rule(
+                        "a model has a [scheduler] or a [flow] table, not both".into(),
+                    ))
                 }
                 (ModelKind::Chunk, Some(_), _) => {
-                    return Err("kind = \"chunk\" takes no [scheduler] table".into())
+                    return Err(Rule("kind = \"chunk\" takes no [scheduler] table".into()))
                 }
                 (ModelKind::Chunk, None, Some(_)) => {
-                    return Err("kind = \"chunk\" takes no [flow] table".into())
+                    return Err(Rule("kind = \"chunk\" takes no [flow] table".into()))
                 }
                 (ModelKind::Diffusion, sched, fl) => {
                     if self.io.x.is_none() || self.io.t.is_none() {
-                        return Err("kind = \"diffusion\" needs io.x and io.t".into());
+                        return Err(Rule("kind = \"diffusion\" needs io.x and io.t".into()));
                     }
                     match (sched, fl) {
                         (Some(spec), _) => {
@@ -649,13 +655,13 @@ impl Manifest2 {
                 }
                 (ModelKind::Chunk, None, None) => {
                     if self.io.x.is_some() || self.io.t.is_some() {
-                        return Err("kind = \"chunk\" takes no io.x or io.t".into());
+                        return Err(Rule("kind = \"chunk\" takes no io.x or io.t".into()));
                     }
                     if s.steps != 1 {
-                        return Err(format!(
+                        return Err(Rule(format!(
                             "sampler.steps = {} for kind = \"chunk\" (one call per chunk: 1)",
                             s.steps
-                        ));
+                        )));
                     }
                     (None, None)
                 }
@@ -664,10 +670,10 @@ impl Manifest2 {
         positive("task.goal_tolerance_rad", self.task.goal_tolerance_rad)?;
         let uses_goal = o.inputs.iter().any(|i| i.sources.contains(&Source::Goal));
         if self.task.goals.is_empty() && (uses_goal || o.images.is_empty()) {
-            return Err(
+            return Err(Rule(
                 "task.goals is empty (only a model that sees its goal in a camera image, with no `goal` source, may leave it empty)"
                     .into(),
-            );
+            ));
         }
         for (i, g) in self.task.goals.iter().enumerate() {
             values(&format!("task.goals[{i}]"), g, self.d_a)?;
@@ -686,14 +692,14 @@ impl Manifest2 {
 }
 
 impl SchedulerSpec {
-    fn settings(&self) -> Result<SchedulerSettings, String> {
+    fn settings(&self) -> Result<SchedulerSettings, ManifestProblem> {
         let kind = match self.kind.as_str() {
             "ddpm" => SchedulerType::Ddpm,
             "ddim" => SchedulerType::Ddim,
             k => {
-                return Err(format!(
+                return Err(Rule(format!(
                     "scheduler.type = \"{k}\" is not supported (ddpm or ddim)"
-                ))
+                )))
             }
         };
         range(
@@ -712,9 +718,9 @@ impl SchedulerSpec {
             "sample" => PredictionType::Sample,
             "v_prediction" => PredictionType::VPrediction,
             p => {
-                return Err(format!(
+                return Err(Rule(format!(
                 "scheduler.prediction_type = \"{p}\" is not one of epsilon, sample, v_prediction"
-            ))
+            )))
             }
         };
         let spacing = match self.timestep_spacing.as_str() {
@@ -722,36 +728,36 @@ impl SchedulerSpec {
             "trailing" => TimestepSpacing::Trailing,
             "linspace" => TimestepSpacing::Linspace,
             p => {
-                return Err(format!(
+                return Err(Rule(format!(
                     "scheduler.timestep_spacing = \"{p}\" is not one of leading, trailing, linspace"
-                ))
+                )))
             }
         };
         let variance = match (kind, self.variance_type.as_deref()) {
             // DDIM's variance is its own (eta); "fixed_small" is what it computes.
             (SchedulerType::Ddim, Some(v)) if v != "fixed_small" => {
-                return Err(format!(
+                return Err(Rule(format!(
                     "scheduler.variance_type = \"{v}\" applies to ddpm only (ddim's noise is eta)"
-                ))
+                )))
             }
             (_, None | Some("fixed_small")) => VarianceType::FixedSmall,
             (_, Some("fixed_small_log")) => VarianceType::FixedSmallLog,
             (_, Some("fixed_large")) => VarianceType::FixedLarge,
             (_, Some(v)) => {
-                return Err(format!(
+                return Err(Rule(format!(
                     "scheduler.variance_type = \"{v}\" is not supported (fixed_small, \
                      fixed_small_log, fixed_large; learned variances need the model's second output)"
-                ))
+                )))
             }
         };
         // DDPM has no final alpha (it is 1) and no eta: only those values are accepted.
         if kind == SchedulerType::Ddpm
             && (self.set_alpha_to_one == Some(false) || self.eta.is_some_and(|e| e != 0.0))
         {
-            return Err(
+            return Err(Rule(
                 "scheduler.set_alpha_to_one = false and scheduler.eta > 0 apply to ddim only"
                     .into(),
-            );
+            ));
         }
         Ok(SchedulerSettings {
             kind,
@@ -774,16 +780,16 @@ pub fn manifest_format(path: &Path, text: &str) -> Result<u32, PolicyLoadError> 
         path: path.to_path_buf(),
         message: e.to_string().trim_end().to_string(),
     })?;
-    let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+    let invalid = |what: ManifestProblem| PolicyLoadError::ManifestInvalid {
         path: path.to_path_buf(),
         what,
     };
     match table.get("format") {
         Some(toml::Value::Integer(f @ (1 | 2))) => Ok(*f as u32),
-        Some(v) => Err(invalid(format!(
+        Some(v) => Err(invalid(Rule(format!(
             "format = {v} is not supported (1: chunkrt's own models, 2: imported models)"
-        ))),
-        None => Err(invalid("`format` is missing (1 or 2)".into())),
+        )))),
+        None => Err(invalid(Rule("`format` is missing (1 or 2)".into()))),
     }
 }
 

@@ -8,7 +8,7 @@ use chunkrt_core::PolicyError;
 use sha2::{Digest, Sha256};
 
 use crate::domain::Domain;
-use crate::error::PolicyLoadError;
+use crate::error::{PolicyLoadError, SamplerError};
 use crate::manifest::{ActionEncoding, Manifest, SamplerMethod};
 use crate::sampler::{run_sampler, DdimSchedule, Denoiser, SamplerBuffers};
 use crate::session::{OrtDenoiser, SessionOptions};
@@ -119,7 +119,7 @@ impl PolicyModel {
         let domain =
             Domain::new(&manifest.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
                 path: manifest_path.to_path_buf(),
-                what: e.to_string(),
+                what: e.into(),
             })?;
         let denoiser = OrtDenoiser::open(&manifest, &model_path, &bytes, opts)?;
         let ddim = manifest.schedule.as_ref().map(DdimSchedule::new);
@@ -156,23 +156,23 @@ impl PolicyModel {
     }
 
     /// Checks that `method` at `steps` can run on this model (kind, step range).
-    pub fn check_sampler(&self, method: SamplerMethod, steps: usize) -> Result<(), String> {
+    pub fn check_sampler(&self, method: SamplerMethod, steps: usize) -> Result<(), SamplerError> {
         if !method.fits(self.manifest.kind) {
-            return Err(format!(
-                "sampler `{}` does not fit a {:?} model",
-                method.name(),
-                self.manifest.kind
-            ));
+            return Err(SamplerError::WrongKind {
+                method: method.name(),
+                kind: self.manifest.kind,
+            });
         }
         let max = self
             .ddim
             .as_ref()
             .map_or(10_000, DdimSchedule::train_timesteps);
         if steps == 0 || steps > max {
-            return Err(format!(
-                "steps = {steps} is outside 1..={max} for `{}`",
-                method.name()
-            ));
+            return Err(SamplerError::Steps {
+                steps,
+                max,
+                method: method.name(),
+            });
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec};
 
 use crate::domain::{Domain, DomainVerdict};
-use crate::error::PolicyLoadError;
+use crate::error::{ManifestProblem, PolicyConfigProblem, PolicyLoadError};
 use crate::goals::{GoalSequence, Settler};
 pub use crate::manifest::StateSource;
 use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
@@ -139,26 +139,23 @@ impl OnnxPolicy {
     pub fn new(cfg: &OnnxPolicyConfig) -> Result<OnnxPolicy, PolicyLoadError> {
         let model = PolicyModel::load(&cfg.manifest, &cfg.session)?;
         let m = model.manifest();
-        let invalid = |what: String| PolicyLoadError::ManifestInvalid {
+        let invalid = |what: ManifestProblem| PolicyLoadError::ManifestInvalid {
             path: cfg.manifest.clone(),
             what,
         };
+        let config = |p: PolicyConfigProblem| invalid(ManifestProblem::Config(p));
         let method = cfg.method.unwrap_or(m.sampler.method);
         let steps = cfg.steps.unwrap_or(m.sampler.steps);
         let min_steps = cfg.min_steps.unwrap_or(m.sampler.min_steps.min(steps));
         model
             .check_sampler(method, steps)
-            .map_err(|e| invalid(format!("policy config: {e}")))?;
+            .map_err(|e| config(e.into()))?;
         if min_steps == 0 || min_steps > steps {
-            return Err(invalid(format!(
-                "policy config: min_steps = {min_steps} must be within 1..=steps ({steps})"
-            )));
+            return Err(config(PolicyConfigProblem::MinSteps { min_steps, steps }));
         }
         let deadline_ns = match cfg.deadline_ms {
             Some(d) if !(d.is_finite() && d > 0.0) => {
-                return Err(invalid(format!(
-                    "policy config: deadline_ms = {d} must be positive and finite"
-                )))
+                return Err(config(PolicyConfigProblem::DeadlineMs(d)))
             }
             d => d.map(|d| d * 1e6),
         };
@@ -169,14 +166,12 @@ impl OnnxPolicy {
             m.encoding.goal_tolerance_rad,
             cfg.goal_dwell_ms * 1_000_000,
         )
-        .map_err(|e| invalid(format!("policy goals: {e}")))?;
+        .map_err(|e| invalid(e.into()))?;
         let settle_radius_rad = cfg
             .goal_settle_radius_rad
             .unwrap_or(4.0 * m.encoding.goal_tolerance_rad);
         if !(settle_radius_rad.is_finite() && settle_radius_rad >= 0.0) {
-            return Err(invalid(format!(
-                "policy config: goal_settle_radius_rad = {settle_radius_rad} must be finite and >= 0"
-            )));
+            return Err(config(PolicyConfigProblem::SettleRadius(settle_radius_rad)));
         }
         let settle_motion_rad = 0.2 * m.encoding.goal_tolerance_rad;
         let smoother = ChunkSmoother::new(m.horizon, cfg.smoothing_modes);

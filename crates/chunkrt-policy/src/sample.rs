@@ -96,9 +96,7 @@ pub fn sample_chunks_with(
     }
     let method = opts.method.unwrap_or(m.sampler.method);
     let steps = opts.steps.unwrap_or(m.sampler.steps);
-    model
-        .check_sampler(method, steps)
-        .map_err(PolicyLoadError::Request)?;
+    model.check_sampler(method, steps)?;
     let obs: Vec<f64> = obs.iter().map(|v| *v as f64).collect();
     let verdict = model.domain().check(&obs);
     let mut noise = GaussianNoise::new(opts.seed);

@@ -343,8 +343,17 @@ fn check_graph(m: &Manifest, path: &Path, session: &Session) -> Result<(), Polic
     Ok(())
 }
 
+/// A graph port that is not the float32 tensor the manifest describes: what it is
+/// instead ([`describe`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{got}")]
+pub(crate) struct OtherTensor {
+    /// The port's type and shape.
+    pub(crate) got: String,
+}
+
 /// Ok when `t` is a float32 tensor of `shape` (a symbolic leading batch dim is accepted).
-pub(crate) fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), String> {
+pub(crate) fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), OtherTensor> {
     match t {
         ValueType::Tensor { ty, shape: s, .. } => {
             let dims: &[i64] = s;
@@ -357,10 +366,12 @@ pub(crate) fn check_tensor(t: &ValueType, shape: &[i64]) -> Result<(), String> {
             if *ty == TensorElementType::Float32 && shape_ok {
                 Ok(())
             } else {
-                Err(describe(t))
+                Err(OtherTensor { got: describe(t) })
             }
         }
-        other => Err(describe(other)),
+        other => Err(OtherTensor {
+            got: describe(other),
+        }),
     }
 }
 
