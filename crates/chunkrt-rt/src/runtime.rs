@@ -9,7 +9,9 @@ use crate::supervise::{self, Failures};
 use chunkrt_config::Config;
 use chunkrt_config::PanicThread;
 use chunkrt_core::{Backend, Chunk, Executor, Feedback, Gate, MonoTime, Observation, Policy};
-use chunkrt_telemetry::{rings, Collector, HostInfo, MetricSet, Report};
+use chunkrt_telemetry::{
+    rings, CameraConsumer, ChunkConsumer, Collector, HostInfo, MetricSet, Report, RingConsumers,
+};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -212,55 +214,101 @@ impl Runtime {
 
     /// Runs until the duration ends or a stop is requested; then brings the arm to
     /// rest, shuts the backend down and returns the report.
+    ///
+    /// Five steps: build what the threads need (before anything moves), start the
+    /// threads, supervise the control thread (the loop, its controlled stop and the
+    /// backend's shutdown run there), stop the other threads, collect the report.
     pub fn run(self, opts: &RunOptions) -> Result<RunOutcome, RunError> {
         let Runtime {
             cfg,
             backend,
             policy,
         } = self;
-        if let Some(dir) = &opts.out_dir {
-            std::fs::create_dir_all(dir).map_err(|e| RunError::Output {
-                dir: dir.clone(),
-                message: e.to_string(),
-            })?;
-        }
-        // A policy that takes an image needs a camera, and a camera needs such a policy:
-        // said before anything moves.
+        let built = Built::new(&cfg, policy, opts)?;
+        let threads = Threads::start(&cfg, backend, built, opts)?;
+        let (controlled, others) = threads.supervise();
+        let stopped = others.stop(controlled)?;
+        collect(&cfg, opts, stopped)
+    }
+}
+
+/// The output directory, made before anything moves.
+fn make_out_dir(opts: &RunOptions) -> Result<(), RunError> {
+    if let Some(dir) = &opts.out_dir {
+        std::fs::create_dir_all(dir).map_err(|e| RunError::Output {
+            dir: dir.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// A policy that takes an image needs a camera, and a camera needs such a policy:
+/// said before anything moves.
+fn check_camera(cfg: &Config, image_size: Option<(usize, usize)>) -> Result<(), RunError> {
+    match (&cfg.camera, image_size) {
+        (None, Some((h, w))) => Err(RunError::Camera(format!(
+            "the policy takes a {h} x {w} camera image and the config has no [camera]"
+        ))),
+        (Some(_), None) => Err(RunError::Camera(
+            "the config has a [camera] and the policy takes no image".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The flags and counters the threads share.
+struct Shared {
+    /// Ends the inference thread (set by the control thread's stop, and after it).
+    stop_inference: Arc<AtomicBool>,
+    /// The policy failed (the inference thread caught its panic).
+    policy_failed: Arc<AtomicBool>,
+    /// The control thread has ended: the telemetry thread drains once more and ends.
+    control_done: Arc<AtomicBool>,
+    handoff: Arc<HandoffCounts>,
+    grid: Arc<ControlGrid>,
+    failures: Arc<Failures>,
+    inject_counts: Arc<crate::inject::InjectCounts>,
+}
+
+/// What the telemetry thread drains and writes (handed back when it ends).
+struct TelemetryParts {
+    collector: Collector,
+    consumers: RingConsumers,
+    chunks: ChunkConsumer,
+    camera: Option<CameraConsumer>,
+}
+
+/// Everything the threads need, built before any starts: nothing is brought up yet
+/// (a camera that cannot be opened fails the run here, before a drive is touched).
+struct Built {
+    loop_parts: LoopParts,
+    inference: InferenceParts,
+    camera: Option<(crate::camera::CameraParts, i32)>,
+    telemetry: TelemetryParts,
+    shared: Shared,
+}
+
+impl Built {
+    fn new(cfg: &Config, policy: Box<dyn Policy>, opts: &RunOptions) -> Result<Built, RunError> {
+        make_out_dir(opts)?;
         let image_size = policy.image_size();
-        match (&cfg.camera, image_size) {
-            (None, Some((h, w))) => {
-                return Err(RunError::Camera(format!(
-                    "the policy takes a {h} x {w} camera image and the config has no [camera]"
-                )))
-            }
-            (Some(_), None) => {
-                return Err(RunError::Camera(
-                    "the config has a [camera] and the policy takes no image".into(),
-                ))
-            }
-            _ => {}
-        }
-        let period_ns = cfg.period_ns();
+        check_camera(cfg, image_size)?;
         let t_start = os::now();
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
-        let (cycle_p, event_p, infer_p, mut consumers) = rings(cfg.telemetry.ring_capacity);
+        let (cycle_p, event_p, infer_p, consumers) = rings(cfg.telemetry.ring_capacity);
         // Published chunks for the recording: 64 chunks (about 3 s at 50 ms) between
         // two drains before one is dropped.
-        let (chunk_p, mut chunk_c) = chunkrt_telemetry::chunk_ring(64);
+        let (chunk_p, chunk_c) = chunkrt_telemetry::chunk_ring(64);
         let recording = opts.out_dir.is_some() && cfg.telemetry.record;
-        // The camera: opened before anything is brought up (a missing device fails
-        // the run here, before a drive is touched).
-        let mut camera_parts_cpu = None;
-        let mut camera_feed = None;
-        let mut camera_c = None;
-        let mut world = None;
+        let (mut camera, mut camera_feed, mut camera_c, mut world) = (None, None, None, None);
         if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
             let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
             world = Some(world_pub);
             let (parts, feed, consumer) =
                 camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub)?;
-            camera_parts_cpu = Some((parts, cam_cfg.cpu));
+            camera = Some((parts, cam_cfg.cpu));
             camera_feed = Some(feed);
             camera_c = Some(consumer);
         }
@@ -272,279 +320,435 @@ impl Runtime {
             world,
         };
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
-
-        let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
-        let collector = Collector::new(period_ns, t_start, opts.out_dir.as_deref())
-            .map_err(|e| RunError::Output {
-                dir: opts.out_dir.clone().unwrap_or_default(),
-                message: e.to_string(),
-            })?
-            .with_gate_log_cap(gate_log_cap);
-        let collector = match (&opts.out_dir, cfg.telemetry.record) {
-            (Some(dir), true) => collector.with_recorder(recorder(&cfg, dir, t_start)?),
-            _ => collector,
+        let collector = collector(cfg, opts, t_start)?;
+        let shared = Shared {
+            stop_inference: Arc::new(AtomicBool::new(false)),
+            policy_failed: Arc::new(AtomicBool::new(false)),
+            control_done: Arc::new(AtomicBool::new(false)),
+            handoff: Arc::new(HandoffCounts::default()),
+            grid: Arc::new(ControlGrid::new(cfg.period_ns())),
+            failures: Arc::new(Failures::default()),
+            inject_counts,
         };
-        let mut collector = collector;
-        collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
-            &cfg.joint_limits(),
-            cfg.executor_config().blend_ns,
-            period_ns,
-        ));
-
-        let stop_inference = Arc::new(AtomicBool::new(false));
-        let policy_failed = Arc::new(AtomicBool::new(false));
-        let control_done = Arc::new(AtomicBool::new(false));
-        let handoff = Arc::new(HandoffCounts::default());
-        let grid = Arc::new(ControlGrid::new(period_ns));
-        let inference_cpu = cfg.inference.cpu;
-        let inf_parts = InferenceParts {
+        let inference = InferenceParts {
             policy,
             observations: obs_sub,
             chunks: chunk_pub,
             records: infer_p,
             period_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms),
-            grid: grid.clone(),
+            grid: shared.grid.clone(),
             start_offset_ns: (cfg.inference.start_offset_ms * 1e6) as i64,
             extrapolate: cfg.inference.extrapolate_observation,
-            stop: stop_inference.clone(),
-            failed: policy_failed.clone(),
-            inject: crate::inject::InferenceInjection::new(&cfg.inject, inject_counts.clone()),
-            handoff: handoff.clone(),
-            selection: crate::select::SelectionConfig {
-                // The scripted policy is deterministic: its candidates would be equal.
-                candidates: match cfg.policy.kind {
-                    chunkrt_config::PolicyKind::Scripted | chunkrt_config::PolicyKind::Servo => 1,
-                    _ => cfg.policy.candidates,
-                },
-                dof: cfg.control.joints,
-                acc_max: {
-                    let lim = cfg.joint_limits();
-                    let mut a = [0.0; chunkrt_core::MAX_DOF];
-                    for (a, l) in a.iter_mut().zip(lim.joint.iter()) {
-                        *a = l.max_acc_rad_s2;
-                    }
-                    a
-                },
-                blend_ns: cfg.executor_config().blend_ns,
-                transition: cfg.executor_config().seam == chunkrt_core::SeamMode::Transition,
-                lookahead_ns: cfg.executor_config().lookahead_ns,
-                budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
-            },
+            stop: shared.stop_inference.clone(),
+            failed: shared.policy_failed.clone(),
+            inject: crate::inject::InferenceInjection::new(
+                &cfg.inject,
+                shared.inject_counts.clone(),
+            ),
+            handoff: shared.handoff.clone(),
+            selection: selection_config(cfg),
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };
-        let failures = Arc::new(Failures::default());
-        let camera_stop = camera_parts_cpu.as_ref().map(|(p, _)| p.stop.clone());
-        let camera_failures = failures.clone();
-        let camera_handle = match camera_parts_cpu {
-            Some((parts, cpu)) => Some(
-                thread::Builder::new()
-                    .name("chunkrt-camera".into())
-                    .spawn(move || {
-                        if cpu >= 0 {
-                            if let Err(e) = os::pin_to(cpu as usize) {
-                                tracing::warn!("camera thread: {e}");
-                            }
-                        }
-                        // A panic stops the run (the control thread polls the flag).
-                        supervise::guarded(&camera_failures, "chunkrt-camera", || {
-                            crate::camera::run(parts)
-                        });
-                    })
-                    .map_err(|e| RunError::Thread(e.to_string()))?,
-            ),
+        let telemetry = TelemetryParts {
+            collector,
+            consumers,
+            chunks: chunk_c,
+            camera: camera_c,
+        };
+        Ok(Built {
+            loop_parts,
+            inference,
+            camera,
+            telemetry,
+            shared,
+        })
+    }
+}
+
+/// The telemetry collector: logs (and the recording) in the output directory, and
+/// the command oracle that checks the command stream it drains.
+fn collector(cfg: &Config, opts: &RunOptions, t_start: MonoTime) -> Result<Collector, RunError> {
+    let period_ns = cfg.period_ns();
+    let gate_log_cap = (cfg.telemetry.gate_log_max_mb * (1u64 << 20) as f64) as u64;
+    let collector = Collector::new(period_ns, t_start, opts.out_dir.as_deref())
+        .map_err(|e| RunError::Output {
+            dir: opts.out_dir.clone().unwrap_or_default(),
+            message: e.to_string(),
+        })?
+        .with_gate_log_cap(gate_log_cap);
+    let mut collector = match (&opts.out_dir, cfg.telemetry.record) {
+        (Some(dir), true) => collector.with_recorder(recorder(cfg, dir, t_start)?),
+        _ => collector,
+    };
+    collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
+        &cfg.joint_limits(),
+        cfg.executor_config().blend_ns,
+        period_ns,
+    ));
+    Ok(collector)
+}
+
+/// How the inference thread chooses among candidate chunks.
+fn selection_config(cfg: &Config) -> crate::select::SelectionConfig {
+    let lim = cfg.joint_limits();
+    let mut acc_max = [0.0; chunkrt_core::MAX_DOF];
+    for (a, l) in acc_max.iter_mut().zip(lim.joint.iter()) {
+        *a = l.max_acc_rad_s2;
+    }
+    let exec = cfg.executor_config();
+    crate::select::SelectionConfig {
+        // The scripted policy is deterministic: its candidates would be equal.
+        candidates: match cfg.policy.kind {
+            chunkrt_config::PolicyKind::Scripted | chunkrt_config::PolicyKind::Servo => 1,
+            _ => cfg.policy.candidates,
+        },
+        dof: cfg.control.joints,
+        acc_max,
+        blend_ns: exec.blend_ns,
+        transition: exec.seam == chunkrt_core::SeamMode::Transition,
+        lookahead_ns: exec.lookahead_ns,
+        budget_ns: chunkrt_core::ms_to_ns(cfg.inference.chunk_period_ms) / 4,
+    }
+}
+
+/// What the control thread hands back: the loop, the host's real-time set-up, how
+/// the loop ended and why the backend's shutdown failed, if it did.
+struct Controlled {
+    control: ControlLoop,
+    host: HostInfo,
+    ended: Ended,
+    shutdown_error: Option<String>,
+}
+
+/// The started threads.
+struct Threads {
+    control: thread::JoinHandle<Result<Controlled, RunError>>,
+    others: Others,
+}
+
+/// The threads besides the control thread, and what ends them.
+struct Others {
+    inference: thread::JoinHandle<InferenceExit>,
+    camera: Option<thread::JoinHandle<()>>,
+    camera_stop: Option<Arc<AtomicBool>>,
+    telemetry: thread::JoinHandle<TelemetryParts>,
+    shared: Shared,
+}
+
+impl Threads {
+    /// Starts the camera, inference, telemetry and control threads, in that order.
+    fn start(
+        cfg: &Config,
+        backend: Box<dyn Backend>,
+        built: Built,
+        opts: &RunOptions,
+    ) -> Result<Threads, RunError> {
+        let Built {
+            loop_parts,
+            inference,
+            camera,
+            telemetry,
+            shared,
+        } = built;
+        let camera_stop = camera.as_ref().map(|(p, _)| p.stop.clone());
+        let camera = match camera {
+            Some((parts, cpu)) => Some(start_camera(parts, cpu, shared.failures.clone())?),
             None => None,
         };
-        let inference_failures = failures.clone();
-        let inference_handle = thread::Builder::new()
-            .name("chunkrt-infer".into())
-            .spawn(move || {
-                if inference_cpu >= 0 {
-                    if let Err(e) = os::pin_to(inference_cpu as usize) {
-                        tracing::warn!("inference thread: {e}");
-                    }
-                }
-                // The policy's own panics are caught inside (`policy_failed`, exit 3);
-                // one elsewhere in the thread is a thread's panic.
-                supervise::guarded(&inference_failures, "chunkrt-infer", || {
-                    inference::run(inf_parts)
-                })
-                .unwrap_or(InferenceExit::Stopped)
-            })
-            .map_err(|e| RunError::Thread(e.to_string()))?;
+        let inference = start_inference(inference, cfg.inference.cpu, shared.failures.clone())?;
+        let telemetry = start_telemetry(cfg, opts, telemetry, &shared)?;
+        let control = start_control(cfg, backend, loop_parts, opts, &shared)?;
+        Ok(Threads {
+            control,
+            others: Others {
+                inference,
+                camera,
+                camera_stop,
+                telemetry,
+                shared,
+            },
+        })
+    }
 
-        let status_ns = chunkrt_core::ms_to_ns(cfg.telemetry.status_interval_ms);
-        let drain_ns = chunkrt_core::ms_to_ns(cfg.telemetry.drain_interval_ms).max(1_000_000);
-        let live = opts.live_status && status_ns > 0;
-        let done = control_done.clone();
-        let control_cpu = usize::try_from(cfg.control.cpu).ok();
-        let telemetry_failures = failures.clone();
-        let telemetry_inject = cfg.inject.clone();
-        let telemetry_handle = thread::Builder::new()
-            .name("chunkrt-telemetry".into())
-            .spawn(move || {
-                // Off the control thread's CPU: its drains and file writes would
-                // otherwise have to be preempted there at every wake (the loop woke
-                // 1.1-1.7x later than cyclictest at P50 with it free to run there).
-                if let Some(cpu) = control_cpu {
-                    if let Err(e) = os::keep_off(cpu) {
-                        tracing::debug!("telemetry thread may share CPU {cpu}: {e}");
-                    }
-                }
-                let mut collector = collector;
-                let mut next_status = os::now().add_ns(status_ns);
-                let mut panic_point =
-                    supervise::PanicPoint::for_thread(&telemetry_inject, PanicThread::Telemetry);
-                // After a panic the thread drains on (the rings must not fill while
-                // the arm stops, and the stop belongs in the records); a second panic
-                // means the collector cannot go on: the thread waits for the end and
-                // hands back what it has.
-                let mut panics = 0;
-                let mut healthy = true;
-                loop {
-                    let finished = done.load(Ordering::Acquire);
-                    if !healthy {
-                        if finished {
-                            break;
-                        }
-                        os::sleep_until(os::now().add_ns(drain_ns));
-                        continue;
-                    }
-                    let drained = supervise::guarded(&telemetry_failures, "chunkrt-telemetry", || {
-                        supervise::check_panic(&mut panic_point, os::now());
-                        collector.drain(&mut consumers);
-                        collector.drain_chunks(&mut chunk_c);
-                        if let Some(c) = camera_c.as_mut() {
-                            collector.drain_camera(c);
-                        }
-                        if finished {
-                            return;
-                        }
-                        collector.flush_logs();
-                        if let Some(e) = collector.new_log_error() {
-                            console_line(&format!(
-                                "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
-                            ));
-                        }
-                        let now = os::now();
-                        if live && now >= next_status {
-                            console_line(&collector.status_line(now));
-                            next_status = now.add_ns(status_ns);
-                        }
-                    });
-                    if drained.is_none() {
-                        panics += 1;
-                        healthy = panics < 2;
-                    }
-                    if finished {
-                        break;
-                    }
-                    os::sleep_until(os::now().add_ns(drain_ns));
-                }
-                (collector, chunk_c, camera_c)
-            })
-            .map_err(|e| RunError::Thread(e.to_string()))?;
-
-        let rt_opts = RtSetup {
-            priority: cfg.control.priority,
-            cpu: cfg.control.cpu,
-            lock_memory: cfg.control.lock_memory,
-            hold_cpu_dma_latency: cfg.control.hold_cpu_dma_latency,
-        };
-        let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
-        let stop = opts.stop.clone();
-        let stop_inference_at_shutdown = stop_inference.clone();
-        let loop_cfg = cfg.clone();
-        let control_failures = failures.clone();
-        let quick_stop_timeout_ns = chunkrt_core::ms_to_ns(cfg.control.quick_stop_timeout_ms);
-        let done_here = control_done.clone();
-        let control_handle = thread::Builder::new()
-            .name("chunkrt-control".into())
-            .stack_size(4 << 20)
-            .spawn(move || {
-                let (host, dma_latency_hold) = rt_opts.apply();
-                // Bring-up, enable, loop, controlled stop and shutdown on this one
-                // thread, back to back: an enabled drive is never left without
-                // process data while another thread starts or finishes.
-                let started = bring_up(&loop_cfg, backend, loop_parts, &control_failures);
-                let mut control = match started {
-                    Ok(control) => control,
-                    Err(e) => {
-                        control_done.store(true, Ordering::Release);
-                        return Err(e);
-                    }
-                };
-                let requests = StopRequests {
-                    stop: &stop,
-                    policy_failed: &policy_failed,
-                    stop_inference: &stop_inference_at_shutdown,
-                    thread_failed: &control_failures.flag,
-                };
-                let ended = control_thread(
-                    &mut control,
-                    duration_ns,
-                    &requests,
-                    &grid,
-                    quick_stop_timeout_ns,
-                    &control_failures,
-                );
-                let shutdown_error = shut_down(&mut control, &control_failures);
-                // Held for the whole loop, the controlled stop and shutdown included.
-                drop(dma_latency_hold);
-                control_done.store(true, Ordering::Release);
-                Ok((control, host, ended, shutdown_error))
-            })
-            .map_err(|e| RunError::Thread(e.to_string()))?;
-
-        // A panic outside the guarded parts of the control thread (its real-time
-        // set-up, before any bring-up): nothing is powered; the others are ended.
-        let controlled = control_handle.join().unwrap_or_else(|p| {
-            failures.record("chunkrt-control", &*p);
-            done_here.store(true, Ordering::Release);
+    /// Waits for the control thread, which runs the loop and supervises it (stop
+    /// requests, panics, the controlled stop, the backend's shutdown). A panic outside
+    /// its guarded parts (its real-time set-up, before any bring-up) powered nothing:
+    /// recorded, and the run fails.
+    fn supervise(self) -> (Result<Controlled, RunError>, Others) {
+        let Threads { control, others } = self;
+        let controlled = control.join().unwrap_or_else(|p| {
+            others.shared.failures.record("chunkrt-control", &*p);
+            others.shared.control_done.store(true, Ordering::Release);
             Err(RunError::Thread(format!(
                 "the control thread panicked before the bring-up: {}",
                 supervise::message(&*p)
             )))
         });
-        stop_inference.store(true, Ordering::Release);
-        let (mut control, host, ended, shutdown_error) = match controlled {
-            Ok(ended) => ended,
+        (controlled, others)
+    }
+}
+
+/// The camera thread (a panic stops the run: the control thread polls the flag).
+fn start_camera(
+    parts: crate::camera::CameraParts,
+    cpu: i32,
+    failures: Arc<Failures>,
+) -> Result<thread::JoinHandle<()>, RunError> {
+    thread::Builder::new()
+        .name("chunkrt-camera".into())
+        .spawn(move || {
+            if cpu >= 0 {
+                if let Err(e) = os::pin_to(cpu as usize) {
+                    tracing::warn!("camera thread: {e}");
+                }
+            }
+            supervise::guarded(&failures, "chunkrt-camera", || crate::camera::run(parts));
+        })
+        .map_err(|e| RunError::Thread(e.to_string()))
+}
+
+/// The inference thread.
+fn start_inference(
+    parts: InferenceParts,
+    cpu: i32,
+    failures: Arc<Failures>,
+) -> Result<thread::JoinHandle<InferenceExit>, RunError> {
+    thread::Builder::new()
+        .name("chunkrt-infer".into())
+        .spawn(move || {
+            if cpu >= 0 {
+                if let Err(e) = os::pin_to(cpu as usize) {
+                    tracing::warn!("inference thread: {e}");
+                }
+            }
+            // The policy's own panics are caught inside (`policy_failed`, exit 3);
+            // one elsewhere in the thread is a thread's panic.
+            supervise::guarded(&failures, "chunkrt-infer", || inference::run(parts))
+                .unwrap_or(InferenceExit::Stopped)
+        })
+        .map_err(|e| RunError::Thread(e.to_string()))
+}
+
+/// The telemetry thread's pace: how often it drains the rings and prints the status.
+#[derive(Clone, Copy)]
+struct DrainPace {
+    drain_ns: u64,
+    status_ns: u64,
+    /// Print the live status line.
+    live: bool,
+}
+
+/// The telemetry thread: drains the rings until the control thread has ended.
+fn start_telemetry(
+    cfg: &Config,
+    opts: &RunOptions,
+    parts: TelemetryParts,
+    shared: &Shared,
+) -> Result<thread::JoinHandle<TelemetryParts>, RunError> {
+    let status_ns = chunkrt_core::ms_to_ns(cfg.telemetry.status_interval_ms);
+    let pace = DrainPace {
+        drain_ns: chunkrt_core::ms_to_ns(cfg.telemetry.drain_interval_ms).max(1_000_000),
+        status_ns,
+        live: opts.live_status && status_ns > 0,
+    };
+    let done = shared.control_done.clone();
+    let control_cpu = usize::try_from(cfg.control.cpu).ok();
+    let failures = shared.failures.clone();
+    let inject = cfg.inject.clone();
+    thread::Builder::new()
+        .name("chunkrt-telemetry".into())
+        .spawn(move || {
+            // Off the control thread's CPU: its drains and file writes would
+            // otherwise have to be preempted there at every wake (the loop woke
+            // 1.1-1.7x later than cyclictest at P50 with it free to run there).
+            if let Some(cpu) = control_cpu {
+                if let Err(e) = os::keep_off(cpu) {
+                    tracing::debug!("telemetry thread may share CPU {cpu}: {e}");
+                }
+            }
+            drain_until_done(parts, pace, &done, &failures, &inject)
+        })
+        .map_err(|e| RunError::Thread(e.to_string()))
+}
+
+/// The telemetry thread's loop. After a panic the thread drains on (the rings must
+/// not fill while the arm stops, and the stop belongs in the records); a second panic
+/// means the collector cannot go on: the thread waits for the end and hands back what
+/// it has.
+fn drain_until_done(
+    mut parts: TelemetryParts,
+    pace: DrainPace,
+    done: &AtomicBool,
+    failures: &Failures,
+    inject: &chunkrt_config::InjectConfig,
+) -> TelemetryParts {
+    let mut next_status = os::now().add_ns(pace.status_ns);
+    let mut panic_point = supervise::PanicPoint::for_thread(inject, PanicThread::Telemetry);
+    let mut panics = 0;
+    let mut healthy = true;
+    loop {
+        let finished = done.load(Ordering::Acquire);
+        if !healthy {
+            if finished {
+                break;
+            }
+            os::sleep_until(os::now().add_ns(pace.drain_ns));
+            continue;
+        }
+        let drained = supervise::guarded(failures, "chunkrt-telemetry", || {
+            supervise::check_panic(&mut panic_point, os::now());
+            let TelemetryParts {
+                collector,
+                consumers,
+                chunks,
+                camera,
+            } = &mut parts;
+            collector.drain(consumers);
+            collector.drain_chunks(chunks);
+            if let Some(c) = camera.as_mut() {
+                collector.drain_camera(c);
+            }
+            if finished {
+                return;
+            }
+            collector.flush_logs();
+            if let Some(e) = collector.new_log_error() {
+                console_line(&format!(
+                    "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
+                ));
+            }
+            let now = os::now();
+            if pace.live && now >= next_status {
+                console_line(&collector.status_line(now));
+                next_status = now.add_ns(pace.status_ns);
+            }
+        });
+        if drained.is_none() {
+            panics += 1;
+            healthy = panics < 2;
+        }
+        if finished {
+            break;
+        }
+        os::sleep_until(os::now().add_ns(pace.drain_ns));
+    }
+    parts
+}
+
+/// The control thread: bring-up, enable, loop, controlled stop and shutdown on this
+/// one thread, back to back: an enabled drive is never left without process data
+/// while another thread starts or finishes.
+fn start_control(
+    cfg: &Config,
+    backend: Box<dyn Backend>,
+    loop_parts: LoopParts,
+    opts: &RunOptions,
+    shared: &Shared,
+) -> Result<thread::JoinHandle<Result<Controlled, RunError>>, RunError> {
+    let rt_opts = RtSetup {
+        priority: cfg.control.priority,
+        cpu: cfg.control.cpu,
+        lock_memory: cfg.control.lock_memory,
+        hold_cpu_dma_latency: cfg.control.hold_cpu_dma_latency,
+    };
+    let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
+    let stop = opts.stop.clone();
+    let stop_inference = shared.stop_inference.clone();
+    let policy_failed = shared.policy_failed.clone();
+    let grid = shared.grid.clone();
+    let loop_cfg = cfg.clone();
+    let failures = shared.failures.clone();
+    let quick_stop_timeout_ns = chunkrt_core::ms_to_ns(cfg.control.quick_stop_timeout_ms);
+    let control_done = shared.control_done.clone();
+    thread::Builder::new()
+        .name("chunkrt-control".into())
+        .stack_size(4 << 20)
+        .spawn(move || {
+            let (host, dma_latency_hold) = rt_opts.apply();
+            let started = bring_up(&loop_cfg, backend, loop_parts, &failures);
+            let mut control = match started {
+                Ok(control) => control,
+                Err(e) => {
+                    control_done.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            };
+            let requests = StopRequests {
+                stop: &stop,
+                policy_failed: &policy_failed,
+                stop_inference: &stop_inference,
+                thread_failed: &failures.flag,
+            };
+            let ended = control_thread(
+                &mut control,
+                duration_ns,
+                &requests,
+                &grid,
+                quick_stop_timeout_ns,
+                &failures,
+            );
+            let shutdown_error = shut_down(&mut control, &failures);
+            // Held for the whole loop, the controlled stop and shutdown included.
+            drop(dma_latency_hold);
+            control_done.store(true, Ordering::Release);
+            Ok(Controlled {
+                control,
+                host,
+                ended,
+                shutdown_error,
+            })
+        })
+        .map_err(|e| RunError::Thread(e.to_string()))
+}
+
+/// After the control thread: what the other threads handed back.
+struct Stopped {
+    controlled: Controlled,
+    inference_exit: InferenceExit,
+    collector: Collector,
+    /// A chunk was published and never read by the loop.
+    unread_at_end: bool,
+    shared: Shared,
+}
+
+impl Others {
+    /// Ends the inference, camera and telemetry threads once the control thread has
+    /// ended, and drains what they left. When the control thread failed (nothing was
+    /// brought up) they end without a report.
+    fn stop(self, controlled: Result<Controlled, RunError>) -> Result<Stopped, RunError> {
+        let Others {
+            inference,
+            camera,
+            camera_stop,
+            telemetry,
+            shared,
+        } = self;
+        shared.stop_inference.store(true, Ordering::Release);
+        let mut controlled = match controlled {
+            Ok(controlled) => controlled,
             Err(e) => {
-                // Nothing was brought up: the other threads end without a report.
-                let _ = inference_handle.join();
+                let _ = inference.join();
                 if let Some(stop) = &camera_stop {
                     stop.store(true, Ordering::Release);
                 }
-                let _ = telemetry_handle.join();
+                let _ = telemetry.join();
                 return Err(e);
             }
         };
-        let (t0, t1) = (ended.t0, ended.t1);
         // Each thread catches its own panics (`supervise`): a join error is a panic
         // outside them, recorded the same way.
-        let inference_exit = inference_handle.join().unwrap_or_else(|p| {
-            failures.record("chunkrt-infer", &*p);
+        let inference_exit = inference.join().unwrap_or_else(|p| {
+            shared.failures.record("chunkrt-infer", &*p);
             InferenceExit::Stopped
         });
         if let Some(stop) = camera_stop {
             stop.store(true, Ordering::Release);
         }
-        if let Some(h) = camera_handle {
-            // A capture blocks for at most a frame period plus its timeout; a camera
-            // that hangs longer is left behind rather than holding the report.
-            let give_up = os::now().add_ns(3_000_000_000);
-            while !h.is_finished() && os::now() < give_up {
-                os::sleep_until(os::now().add_ns(10_000_000));
-            }
-            if h.is_finished() {
-                if let Err(p) = h.join() {
-                    failures.record("chunkrt-camera", &*p);
-                }
-            } else {
-                tracing::warn!("the camera thread did not end within 3 s; left behind");
-            }
+        if let Some(h) = camera {
+            join_camera(h, &shared.failures);
         }
-        let (mut collector, mut chunk_c, mut camera_c) = telemetry_handle.join().map_err(|p| {
+        let mut telemetry = telemetry.join().map_err(|p| {
             // Only a panic outside the guarded drain gets here; the drives are
             // already shut down.
             RunError::Thread(format!(
@@ -554,115 +758,189 @@ impl Runtime {
         })?;
         // The inference thread has ended: the chunks it published after the
         // telemetry thread's last drain.
-        collector.drain_chunks(&mut chunk_c);
-        if let Some(c) = camera_c.as_mut() {
-            collector.drain_camera(c);
+        telemetry.collector.drain_chunks(&mut telemetry.chunks);
+        if let Some(c) = telemetry.camera.as_mut() {
+            telemetry.collector.drain_camera(c);
         }
-        // The inference thread has ended: a chunk still in the handoff was published
-        // and never read (it belongs in the reconciliation, not in the loop).
-        let unread_at_end = control.take_unread_chunk();
-
-        // What the rings cannot carry: the panics and how a quick stop ended, in
-        // `events.jsonl` and the recording before they are closed.
-        let thread_panics = failures.panics();
-        let stops = crate::signals::stop_requests();
-        let quick_stop = ended.quick.map(|q| QuickStopOutcome {
-            by_signal: stops >= 2,
-            third_signal: stops >= 3,
-            standstill: ended.standstill,
-            after_ms: q as f64 * 1e-6,
-            disabled: shutdown_error.is_none(),
-        });
-        for p in &thread_panics {
-            collector
-                .note(&json!({"event": "thread_panic", "thread": p.thread, "message": p.message}));
-        }
-        if let Some(q) = &quick_stop {
-            collector.note(&json!({"event": "quick_stop", "detail": q.to_string()}));
-        }
-        let metrics = collector.metrics().clone();
-        let (mut report, log_error) = collector.finish(host, t1.diff_ns(t0) as f64 * 1e-9);
-        if !thread_panics.is_empty() {
-            report.extra.insert(
-                "thread_panics".into(),
-                json!(thread_panics
-                    .iter()
-                    .map(|p| json!({"thread": p.thread, "message": p.message}))
-                    .collect::<Vec<_>>()),
-            );
-        }
-        if let Some(q) = &quick_stop {
-            report.extra.insert(
-                "quick_stop".into(),
-                json!({
-                    "by_signal": q.by_signal,
-                    "third_signal": q.third_signal,
-                    "standstill": q.standstill,
-                    "after_ms": q.after_ms,
-                    "disabled": q.disabled,
-                    "detail": q.to_string(),
-                }),
-            );
-        }
-        finish_report(&mut report, &cfg, &control, opts);
-        report.extra.insert(
-            "injected".into(),
-            crate::inject::describe(
-                &cfg.inject,
-                control.period_ns(),
-                control.injection(),
-                &inject_counts,
-            ),
-        );
-        record_handoff(&mut report, &control, &handoff, unread_at_end);
-        control.backend.counters(&mut |name, value| {
-            report.counters.insert(name.into(), value);
-        });
-        if let Some(e) = &shutdown_error {
-            report.extra.insert("shutdown_error".into(), json!(e));
-        }
-        let drive_lost = control.drive_lost().map(|joint| {
-            format!(
-                "the drive of joint {joint} left the bus or OP and could not be brought back; \
-                 the arm was brought to a controlled stop and the run ended"
-            )
-        });
-        if let Some(e) = &drive_lost {
-            report.extra.insert("drive_lost".into(), json!(e));
-        }
-        let mut records_error = None;
-        if let Some(e) = log_error {
-            report.extra.insert("log_error".into(), json!(e));
-            records_error = Some(e);
-        }
-        let inference_panicked = match inference_exit {
-            InferenceExit::Panicked(msg) => {
-                report
-                    .extra
-                    .insert("inference_panic".into(), json!(msg.clone()));
-                Some(msg)
-            }
-            InferenceExit::Stopped => None,
-        };
-        if let Some(dir) = &opts.out_dir {
-            if let Err(e) = chunkrt_telemetry::outdir::write_report(dir, &report.to_json()) {
-                let e = format!("writing {}: {e}", dir.join("report.json").display());
-                records_error = Some(match records_error {
-                    Some(first) => format!("{first}; {e}"),
-                    None => e,
-                });
-            }
-        }
-        Ok(RunOutcome {
-            report,
-            inference_panicked,
-            shutdown_error,
-            drive_lost,
-            metrics,
-            records_error,
-            thread_panics,
-            quick_stop,
+        // A chunk still in the handoff was published and never read (it belongs in
+        // the reconciliation, not in the loop).
+        let unread_at_end = controlled.control.take_unread_chunk();
+        Ok(Stopped {
+            controlled,
+            inference_exit,
+            collector: telemetry.collector,
+            unread_at_end,
+            shared,
         })
+    }
+}
+
+/// A capture blocks for at most a frame period plus its timeout; a camera that hangs
+/// longer is left behind rather than holding the report.
+fn join_camera(h: thread::JoinHandle<()>, failures: &Failures) {
+    let give_up = os::now().add_ns(3_000_000_000);
+    while !h.is_finished() && os::now() < give_up {
+        os::sleep_until(os::now().add_ns(10_000_000));
+    }
+    if h.is_finished() {
+        if let Err(p) = h.join() {
+            failures.record("chunkrt-camera", &*p);
+        }
+    } else {
+        tracing::warn!("the camera thread did not end within 3 s; left behind");
+    }
+}
+
+/// The report from what the threads handed back, written to the output directory.
+fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutcome, RunError> {
+    let Stopped {
+        controlled,
+        inference_exit,
+        mut collector,
+        unread_at_end,
+        shared,
+    } = stopped;
+    let Controlled {
+        control,
+        host,
+        ended,
+        shutdown_error,
+    } = controlled;
+    // What the rings cannot carry: the panics and how a quick stop ended, in
+    // `events.jsonl` and the recording before they are closed.
+    let thread_panics = shared.failures.panics();
+    let stops = crate::signals::stop_requests();
+    let quick_stop = ended.quick.map(|q| QuickStopOutcome {
+        by_signal: stops >= 2,
+        third_signal: stops >= 3,
+        standstill: ended.standstill,
+        after_ms: q as f64 * 1e-6,
+        disabled: shutdown_error.is_none(),
+    });
+    note_stop(&mut collector, &thread_panics, quick_stop.as_ref());
+    let metrics = collector.metrics().clone();
+    let (mut report, log_error) = collector.finish(host, ended.t1.diff_ns(ended.t0) as f64 * 1e-9);
+    report_stop(&mut report, &thread_panics, quick_stop.as_ref());
+    report_loop(&mut report, cfg, &control, opts, &shared, unread_at_end);
+    if let Some(e) = &shutdown_error {
+        report.extra.insert("shutdown_error".into(), json!(e));
+    }
+    let drive_lost = control.drive_lost().map(|joint| {
+        format!(
+            "the drive of joint {joint} left the bus or OP and could not be brought back; \
+             the arm was brought to a controlled stop and the run ended"
+        )
+    });
+    if let Some(e) = &drive_lost {
+        report.extra.insert("drive_lost".into(), json!(e));
+    }
+    let mut records_error = None;
+    if let Some(e) = log_error {
+        report.extra.insert("log_error".into(), json!(e));
+        records_error = Some(e);
+    }
+    let inference_panicked = match inference_exit {
+        InferenceExit::Panicked(msg) => {
+            report
+                .extra
+                .insert("inference_panic".into(), json!(msg.clone()));
+            Some(msg)
+        }
+        InferenceExit::Stopped => None,
+    };
+    write_report(&report, opts, &mut records_error);
+    Ok(RunOutcome {
+        report,
+        inference_panicked,
+        shutdown_error,
+        drive_lost,
+        metrics,
+        records_error,
+        thread_panics,
+        quick_stop,
+    })
+}
+
+/// The panics and how a quick stop ended, as notes in the records.
+fn note_stop(
+    collector: &mut Collector,
+    thread_panics: &[supervise::ThreadPanic],
+    quick_stop: Option<&QuickStopOutcome>,
+) {
+    for p in thread_panics {
+        collector.note(&json!({"event": "thread_panic", "thread": p.thread, "message": p.message}));
+    }
+    if let Some(q) = quick_stop {
+        collector.note(&json!({"event": "quick_stop", "detail": q.to_string()}));
+    }
+}
+
+/// The panics and how a quick stop ended, in the report.
+fn report_stop(
+    report: &mut Report,
+    thread_panics: &[supervise::ThreadPanic],
+    quick_stop: Option<&QuickStopOutcome>,
+) {
+    if !thread_panics.is_empty() {
+        report.extra.insert(
+            "thread_panics".into(),
+            json!(thread_panics
+                .iter()
+                .map(|p| json!({"thread": p.thread, "message": p.message}))
+                .collect::<Vec<_>>()),
+        );
+    }
+    if let Some(q) = quick_stop {
+        report.extra.insert(
+            "quick_stop".into(),
+            json!({
+                "by_signal": q.by_signal,
+                "third_signal": q.third_signal,
+                "standstill": q.standstill,
+                "after_ms": q.after_ms,
+                "disabled": q.disabled,
+                "detail": q.to_string(),
+            }),
+        );
+    }
+}
+
+/// What the loop counted, in the report: its own counters, the injection, the chunk
+/// handoff and the backend's counters.
+fn report_loop(
+    report: &mut Report,
+    cfg: &Config,
+    control: &ControlLoop,
+    opts: &RunOptions,
+    shared: &Shared,
+    unread_at_end: bool,
+) {
+    finish_report(report, cfg, control, opts);
+    report.extra.insert(
+        "injected".into(),
+        crate::inject::describe(
+            &cfg.inject,
+            control.period_ns(),
+            control.injection(),
+            &shared.inject_counts,
+        ),
+    );
+    record_handoff(report, control, &shared.handoff, unread_at_end);
+    control.backend.counters(&mut |name, value| {
+        report.counters.insert(name.into(), value);
+    });
+}
+
+/// `report.json` in the output directory; a failure is added to `records_error`.
+fn write_report(report: &Report, opts: &RunOptions, records_error: &mut Option<String>) {
+    if let Some(dir) = &opts.out_dir {
+        if let Err(e) = chunkrt_telemetry::outdir::write_report(dir, &report.to_json()) {
+            let e = format!("writing {}: {e}", dir.join("report.json").display());
+            *records_error = Some(match records_error.take() {
+                Some(first) => format!("{first}; {e}"),
+                None => e,
+            });
+        }
     }
 }
 
