@@ -211,98 +211,223 @@ pub fn extrapolated(obs: &Observation, now: MonoTime) -> Observation {
 
 /// Runs until `stop`: every period, the observation of a control tick -> policy ->
 /// stamped chunk.
-pub fn run(mut p: InferenceParts) -> InferenceExit {
-    let mut chunk = Box::new(Chunk::default());
-    let mut select = crate::select::Selection::new(p.selection);
-    let mut seq = 0u64;
-    let origin = loop {
-        if p.stop.load(Ordering::Relaxed) {
-            return InferenceExit::Stopped;
-        }
-        match p.grid.origin() {
-            Some(t) => break t,
-            None => os::sleep_until(os::now().add_ns(POLL_NS)),
-        }
+pub fn run(p: InferenceParts) -> InferenceExit {
+    let mut inf = Inference::new(p);
+    let Some(origin) = inf.wait_for_grid() else {
+        return InferenceExit::Stopped;
     };
-    let control_period_ns = p.grid.period_ns();
-    let mut nominal = origin.add_ns(p.period_ns);
-    while !p.stop.load(Ordering::Relaxed) {
+    let control_period_ns = inf.control_period_ns;
+    let mut nominal = origin.add_ns(inf.p.period_ns);
+    while !inf.p.stop.load(Ordering::Relaxed) {
         let tick;
-        (tick, nominal) = next_slot(origin, nominal, p.period_ns, control_period_ns, os::now());
-        let obs = observation_at(&mut p.observations, tick, control_period_ns, &p.stop);
-        if p.stop.load(Ordering::Relaxed) {
+        (tick, nominal) = next_slot(
+            origin,
+            nominal,
+            inf.p.period_ns,
+            control_period_ns,
+            os::now(),
+        );
+        let obs = observation_at(
+            &mut inf.p.observations,
+            tick,
+            control_period_ns,
+            &inf.p.stop,
+        );
+        if inf.p.stop.load(Ordering::Relaxed) {
             break;
         }
         if !obs.t_capture.is_set() {
             continue; // the control loop has not measured anything yet
         }
-        let t_begin = os::now();
-        crate::supervise::check_panic(&mut p.inject.panic, t_begin);
-        // The camera image: the newest frame, judged by its age now. An observation is
-        // as old as its oldest part; a stale image gives no chunk (the one being played
-        // ages out and the executor takes authority as for any stale chunk).
-        let mut t_oldest = obs.t_capture;
-        let (mut t_image, mut image_seq) = (MonoTime::ZERO, 0);
-        if let Some(cam) = p.camera.as_mut() {
-            cam.frames.update();
-            let frame = cam.frames.peek();
-            t_image = frame.t_capture;
-            image_seq = frame.seq;
-            if frame.seq == 0 || t_begin.saturating_since(frame.t_capture) > cam.max_age_ns {
-                p.records.push(InferRecord {
-                    t_obs: if frame.seq == 0 {
-                        obs.t_capture
-                    } else {
-                        frame.t_capture.min(obs.t_capture)
-                    },
-                    obs,
-                    t_begin,
-                    t_end: t_begin,
-                    status: InferStatus::StaleImage,
-                    t_image,
-                    image_seq,
-                    ..InferRecord::default()
-                });
-                continue;
+        if let Err(Skip::Exit(exit)) = inf.one_chunk(tick, obs) {
+            return exit;
+        }
+    }
+    InferenceExit::Stopped
+}
+
+/// Why a period gave no chunk.
+enum Skip {
+    /// This period's chunk is not published (recorded); the next period tries again.
+    Period,
+    /// The policy panicked: the thread ends.
+    Exit(InferenceExit),
+}
+
+/// When the parts of an observation were captured.
+#[derive(Clone, Copy)]
+struct Stamp {
+    /// An observation is as old as its oldest part (the measurement or the image).
+    t_oldest: MonoTime,
+    /// The camera image's capture time (zero: no camera).
+    t_image: MonoTime,
+    /// The camera image's sequence number (0: no camera, or no frame yet).
+    image_seq: u64,
+}
+
+impl Stamp {
+    /// The inference record of a period with this observation.
+    fn record(
+        &self,
+        obs: &Observation,
+        t_begin: MonoTime,
+        t_end: MonoTime,
+        status: InferStatus,
+    ) -> InferRecord {
+        InferRecord {
+            t_obs: self.t_oldest,
+            obs: *obs,
+            t_begin,
+            t_end,
+            status,
+            t_image: self.t_image,
+            image_seq: self.image_seq,
+            ..InferRecord::default()
+        }
+    }
+}
+
+/// A chunk's outcome: the first candidate's, or a later one's failure.
+type Outcome = std::thread::Result<Result<chunkrt_core::InferInfo, chunkrt_core::PolicyError>>;
+
+/// The candidates drawn in one period, and which one is published.
+struct Drawn {
+    chosen: usize,
+    /// The chosen candidate's seam mismatch, and the first one's.
+    seam_cost: f64,
+    cost_first: f64,
+    /// Candidates drawn.
+    drawn: u16,
+}
+
+/// The inference thread's state between periods.
+struct Inference {
+    p: InferenceParts,
+    chunk: Box<Chunk>,
+    select: crate::select::Selection,
+    seq: u64,
+    control_period_ns: u64,
+}
+
+impl Inference {
+    fn new(p: InferenceParts) -> Self {
+        let chunk = Box::new(Chunk::default());
+        let select = crate::select::Selection::new(p.selection);
+        let control_period_ns = p.grid.period_ns();
+        Inference {
+            p,
+            chunk,
+            select,
+            seq: 0,
+            control_period_ns,
+        }
+    }
+
+    /// The control grid's origin, once the control loop has started (None: stopped
+    /// before).
+    fn wait_for_grid(&self) -> Option<MonoTime> {
+        loop {
+            if self.p.stop.load(Ordering::Relaxed) {
+                return None;
             }
-            t_oldest = frame.t_capture.min(obs.t_capture);
-            let image = chunkrt_core::ImageRef {
-                seq: frame.seq,
-                t_capture: frame.t_capture,
-                height: frame.height as usize,
-                width: frame.width as usize,
-                rgb: frame.pixels(),
-            };
-            let policy = &mut p.policy;
-            let given = std::panic::catch_unwind(AssertUnwindSafe(|| policy.observe_image(&image)));
-            if !matches!(given, Ok(Ok(()))) {
-                if let Ok(Err(e)) = &given {
-                    tracing::warn!("camera image refused: {e}");
-                }
-                p.records.push(InferRecord {
-                    t_obs: t_oldest,
-                    obs,
-                    t_begin,
-                    t_end: os::now(),
-                    status: InferStatus::Failed,
-                    t_image,
-                    image_seq,
-                    ..InferRecord::default()
-                });
-                if given.is_err() {
-                    p.failed.store(true, Ordering::Release);
-                    return InferenceExit::Panicked("policy panicked on a camera image".into());
-                }
-                continue;
+            match self.p.grid.origin() {
+                Some(t) => return Some(t),
+                None => os::sleep_until(os::now().add_ns(POLL_NS)),
             }
         }
-        let obs = if p.extrapolate {
+    }
+
+    /// One period from the tick's observation: the camera image, the candidates, the
+    /// outcome, the injected delay or drop, the published chunk.
+    fn one_chunk(&mut self, tick: MonoTime, obs: Observation) -> Result<(), Skip> {
+        let t_begin = os::now();
+        crate::supervise::check_panic(&mut self.p.inject.panic, t_begin);
+        let stamp = self.give_image(&obs, t_begin)?;
+        let obs = if self.p.extrapolate {
             extrapolated(&obs, t_begin)
         } else {
             obs
         };
         // The new chunk is first played on the next control deadline.
-        let t_first = tick.add_ns(control_period_ns);
+        let t_first = tick.add_ns(self.control_period_ns);
+        let (result, drawn) = self.draw_candidates(&obs, t_begin, t_first, stamp.t_oldest);
+        *self.chunk = *self.select.candidates[drawn.chosen];
+        let info = match result {
+            Ok(Ok(info)) => info,
+            Ok(Err(e)) => {
+                tracing::warn!("inference failed: {e}");
+                let record = stamp.record(&obs, t_begin, os::now(), InferStatus::Failed);
+                self.p.records.push(record);
+                return Err(Skip::Period);
+            }
+            Err(panic) => return Err(Skip::Exit(self.policy_panicked(&*panic))),
+        };
+        self.inject_delay_or_drop(&obs, t_begin, stamp, &info)?;
+        self.publish(&obs, t_begin, stamp, &info, &drawn);
+        Ok(())
+    }
+
+    /// The camera image, when there is a camera: the newest frame, judged by its age
+    /// now. A stale image gives no chunk (the one being played ages out and the
+    /// executor takes authority as for any stale chunk); an image the policy refuses
+    /// neither, and one it panics on ends the thread.
+    fn give_image(&mut self, obs: &Observation, t_begin: MonoTime) -> Result<Stamp, Skip> {
+        let mut stamp = Stamp {
+            t_oldest: obs.t_capture,
+            t_image: MonoTime::ZERO,
+            image_seq: 0,
+        };
+        let Some(cam) = self.p.camera.as_mut() else {
+            return Ok(stamp);
+        };
+        cam.frames.update();
+        let frame = cam.frames.peek();
+        stamp.t_image = frame.t_capture;
+        stamp.image_seq = frame.seq;
+        if frame.seq == 0 || t_begin.saturating_since(frame.t_capture) > cam.max_age_ns {
+            if frame.seq != 0 {
+                stamp.t_oldest = frame.t_capture.min(obs.t_capture);
+            }
+            let record = stamp.record(obs, t_begin, t_begin, InferStatus::StaleImage);
+            self.p.records.push(record);
+            return Err(Skip::Period);
+        }
+        stamp.t_oldest = frame.t_capture.min(obs.t_capture);
+        let image = chunkrt_core::ImageRef {
+            seq: frame.seq,
+            t_capture: frame.t_capture,
+            height: frame.height as usize,
+            width: frame.width as usize,
+            rgb: frame.pixels(),
+        };
+        let policy = &mut self.p.policy;
+        let given = std::panic::catch_unwind(AssertUnwindSafe(|| policy.observe_image(&image)));
+        if matches!(given, Ok(Ok(()))) {
+            return Ok(stamp);
+        }
+        if let Ok(Err(e)) = &given {
+            tracing::warn!("camera image refused: {e}");
+        }
+        let record = stamp.record(obs, t_begin, os::now(), InferStatus::Failed);
+        self.p.records.push(record);
+        if given.is_err() {
+            self.p.failed.store(true, Ordering::Release);
+            let msg = "policy panicked on a camera image".into();
+            return Err(Skip::Exit(InferenceExit::Panicked(msg)));
+        }
+        Err(Skip::Period)
+    }
+
+    /// Draws the candidates (one unless selection asks for more, within the budget)
+    /// and picks the one whose start matches the trajectory being played best.
+    fn draw_candidates(
+        &mut self,
+        obs: &Observation,
+        t_begin: MonoTime,
+        t_first: MonoTime,
+        t_oldest: MonoTime,
+    ) -> (Outcome, Drawn) {
+        let select = &mut self.select;
         let mut best: Option<(usize, f64)> = None;
         let mut cost_first = 0.0;
         let mut drawn = 0u16;
@@ -311,9 +436,9 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             if i > 0 && !select.within_budget(os::now().saturating_since(t_begin)) {
                 break;
             }
-            let policy = &mut p.policy;
+            let policy = &mut self.p.policy;
             let out = &mut *select.candidates[i];
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(&obs, out)));
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(obs, out)));
             let ok = matches!(r, Ok(Ok(_)));
             if i == 0 || !ok {
                 // The first candidate's outcome is the chunk's (a later failure ends
@@ -328,7 +453,7 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             drawn += 1;
             let c = &mut *select.candidates[i];
             c.t_obs = t_oldest;
-            c.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
+            c.t_start = obs.t_capture.add_signed_ns(self.p.start_offset_ns);
             let cost = select.mismatch_of(i, t_first);
             if i == 0 {
                 cost_first = cost;
@@ -338,93 +463,90 @@ pub fn run(mut p: InferenceParts) -> InferenceExit {
             }
         }
         let (chosen, seam_cost) = best.unwrap_or((0, 0.0));
-        *chunk = *select.candidates[chosen];
-        let info = match result {
-            Ok(Ok(info)) => info,
-            Ok(Err(e)) => {
-                tracing::warn!("inference failed: {e}");
-                p.records.push(InferRecord {
-                    seq: 0,
-                    t_obs: t_oldest,
-                    obs,
-                    t_begin,
-                    t_end: os::now(),
-                    status: InferStatus::Failed,
-                    t_image,
-                    image_seq,
-                    ..InferRecord::default()
-                });
-                continue;
-            }
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                tracing::error!("policy panicked: {msg}; the control loop brings the arm to rest");
-                p.failed.store(true, Ordering::Release);
-                return InferenceExit::Panicked(msg);
-            }
+        let picked = Drawn {
+            chosen,
+            seam_cost,
+            cost_first,
+            drawn,
         };
-        // Injected inference delay, then maybe a dropped chunk (issue 8): the chunk was
-        // computed, and is held back or never published, as a slow or lossy link would.
-        let (inject_delay_ns, inject_drop) = p.inject.decide();
+        (result, picked)
+    }
+
+    /// The policy panicked: the control loop brings the arm to rest.
+    fn policy_panicked(&self, panic: &(dyn std::any::Any + Send)) -> InferenceExit {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        tracing::error!("policy panicked: {msg}; the control loop brings the arm to rest");
+        self.p.failed.store(true, Ordering::Release);
+        InferenceExit::Panicked(msg)
+    }
+
+    /// Injected inference delay, then maybe a dropped chunk (issue 8): the chunk was
+    /// computed, and is held back or never published, as a slow or lossy link would.
+    fn inject_delay_or_drop(
+        &mut self,
+        obs: &Observation,
+        t_begin: MonoTime,
+        stamp: Stamp,
+        info: &chunkrt_core::InferInfo,
+    ) -> Result<(), Skip> {
+        let (inject_delay_ns, inject_drop) = self.p.inject.decide();
         if inject_delay_ns > 0 {
             os::sleep_until(os::now().add_ns(inject_delay_ns));
         }
-        if inject_drop {
-            p.records.push(InferRecord {
-                seq: 0,
-                t_obs: t_oldest,
-                obs,
-                t_begin,
-                t_end: os::now(),
-                t_image,
-                image_seq,
-                steps: info.steps,
-                steps_nominal: info.steps_nominal,
-                step_ns: info.step_ns,
-                status: InferStatus::Dropped,
-                out_of_domain: info.out_of_domain,
-                ..InferRecord::default()
-            });
-            continue;
+        if !inject_drop {
+            return Ok(());
         }
-        seq += 1;
-        chunk.seq = seq;
-        chunk.t_obs = t_oldest;
-        chunk.out_of_domain = info.out_of_domain;
-        chunk.t_start = obs.t_capture.add_signed_ns(p.start_offset_ns);
-        let t_publish = os::now();
-        chunk.t_publish = t_publish;
-        if p.chunks.publish(&chunk) {
-            p.handoff.overwritten.fetch_add(1, Ordering::Relaxed);
-        }
-        select.published(&chunk);
-        p.handoff.published.fetch_add(1, Ordering::Relaxed);
-        if let Some(r) = p.chunk_records.as_mut() {
-            r.push(&chunk);
-        }
-        p.records.push(InferRecord {
-            seq,
-            t_obs: t_oldest,
-            t_image,
-            image_seq,
-            obs,
-            t_begin,
-            t_end: t_publish,
+        self.p.records.push(InferRecord {
             steps: info.steps,
             steps_nominal: info.steps_nominal,
             step_ns: info.step_ns,
-            status: InferStatus::Published,
             out_of_domain: info.out_of_domain,
-            candidates: drawn,
-            seam_cost: seam_cost as f32,
-            seam_cost_first: cost_first as f32,
+            ..stamp.record(obs, t_begin, os::now(), InferStatus::Dropped)
+        });
+        Err(Skip::Period)
+    }
+
+    /// Stamps and publishes the chosen chunk, counts the handoff, and records it.
+    fn publish(
+        &mut self,
+        obs: &Observation,
+        t_begin: MonoTime,
+        stamp: Stamp,
+        info: &chunkrt_core::InferInfo,
+        drawn: &Drawn,
+    ) {
+        self.seq += 1;
+        let chunk = &mut *self.chunk;
+        chunk.seq = self.seq;
+        chunk.t_obs = stamp.t_oldest;
+        chunk.out_of_domain = info.out_of_domain;
+        chunk.t_start = obs.t_capture.add_signed_ns(self.p.start_offset_ns);
+        let t_publish = os::now();
+        chunk.t_publish = t_publish;
+        if self.p.chunks.publish(chunk) {
+            self.p.handoff.overwritten.fetch_add(1, Ordering::Relaxed);
+        }
+        self.select.published(chunk);
+        self.p.handoff.published.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = self.p.chunk_records.as_mut() {
+            r.push(chunk);
+        }
+        self.p.records.push(InferRecord {
+            seq: self.seq,
+            steps: info.steps,
+            steps_nominal: info.steps_nominal,
+            step_ns: info.step_ns,
+            out_of_domain: info.out_of_domain,
+            candidates: drawn.drawn,
+            seam_cost: drawn.seam_cost as f32,
+            seam_cost_first: drawn.cost_first as f32,
+            ..stamp.record(obs, t_begin, t_publish, InferStatus::Published)
         });
     }
-    InferenceExit::Stopped
 }
 
 #[cfg(test)]
