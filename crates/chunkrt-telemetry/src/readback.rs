@@ -745,6 +745,35 @@ mod tests {
         );
     }
 
+    /// A mode event naming a mode chunkrt does not write is refused by name, as a
+    /// record that does not parse: what came before it stays, the reason says which
+    /// name and which modes there are.
+    #[test]
+    fn a_mode_event_with_an_unknown_mode_stops_the_read_and_says_which() {
+        let d = dir("unknown-mode");
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let clock = ClockInfo {
+            t0: T0,
+            wall_minus_mono_ns: 0,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, clock).unwrap();
+        r.event(&json!({"t_s": 0.1, "event": "mode", "from": "Playing", "to": "Holding"}));
+        r.event(&json!({"t_s": 0.2, "event": "mode", "from": "Holding", "to": "Parked"}));
+        r.finish();
+        let data = read(&segments(&d).unwrap(), None).unwrap();
+        assert_eq!(data.modes.len(), 1);
+        assert_eq!(data.modes[0].1, Mode::Holding);
+        let why = data.truncated.as_deref().unwrap_or("");
+        assert!(
+            why.contains("`to`") && why.contains("`Parked` is not a mode chunkrt records"),
+            "{why}"
+        );
+    }
+
     #[test]
     fn a_directory_without_a_recording_is_named_in_the_error() {
         let d = dir("empty");
