@@ -46,6 +46,18 @@ pub enum ConfigError {
     },
 }
 
+/// A value set in code after loading (a tool's command-line override) that the
+/// configuration's checks refuse: the key and what was expected. No file or line:
+/// the value did not come from one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct OverrideError {
+    /// Dotted key path (`inject.transport_delay_ms`).
+    pub key: String,
+    /// What was wrong and what was expected.
+    pub message: String,
+}
+
 /// What to say of a file that is not text.
 fn not_text_message(file: &Path, onnx: bool, offset: usize) -> String {
     if onnx {

@@ -13,7 +13,7 @@ mod perjoint;
 mod schema;
 mod validate;
 
-pub use error::ConfigError;
+pub use error::{ConfigError, OverrideError};
 pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
 pub use inject::{
     InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig,
@@ -67,11 +67,11 @@ impl Config {
     }
 
     /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
-    pub fn check_inject(&self) -> Result<(), String> {
+    pub fn check_inject(&self) -> Result<(), OverrideError> {
         self.inject
             .validate(self.control.period_ms)
             .and_then(|()| self.validate_probe())
-            .map_err(|(k, m)| format!("{k}: {m}"))
+            .map_err(|(key, message)| OverrideError { key, message })
     }
 }
 
