@@ -27,7 +27,7 @@ pub mod wire;
 
 pub use backend::{BusStats, EthercatBackend};
 pub use error::{BringUpError, DriveId};
-pub use params::{DriveParams, EthercatParams, PdoLayout, MAX_DRIVES};
+pub use params::{DriveParams, EthercatParams, MissingSection, PdoLayout, MAX_DRIVES};
 pub use rejoin::RejoinFailure;
 pub use units::JointScale;
 #[cfg(any(test, feature = "sim"))]

@@ -139,13 +139,16 @@ pub struct EthercatParams {
     pub dc_static_sync_iterations: u32,
 }
 
+/// A config whose backend is EtherCAT has no `[ethercat]` section (a validated file
+/// always has one; a config changed in code may not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("backend.kind = \"ethercat\" needs an [ethercat] section")]
+pub struct MissingSection;
+
 impl EthercatParams {
     /// From a validated config (its `[ethercat]` section must be present).
-    pub fn from_config(cfg: &Config) -> Result<EthercatParams, String> {
-        let ec = cfg
-            .ethercat
-            .as_ref()
-            .ok_or_else(|| "backend.kind = \"ethercat\" needs an [ethercat] section".to_string())?;
+    pub fn from_config(cfg: &Config) -> Result<EthercatParams, MissingSection> {
+        let ec = cfg.ethercat.as_ref().ok_or(MissingSection)?;
         let mut p = EthercatParams::from_section(ec, cfg.control.period_ms);
         if let Some(limit) = cfg.following_error_limits() {
             for d in &mut p.drives {

@@ -44,8 +44,8 @@ pub fn backend(cfg: &Config) -> Result<Box<dyn Backend>, RunError> {
         BackendKind::Ethercat => {
             // Opens the raw socket now (a wrong interface or missing CAP_NET_RAW fails
             // here); bring-up runs in `Backend::start`.
-            let params =
-                chunkrt_ethercat::EthercatParams::from_config(cfg).map_err(RunError::Backend)?;
+            let params = chunkrt_ethercat::EthercatParams::from_config(cfg)
+                .map_err(|e| RunError::Backend(e.to_string()))?;
             let bus = chunkrt_ethercat::EthercatBackend::open(params)
                 .map_err(|e| RunError::Backend(e.to_string()))?;
             Ok(Box::new(bus))
