@@ -106,13 +106,36 @@ pub fn cpu_dma_latency_now() -> Option<i32> {
     Some(i32::from_ne_bytes(b))
 }
 
+/// A thread's CPU affinity that could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum AffinityError {
+    /// The OS refused to pin the thread to the CPU.
+    #[error("pinning to CPU {0} refused")]
+    PinRefused(usize),
+    /// The CPU is not one this process may use.
+    #[error("CPU {0} is not available to this process")]
+    Unavailable(usize),
+    /// The CPU number is past what a CPU set holds.
+    #[error("CPU {0} is out of range")]
+    OutOfRange(usize),
+    /// Keeping off the CPU would leave the thread none.
+    #[error("CPU {0} is the only CPU this thread may use")]
+    OnlyCpu(usize),
+    /// `sched_getaffinity` failed.
+    #[error("reading the affinity: {0}")]
+    Read(std::io::Error),
+    /// `sched_setaffinity` failed.
+    #[error("setting the affinity: {0}")]
+    Set(std::io::Error),
+}
+
 /// Pins the calling thread to `cpu`.
-pub fn pin_to(cpu: usize) -> Result<(), String> {
+pub fn pin_to(cpu: usize) -> Result<(), AffinityError> {
     let ids = core_affinity::get_core_ids().unwrap_or_default();
     match ids.into_iter().find(|c| c.id == cpu) {
         Some(id) if core_affinity::set_for_current(id) => Ok(()),
-        Some(_) => Err(format!("pinning to CPU {cpu} refused")),
-        None => Err(format!("CPU {cpu} is not available to this process")),
+        Some(_) => Err(AffinityError::PinRefused(cpu)),
+        None => Err(AffinityError::Unavailable(cpu)),
     }
 }
 
@@ -120,32 +143,26 @@ pub fn pin_to(cpu: usize) -> Result<(), String> {
 /// minus `cpu` (the control thread's), so that the thread never has to be preempted
 /// there when the control thread wakes. Refused (and nothing changed) when `cpu` is
 /// the only CPU it may use.
-pub fn keep_off(cpu: usize) -> Result<(), String> {
+pub fn keep_off(cpu: usize) -> Result<(), AffinityError> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is this thread.
     if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return Err(format!(
-            "reading the affinity: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(AffinityError::Read(std::io::Error::last_os_error()));
     }
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("CPU {cpu} is out of range"));
+        return Err(AffinityError::OutOfRange(cpu));
     }
     // SAFETY: `cpu` is below CPU_SETSIZE and `set` is initialised.
     unsafe { libc::CPU_CLR(cpu, &mut set) };
     // SAFETY: as above.
     if unsafe { libc::CPU_COUNT(&set) } == 0 {
-        return Err(format!("CPU {cpu} is the only CPU this thread may use"));
+        return Err(AffinityError::OnlyCpu(cpu));
     }
     // SAFETY: `set` is a valid, non-empty cpu_set_t of `size` bytes.
     if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
-        return Err(format!(
-            "setting the affinity: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(AffinityError::Set(std::io::Error::last_os_error()));
     }
     Ok(())
 }

@@ -42,12 +42,22 @@ extern "C" fn on_rearm(_sig: libc::c_int) {
     REARM.store(true, Ordering::SeqCst);
 }
 
+/// A signal handler the OS refused to install.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the handler for signal {signal}: {source}")]
+pub struct SignalError {
+    /// The signal's number.
+    pub signal: libc::c_int,
+    /// `sigaction`'s error.
+    pub source: std::io::Error,
+}
+
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP (what a dropped SSH session
 /// sends) that count stop requests (the handlers stay installed: a repeated signal
 /// escalates the stop instead of killing the process mid-motion) and for SIGUSR1 that
 /// requests an operator re-arm (`ControlLoop::rearm`). Until [`loaded`] is called a stop
 /// request ends the process at once: nothing has been brought up yet.
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), SignalError> {
     LOADING.store(true, Ordering::SeqCst);
     install_handler(libc::SIGUSR1, on_rearm, libc::SA_RESTART)?;
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -66,7 +76,7 @@ fn install_handler(
     sig: libc::c_int,
     handler: extern "C" fn(libc::c_int),
     flags: libc::c_int,
-) -> Result<(), String> {
+) -> Result<(), SignalError> {
     // SAFETY: a zeroed sigaction is a valid starting point; the handlers only perform
     // atomic operations, write(2) and _exit(2), which are async-signal-safe.
     let rc = unsafe {
@@ -77,10 +87,10 @@ fn install_handler(
         libc::sigaction(sig, &sa, std::ptr::null_mut())
     };
     if rc != 0 {
-        return Err(format!(
-            "cannot install the handler for signal {sig}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(SignalError {
+            signal: sig,
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
