@@ -10,7 +10,7 @@
 //! rebuilt into HDR histograms from the per-cycle and per-inference records.
 
 use crate::metrics::{Metric, MetricSet};
-use crate::names::{mode_from_name, mode_name};
+use crate::names::{mode_from_name, mode_name, UnknownName};
 use chunkrt_core::Mode;
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
@@ -332,7 +332,7 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn message(&mut self, topic: &str, data: &[u8]) -> Result<(), String> {
+    fn message(&mut self, topic: &str, data: &[u8]) -> Result<(), Stop> {
         match topic {
             "/chunkrt/cycle" => {
                 let c: CycleMsg = serde_json::from_slice(data).map_err(err)?;
@@ -470,7 +470,7 @@ impl Reader<'_> {
         }
     }
 
-    fn event(&mut self, e: EventMsg) -> Result<(), String> {
+    fn event(&mut self, e: EventMsg) -> Result<(), ModeEventError> {
         if !self.inside(e.t_s) {
             return Ok(());
         }
@@ -531,11 +531,33 @@ impl From<String> for Stop {
     }
 }
 
+/// A mode event that names no mode chunkrt records.
+#[derive(Debug, thiserror::Error)]
+enum ModeEventError {
+    /// The field (`from`, `to`) is missing.
+    #[error("a mode event without `{0}`")]
+    Missing(&'static str),
+    /// The field names no mode.
+    #[error("a mode event's `{field}`: {name}")]
+    Unknown {
+        /// `from` or `to`.
+        field: &'static str,
+        /// The name and the modes there are.
+        name: UnknownName,
+    },
+}
+
+impl From<ModeEventError> for Stop {
+    fn from(e: ModeEventError) -> Self {
+        Stop::Cut(e.to_string())
+    }
+}
+
 /// The mode a mode event's `field` (`from`, `to`) names: a missing or unknown name
 /// fails the record, as a record that does not parse does.
-fn mode_of(name: Option<&str>, field: &str) -> Result<Mode, String> {
-    let name = name.ok_or_else(|| format!("a mode event without `{field}`"))?;
-    mode_from_name(name).map_err(|e| format!("a mode event's `{field}`: {e}"))
+fn mode_of(name: Option<&str>, field: &'static str) -> Result<Mode, ModeEventError> {
+    let name = name.ok_or(ModeEventError::Missing(field))?;
+    mode_from_name(name).map_err(|name| ModeEventError::Unknown { field, name })
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
