@@ -121,7 +121,11 @@ impl SchedulerSettings {
             return Err(SchedulerError::PastSchedule {
                 timestep: *bad,
                 steps,
-                spacing: self.spacing,
+                spacing: match self.spacing {
+                    TimestepSpacing::Leading => "Leading",
+                    TimestepSpacing::Trailing => "Trailing",
+                    TimestepSpacing::Linspace => "Linspace",
+                },
                 steps_offset: self.steps_offset,
                 train_timesteps: t,
             });

@@ -53,21 +53,7 @@ impl DomainVerdict {
     }
 }
 
-/// Why a domain specification cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum DomainError {
-    /// The regularised covariance is not positive definite.
-    #[error("domain.covariance + ridge * I is not positive definite (pivot {pivot} = {value})")]
-    NotPositiveDefinite {
-        /// Row where the factorisation failed.
-        pivot: usize,
-        /// The non-positive pivot.
-        value: f64,
-    },
-    /// Dimensions disagree or exceed [`MAX_OBS`].
-    #[error("domain has inconsistent dimensions (d_obs = {0}, at most {MAX_OBS})")]
-    Dims(usize),
-}
+pub use crate::error::DomainError;
 
 /// A ready-to-use declared operating domain.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,7 +78,10 @@ impl Domain {
             || spec.covariance.len() != n
             || spec.covariance.iter().any(|r| r.len() != n)
         {
-            return Err(DomainError::Dims(n));
+            return Err(DomainError::Dims {
+                d_obs: n,
+                max: MAX_OBS,
+            });
         }
         let mut l = vec![0.0; n * n];
         for i in 0..n {

@@ -2,10 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::diffusers::TimestepSpacing;
-use crate::domain::DomainError;
 use crate::goals::GoalError;
-use crate::manifest::PolicyKind;
 
 /// ` (model_file of manifest M)` when a manifest named the model.
 fn named_by(manifest: Option<&Path>) -> String {
@@ -115,6 +112,28 @@ pub enum PolicyLoadError {
     Sampler(#[from] SamplerError),
 }
 
+/// Why a domain specification cannot be used (here, not in `domain`, so that this
+/// module imports none of the modules that report through it).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DomainError {
+    /// The regularised covariance is not positive definite.
+    #[error("domain.covariance + ridge * I is not positive definite (pivot {pivot} = {value})")]
+    NotPositiveDefinite {
+        /// Row where the factorisation failed.
+        pivot: usize,
+        /// The non-positive pivot.
+        value: f64,
+    },
+    /// Dimensions disagree or exceed the most a manifest may declare (`max`).
+    #[error("domain has inconsistent dimensions (d_obs = {d_obs}, at most {max})")]
+    Dims {
+        /// The observation's length.
+        d_obs: usize,
+        /// The most allowed (`manifest::MAX_OBS`).
+        max: usize,
+    },
+}
+
 /// What is wrong with a manifest (or with the run configuration's policy settings,
 /// judged against it): the key and the rule it breaks.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -214,12 +233,12 @@ pub enum PolicyConfigProblem {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SamplerError {
     /// The method does not fit the model's kind (flow: euler or heun; ddim: ddim).
-    #[error("sampler `{method}` does not fit a {kind:?} model")]
+    #[error("sampler `{method}` does not fit a {kind} model")]
     WrongKind {
         /// The method's name.
         method: &'static str,
-        /// The model's kind.
-        kind: PolicyKind,
+        /// The model's kind (`Flow`, `Ddim`).
+        kind: &'static str,
     },
     /// Steps outside 1..=the schedule's training timesteps (10000 for flow).
     #[error("steps = {steps} is outside 1..={max} for `{method}`")]
@@ -267,7 +286,7 @@ pub enum SchedulerError {
     EtaOnDdpm,
     /// The spacing puts a timestep past the schedule.
     #[error(
-        "timestep {timestep} of {steps} steps (spacing {spacing:?}, steps_offset {steps_offset}) \
+        "timestep {timestep} of {steps} steps (spacing {spacing}, steps_offset {steps_offset}) \
          is past train_timesteps = {train_timesteps}"
     )]
     PastSchedule {
@@ -275,11 +294,76 @@ pub enum SchedulerError {
         timestep: usize,
         /// Steps asked.
         steps: usize,
-        /// The spacing.
-        spacing: TimestepSpacing,
+        /// The spacing (`Leading`, `Trailing`, `Linspace`).
+        spacing: &'static str,
         /// The offset.
         steps_offset: usize,
         /// The schedule's length.
         train_timesteps: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts users and the CLI tests read, written out as they were when the
+    /// checks returned strings: the typed errors must say the same.
+    #[test]
+    fn typed_problems_say_what_the_string_checks_said() {
+        let cases: [(ManifestProblem, &str); 6] = [
+            (
+                ManifestProblem::OutOfRange {
+                    key: "d_a".into(),
+                    value: 0,
+                    lo: 1,
+                    hi: 16,
+                },
+                "d_a = 0 is outside 1..=16",
+            ),
+            (
+                ManifestProblem::NotFinite {
+                    key: "task.goals[1]".into(),
+                    index: 2,
+                    value: f64::NAN,
+                },
+                "task.goals[1][2] = NaN is not finite",
+            ),
+            (
+                PolicyConfigProblem::from(SamplerError::WrongKind {
+                    method: "ddim",
+                    kind: "Flow",
+                })
+                .into(),
+                "policy config: sampler `ddim` does not fit a Flow model",
+            ),
+            (
+                PolicyConfigProblem::from(SchedulerError::PastSchedule {
+                    timestep: 1000,
+                    steps: 10,
+                    spacing: "Leading",
+                    steps_offset: 1,
+                    train_timesteps: 1000,
+                })
+                .into(),
+                "policy config: timestep 1000 of 10 steps (spacing Leading, steps_offset 1) \
+                 is past train_timesteps = 1000",
+            ),
+            (
+                PolicyConfigProblem::MinSteps {
+                    min_steps: 0,
+                    steps: 4,
+                }
+                .into(),
+                "policy config: min_steps = 0 must be within 1..=steps (4)",
+            ),
+            (
+                DomainError::Dims { d_obs: 70, max: 64 }.into(),
+                "domain has inconsistent dimensions (d_obs = 70, at most 64)",
+            ),
+        ];
+        for (problem, text) in cases {
+            assert_eq!(problem.to_string(), text);
+        }
+    }
 }

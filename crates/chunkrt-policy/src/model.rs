@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::Domain;
 use crate::error::{PolicyLoadError, SamplerError};
-use crate::manifest::{ActionEncoding, Manifest, SamplerMethod};
+use crate::manifest::{ActionEncoding, Manifest, PolicyKind, SamplerMethod};
 use crate::sampler::{run_sampler, DdimSchedule, Denoiser, SamplerBuffers};
 use crate::session::{OrtDenoiser, SessionOptions};
 
@@ -160,7 +160,10 @@ impl PolicyModel {
         if !method.fits(self.manifest.kind) {
             return Err(SamplerError::WrongKind {
                 method: method.name(),
-                kind: self.manifest.kind,
+                kind: match self.manifest.kind {
+                    PolicyKind::Flow => "Flow",
+                    PolicyKind::Ddim => "Ddim",
+                },
             });
         }
         let max = self
