@@ -502,3 +502,54 @@ fn record_cycle_reports_the_cycle_as_it_ran() {
     assert!((last.track_err_rad - 0.003).abs() < 1e-12);
     assert_eq!(r.control.cycles_run(), 2);
 }
+
+#[test]
+fn probe_adds_to_the_setpoint_only_while_playing_and_its_guard_takes_authority() {
+    let mut r = rig();
+    r.play(2);
+    let inject = chunkrt_config::InjectConfig {
+        probe: Some(chunkrt_config::ProbeConfig {
+            joint: 1,
+            amplitude_rad: 1e-3,
+            freqs_hz: vec![1.0],
+            start_s: 0.0,
+            duration_s: 10.0,
+            ramp_s: 0.0,
+            max_excursion_rad: 0.05,
+        }),
+        ..Default::default()
+    };
+    let inj = crate::inject::ControlInjection::new(&inject, &r.control.cmd, &r.control.fb);
+    r.control.inject = Some(Box::new(inj));
+    let before = r.control.setpoint;
+    let d = r.at(3);
+    let (j, added) = r.control.probe(d).expect("probed while playing");
+    assert_eq!(j, 1);
+    assert_ne!(added, [0.0; 3]);
+    let sp = &r.control.setpoint;
+    assert_eq!(sp.pos_rad[1] - before.pos_rad[1], added[0]);
+    assert_eq!(sp.vel_rad_s[1] - before.vel_rad_s[1], added[1]);
+    assert_eq!(sp.pos_rad[0], before.pos_rad[0], "other joints untouched");
+    // The gate takes it back out of the setpoint (the record keeps the loop's own U).
+    r.control.gate_command(d, Some((j, added)));
+    assert_eq!(r.control.setpoint.pos_rad, before.pos_rad);
+    // A setpoint that stops (the executor withdrew authority): nothing is added.
+    r.control.setpoint.stop = true;
+    let sp = r.control.setpoint;
+    assert_eq!(r.control.probe(d), None);
+    assert_eq!(r.control.setpoint.pos_rad, sp.pos_rad);
+    assert_eq!(r.control.setpoint.vel_rad_s, sp.vel_rad_s);
+    r.control.setpoint.stop = false;
+    // The setpoint moved 0.1 rad from where the probe began: the guard trips, and the
+    // next cycle's authority check takes authority for the probed joint.
+    r.control.check_probe_guard(d);
+    assert_eq!(r.control.mode(), Mode::Playing, "not tripped yet");
+    r.control.setpoint.pos_rad[1] += 0.1;
+    let d = r.at(4);
+    assert_eq!(r.control.probe(d), None, "no probe once tripped");
+    r.control.check_probe_guard(d);
+    assert_ne!(r.control.mode(), Mode::Playing);
+    assert_eq!(r.mode_changes(), vec![ModeChangeReason::ProbeExcursion]);
+    let (mask, _) = r.control.gate_command(d, None);
+    assert_ne!(mask.0 & Constraint::Domain.bit(), 0);
+}
