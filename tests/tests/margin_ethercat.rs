@@ -35,7 +35,8 @@ fn the_runtime_loop_is_measured_on_the_ethercat_backend() {
         |cfg| {
             let mut sim = SimConfig::virtual_chain(7);
             sim.cycle_us = (cfg.control.period_ms * 1000.0).round() as u64;
-            let mut params = EthercatParams::from_config(cfg).map_err(MarginError::Run)?;
+            let mut params =
+                EthercatParams::from_config(cfg).map_err(|e| MarginError::Run(e.to_string()))?;
             params.dc_static_sync_iterations = 20;
             params.frame_timeout = Duration::from_millis(20);
             params.frame_late = Duration::from_millis(10);
