@@ -4,12 +4,27 @@
 //!
 //! At start [`Reserve::claim`] writes [`RESERVE_BYTES`] of real bytes to a reserve
 //! file (a full disk fails here, not after the run) and keeps it for the whole
-//! run; [`write_report`] deletes it just before writing `report.json`, so a disk
+//! run; [`write_report`] releases it just before writing `report.json`, so a disk
 //! that the logs filled during the run still has room for the report.
+//!
+//! The reserve file is unlinked as soon as it is created and held only by its open
+//! descriptor: its blocks stay claimed until the descriptor is closed, and a run
+//! killed by SIGKILL leaves no `.chunkrt-reserve` behind (the kernel frees them).
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The reserves held, by directory: [`write_report`] closes the one of its directory
+/// (the runtime that writes the report does not hold the [`Reserve`] itself).
+static HELD: Mutex<Vec<(PathBuf, File)>> = Mutex::new(Vec::new());
+
+/// Closes the reserve held for `dir` (its space returns to the file system).
+fn release(dir: &Path) {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    held.retain(|(d, _)| d != dir);
+}
 
 /// Files a run writes; a directory holding any of them holds a run (later
 /// recording segments, `recording.N.mcap`, go with `recording.mcap`).
@@ -63,21 +78,24 @@ pub fn clear_run(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Space claimed in the output directory for the report; removed on drop (the run
-/// itself releases it earlier, in [`write_report`]).
+/// Space claimed in the output directory for the report: an unlinked file held open
+/// (see the module doc); released on drop, or earlier by [`write_report`].
 #[derive(Debug)]
 pub struct Reserve {
-    path: PathBuf,
+    dir: PathBuf,
 }
 
 impl Reserve {
-    /// Creates `dir` if needed and writes `bytes` real bytes to the reserve file
-    /// (synced, so that a disk that cannot hold them fails now).
+    /// Creates `dir` if needed and writes `bytes` real bytes to a reserve file that
+    /// is unlinked at once and kept open (synced, so that a disk that cannot hold
+    /// them fails now).
     pub fn claim(dir: &Path, bytes: usize) -> std::io::Result<Reserve> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(RESERVE_NAME);
-        let reserve = Reserve { path };
-        let mut f = File::create(&reserve.path)?;
+        let mut f = File::create(&path)?;
+        // Unlinked before its first byte: a SIGKILL from here on leaves no file,
+        // and the blocks written below stay claimed while `f` is open.
+        std::fs::remove_file(&path)?;
         let block = vec![0u8; 64 * 1024];
         let mut left = bytes;
         while left > 0 {
@@ -86,13 +104,18 @@ impl Reserve {
             left -= n;
         }
         f.sync_data()?;
-        Ok(reserve)
+        let dir = dir.to_path_buf();
+        release(&dir);
+        HELD.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((dir.clone(), f));
+        Ok(Reserve { dir })
     }
 }
 
 impl Drop for Reserve {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        release(&self.dir);
     }
 }
 
@@ -120,7 +143,7 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
 
 /// Releases the reserve (if the run claimed one) and writes `report.json`.
 pub fn write_report(dir: &Path, json: &str) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(dir.join(RESERVE_NAME));
+    release(dir);
     write_atomic(dir, "report.json", json.as_bytes())
 }
 
@@ -135,14 +158,40 @@ mod tests {
         d
     }
 
+    /// The size of the deleted reserve file of `d` that this process holds open, as
+    /// the kernel lists its descriptors (`/proc/self/fd`).
+    fn held_bytes(d: &Path) -> Option<u64> {
+        let deleted = format!("{} (deleted)", d.join(RESERVE_NAME).display());
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == deleted.as_str()))
+            .map(|e| std::fs::metadata(e.path()).unwrap().len())
+    }
+
+    #[test]
+    fn a_reserve_leaves_no_file_and_is_released_when_dropped() {
+        let d = temp("drop");
+        let r = Reserve::claim(&d, 4096).unwrap();
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            0,
+            "no file in the dir"
+        );
+        assert_eq!(held_bytes(&d), Some(4096));
+        drop(r);
+        assert_eq!(held_bytes(&d), None);
+    }
+
     #[test]
     fn a_report_replaces_the_old_one_whole_and_leaves_no_temporary_file() {
         let d = temp("atomic");
         std::fs::write(d.join("report.json"), "old").unwrap();
         let r = Reserve::claim(&d, 1000).unwrap();
-        assert_eq!(std::fs::metadata(d.join(RESERVE_NAME)).unwrap().len(), 1000);
+        assert!(!d.join(RESERVE_NAME).exists(), "unlinked at once");
+        assert_eq!(held_bytes(&d), Some(1000), "held open");
         write_report(&d, "{\"new\": 1}").unwrap();
-        assert!(!d.join(RESERVE_NAME).exists(), "reserve released");
+        assert_eq!(held_bytes(&d), None, "reserve released");
         drop(r);
         assert_eq!(
             std::fs::read_to_string(d.join("report.json")).unwrap(),
