@@ -14,14 +14,53 @@ built here from its definition (interpolation, C2 continuity, zero second
 derivative at both ends; one dense linear system per chunk), not with the
 runtime's tridiagonal recurrence.
 
+A segment cut short (a run killed by SIGKILL leaves its last one without the
+summary and footer, and the chunk it was writing half written) is read as a
+stream, record by record, up to its last whole record: its messages count, and
+"cut_short" names it with the error that stopped the read and the messages read
+before it (a line on stderr says so too). Chunk CRCs are checked, so a half
+written chunk is never read as messages.
+
     python scripts/read_recording.py [--blend-ms B] RUN_DIR/recording.mcap [more segments...]
 """
 import argparse
 import collections
 import json
+import sys
 
 import numpy as np
-from mcap.reader import make_reader
+from mcap.records import Channel, Footer, Message, Metadata, Statistics
+from mcap.stream_reader import StreamReader
+
+
+def read_segment(path):
+    """The records of one segment in file order: (channels by id, messages as
+    (channel, message), clock metadata, statistics' per-channel counts or None,
+    why the read stopped before the footer or None)."""
+    channels = {}
+    messages = []
+    clock = []
+    stats = None
+    stopped = None
+    footer = False
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f, validate_crcs=True).records:
+                if isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Message):
+                    messages.append((channels[record.channel_id], record))
+                elif isinstance(record, Metadata) and record.name == "chunkrt.clock":
+                    clock.append(record.metadata)
+                elif isinstance(record, Statistics):
+                    stats = record.channel_message_counts
+                elif isinstance(record, Footer):
+                    footer = True
+        except Exception as e:  # any failure past the last whole record
+            stopped = f"{type(e).__name__}: {e}"
+    if stopped is None and not footer:
+        stopped = "no footer"
+    return channels, messages, clock, stats, stopped
 
 
 def natural_cubic(ts, ys):
@@ -92,43 +131,49 @@ def main():
     by_cycle = {}
     observations = []
     log_times_monotonic = True
+    cut_short = []
     for path in paths:
-        with open(path, "rb") as f:
-            reader = make_reader(f)
-            summary = reader.get_summary()
-            for cid, ch in summary.channels.items():
-                stats[ch.topic] += summary.statistics.channel_message_counts.get(cid, 0)
-            clock += [m.metadata for m in reader.iter_metadata() if m.name == "chunkrt.clock"]
-            last = {}
-            for schema, channel, message in reader.iter_messages(log_time_order=False):
-                data = json.loads(message.data)
-                topics[channel.topic] += 1
-                if message.log_time < last.get(channel.topic, 0):
-                    log_times_monotonic = False
-                last[channel.topic] = message.log_time
-                if channel.topic == "/chunkrt/cycle":
-                    cycles.append(data["cycle"])
-                    by_cycle[data["cycle"]] = (data["feedback_rad"], data["command_rad"])
-                    if data["mode"] == "Playing" and data["chunk_seq"]:
-                        playing.append((data["t_deadline_ns"], data["chunk_seq"], data["setpoint_rad"]))
-                    if data["gate_mask"]:
-                        gate_cycles += 1
-                elif channel.topic == "/chunkrt/inference" and "obs" in data:
-                    observations.append(data["obs"])
-                elif channel.topic == "/chunkrt/events" and data["event"] == "gate":
-                    gate[data["constraint"]] += 1
-                elif channel.topic == "/chunkrt/chunk":
-                    chunk_seqs.append(data["seq"])
-                    chunks[data["seq"]] = data
-                    rows = data["pos_rad"]
-                    if len(rows) != data["len"] or any(len(r) != data["dof"] for r in rows):
-                        chunk_shapes_ok = False
+        channel_by_id, messages, segment_clock, counts, stopped = read_segment(path)
+        clock += segment_clock
+        if counts is not None:
+            for cid, ch in channel_by_id.items():
+                stats[ch.topic] += counts.get(cid, 0)
+        if stopped is not None:
+            cut_short.append({"path": path, "messages_read": len(messages), "stopped_by": stopped})
+            print(f"read_recording.py: {path} was cut short (the run did not close it): "
+                  f"read {len(messages)} messages up to its last whole record; "
+                  f"the read stopped at: {stopped}", file=sys.stderr)
+        last = {}
+        for channel, message in messages:
+            data = json.loads(message.data)
+            topics[channel.topic] += 1
+            if message.log_time < last.get(channel.topic, 0):
+                log_times_monotonic = False
+            last[channel.topic] = message.log_time
+            if channel.topic == "/chunkrt/cycle":
+                cycles.append(data["cycle"])
+                by_cycle[data["cycle"]] = (data["feedback_rad"], data["command_rad"])
+                if data["mode"] == "Playing" and data["chunk_seq"]:
+                    playing.append((data["t_deadline_ns"], data["chunk_seq"], data["setpoint_rad"]))
+                if data["gate_mask"]:
+                    gate_cycles += 1
+            elif channel.topic == "/chunkrt/inference" and "obs" in data:
+                observations.append(data["obs"])
+            elif channel.topic == "/chunkrt/events" and data["event"] == "gate":
+                gate[data["constraint"]] += 1
+            elif channel.topic == "/chunkrt/chunk":
+                chunk_seqs.append(data["seq"])
+                chunks[data["seq"]] = data
+                rows = data["pos_rad"]
+                if len(rows) != data["len"] or any(len(r) != data["dof"] for r in rows):
+                    chunk_shapes_ok = False
     setpoints = None
     if args.blend_ms is not None and clock:
         setpoints = check_setpoints(chunks, playing, int(clock[0]["t0_mono_ns"]),
                                     args.blend_ms * 1e-3, args.lookahead_ms * 1e-3)
     print(json.dumps({
         "messages": topics,
+        "cut_short": cut_short,
         "statistics": stats,
         "gate": gate,
         "gate_cycles": gate_cycles,
