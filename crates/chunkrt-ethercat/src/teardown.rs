@@ -7,7 +7,71 @@ use crate::cia402::PowerState;
 use crate::params::MAX_DRIVES;
 use chunkrt_core::{BackendError, DriveRequest};
 use ethercrab::{Command, RegisterAddress};
+use std::fmt;
 use std::time::{Duration, Instant};
+
+/// What of the way down did not reach its end: each step that failed, in order.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", join(.0, "; "))]
+pub struct TeardownError(pub Vec<TeardownProblem>);
+
+/// One step of the way down that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TeardownProblem {
+    /// The quick stop did not bring every drive to rest in time.
+    #[error("quick stop: drives not at rest within {timeout:?} ({error})")]
+    QuickStop {
+        /// How long it was given.
+        timeout: Duration,
+        /// The last cycle's error.
+        error: BackendError,
+    },
+    /// Not every drive left Operation Enabled / Quick Stop Active.
+    #[error("disable: not all drives disabled ({0})")]
+    Disable(BackendError),
+    /// OP -> INIT failed and not every drive reads INIT.
+    #[error("leaving OP: {0}")]
+    LeaveOp(LeaveOpError),
+    /// The broadcast to INIT after a failed bring-up was not answered.
+    #[error("bus to INIT: {0}")]
+    BusToInit(String),
+}
+
+/// OP -> INIT failed (ethercrab's message), and after the broadcast to INIT these drives
+/// did not read INIT.
+#[derive(Debug, thiserror::Error)]
+#[error("{first}; then, sent to INIT: {}", join(drives, ", "))]
+pub struct LeaveOpError {
+    /// Why the group transition failed.
+    pub first: String,
+    /// Each drive not in INIT.
+    pub drives: Vec<NotInInit>,
+}
+
+/// A drive (by station address) that does not read INIT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotInInit {
+    /// It reads another AL state.
+    #[error("drive {addr:#06x} in AL state {state:#06x}")]
+    InState {
+        /// Station address.
+        addr: u16,
+        /// Its AL status.
+        state: u16,
+    },
+    /// It does not answer.
+    #[error("drive {0:#06x} does not answer")]
+    Silent(u16),
+}
+
+/// `items` separated by `sep`.
+fn join<T: fmt::Display>(items: &[T], sep: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
 
 impl EthercatBackend {
     /// Cycles at the bus period with `request` (no command: hold) until `done`, at most
@@ -55,7 +119,7 @@ impl EthercatBackend {
     /// After a failed bring-up: disable every drive that runs process data, leave OP,
     /// and send the whole bus to INIT (drives in INIT cannot be enabled). Returns what
     /// of that failed (the caller says it beside the bring-up's own error).
-    pub(crate) fn abort(&mut self) -> Option<String> {
+    pub(crate) fn abort(&mut self) -> Option<TeardownError> {
         let mut problems = Vec::new();
         if self.group.is_some() {
             let n = self.p.dof();
@@ -68,11 +132,11 @@ impl EthercatBackend {
                 })
             });
             if let Err(e) = disabled {
-                problems.push(format!("disable: not all drives disabled ({e})"));
+                problems.push(TeardownProblem::Disable(e));
             }
         }
         if let Err(e) = self.leave_op() {
-            problems.push(format!("leaving OP: {e}"));
+            problems.push(TeardownProblem::LeaveOp(e));
         }
         let init = step(
             &mut self.io,
@@ -84,10 +148,10 @@ impl EthercatBackend {
         );
         match init {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => problems.push(format!("bus to INIT: {e}")),
-            Err(e) => problems.push(format!("bus to INIT: {e}")),
+            Ok(Err(e)) => problems.push(TeardownProblem::BusToInit(e.to_string())),
+            Err(e) => problems.push(TeardownProblem::BusToInit(e.to_string())),
         }
-        (!problems.is_empty()).then(|| problems.join("; "))
+        (!problems.is_empty()).then_some(TeardownError(problems))
     }
 
     /// OP -> INIT through ethercrab's group transition. When that fails (e.g. one reply
@@ -95,7 +159,7 @@ impl EthercatBackend {
     /// to INIT by broadcast and every drive's own AL status is read back: all in INIT
     /// is a shutdown that reached its end (the first failure is logged), anything else
     /// is the failure, with each drive's state.
-    fn leave_op(&mut self) -> Result<(), String> {
+    fn leave_op(&mut self) -> Result<(), LeaveOpError> {
         let Some(g) = self.group.take() else {
             return Ok(());
         };
@@ -121,14 +185,14 @@ impl EthercatBackend {
                 );
                 Ok(())
             }
-            Err(states) => Err(format!("{first}; then, sent to INIT: {states}")),
+            Err(drives) => Err(LeaveOpError { first, drives }),
         }
     }
 
     /// Broadcasts AL control INIT and polls each drive's AL status (at its station
     /// address) until all read INIT, for at most the state timeout; Err: each drive's
     /// last state.
-    fn confirm_init(&mut self, addrs: &[u16]) -> Result<(), String> {
+    fn confirm_init(&mut self, addrs: &[u16]) -> Result<(), Vec<NotInInit>> {
         let t = Duration::from_millis(200);
         let end = Instant::now() + self.p.state_timeout;
         loop {
@@ -150,22 +214,22 @@ impl EthercatBackend {
                 );
                 states.push(match st {
                     Ok(Ok(s)) if s & 0x1F == 0x01 => None,
-                    Ok(Ok(s)) => Some(format!("drive {a:#06x} in AL state {s:#06x}")),
-                    _ => Some(format!("drive {a:#06x} does not answer")),
+                    Ok(Ok(s)) => Some(NotInInit::InState { addr: a, state: s }),
+                    _ => Some(NotInInit::Silent(a)),
                 });
             }
             if states.iter().all(Option::is_none) {
                 return Ok(());
             }
             if Instant::now() >= end {
-                return Err(states.into_iter().flatten().collect::<Vec<_>>().join(", "));
+                return Err(states.into_iter().flatten().collect());
             }
             std::thread::sleep(self.p.period.max(Duration::from_millis(10)));
         }
     }
 
     /// Quick stop until at rest, disable voltage, OP -> INIT.
-    pub(crate) fn stop_and_disable(&mut self) -> Result<(), String> {
+    pub(crate) fn stop_and_disable(&mut self) -> Result<(), TeardownError> {
         if self.group.is_none() {
             return Ok(());
         }
@@ -196,22 +260,23 @@ impl EthercatBackend {
             rest
         });
         let mut problems = Vec::new();
-        if let Err(e) = stopped {
-            problems.push(format!(
-                "quick stop: drives not at rest within {stop_timeout:?} ({e})"
-            ));
+        if let Err(error) = stopped {
+            problems.push(TeardownProblem::QuickStop {
+                timeout: stop_timeout,
+                error,
+            });
         }
         problems.extend(self.disable_and_leave());
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(TeardownError(problems))
         }
     }
 
     /// Disable voltage on every drive at once (no wait for rest: an operator's third
     /// stop request, after the quick stop), then OP -> INIT.
-    pub(crate) fn disable_at_once(&mut self) -> Result<(), String> {
+    pub(crate) fn disable_at_once(&mut self) -> Result<(), TeardownError> {
         if self.group.is_none() {
             return Ok(());
         }
@@ -219,13 +284,13 @@ impl EthercatBackend {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(TeardownError(problems))
         }
     }
 
     /// Disable voltage until no drive is enabled or quick-stopping, then OP -> INIT;
     /// what failed.
-    fn disable_and_leave(&mut self) -> Vec<String> {
+    fn disable_and_leave(&mut self) -> Vec<TeardownProblem> {
         let n = self.p.dof();
         let disabled = self.run_until(self.p.state_timeout, DriveRequest::Disable, |b| {
             b.drv[..n].iter().all(|d| {
@@ -238,10 +303,10 @@ impl EthercatBackend {
         let left = self.leave_op();
         let mut problems = Vec::new();
         if let Err(e) = disabled {
-            problems.push(format!("disable: not all drives disabled ({e})"));
+            problems.push(TeardownProblem::Disable(e));
         }
         if let Err(e) = left {
-            problems.push(format!("leaving OP: {e}"));
+            problems.push(TeardownProblem::LeaveOp(e));
         }
         problems
     }
