@@ -525,7 +525,10 @@ impl plot::Figure for MarginFigure {
         (1200, 520)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), plot::PlotError> {
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), plot::PlotError> {
         let (left, right) = root.split_horizontally(560);
         self.draw_pm(&left)?;
         let (mag, phase) = right.split_vertically(260);
@@ -534,7 +537,10 @@ impl plot::Figure for MarginFigure {
 }
 
 impl MarginFigure {
-    fn draw_pm<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), plot::PlotError> {
+    fn draw_pm<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+    ) -> Result<(), plot::PlotError> {
         let dmax = self.dmax.max(1.0);
         let all_pm = self.series.iter().flat_map(|s| s.1.iter().map(|p| p.1));
         let pm_hi = all_pm.clone().fold(self.threshold, f64::max);
