@@ -183,8 +183,8 @@ fn the_runtime_loop_past_its_delay_margin_gets_no_margin() {
 
 /// An unstable loop is stopped, not measured to its end: k = 4 pi with 80 ms of
 /// transport delay swung the simulated joint 2 rad before the excursion guard; with
-/// it (0.1 rad by default) the policy loses authority once the setpoint has moved
-/// that far, and the arm is held near where the probe began.
+/// it (0.1 rad by default) the policy loses authority once the arm is measured that
+/// far from the swinging setpoint, and the arm is held near where the probe began.
 #[test]
 fn an_unstable_loop_is_stopped_by_the_excursion_guard() {
     let (r, _) = runtime_margin(4.0 * std::f64::consts::PI, "80ms", "guard");
@@ -271,5 +271,70 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
         assert!(p["mag"].as_f64().unwrap() < 0.1, "{row}");
     }
     assert!(out.join("margin.png").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Issue 37: the guard judges the arm against the path the policy itself commands,
+/// not against where the probe began. The bundled flow policy (`rt-config/sim.toml`,
+/// the README's first margin command) moves joint 0 about 1.4 rad between its goals
+/// while it is probed; the guard that measured the setpoint's distance from its
+/// start took authority 0.16 s into the probe at every delay. A stable loop with a
+/// moving policy keeps authority for the whole run: no `ProbeExcursion` in the run's
+/// own event log, no fallback, and the recorded setpoint did move past the guard's
+/// bound while probed (so the old guard would have tripped).
+#[test]
+fn a_moving_policy_keeps_authority_under_the_probe() {
+    let out = std::env::temp_dir().join(format!("chunkrt-margin-moving-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = chunkrt()
+        .args(["margin", "--config"])
+        .arg(repo_file("rt-config/sim.toml"))
+        .args(["--delays", "0ms", "--window-s", "10", "--settle-s", "4"])
+        .args(["--free-s", "5", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    let row = &json["rows"][0];
+    let run_dir = std::path::PathBuf::from(row["run_dir"].as_str().unwrap());
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let modes = events.lines().filter(|l| l.contains("\"reason\"")).count();
+    assert!(modes > 0, "the event log holds no mode change: {events}");
+    assert!(!events.contains("\"ProbeExcursion\""), "{text}\n{events}");
+    assert!(
+        !row["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("lost authority"),
+        "{row}"
+    );
+    assert_eq!(row["fallbacks"], 0, "{row}");
+    // The policy's own motion while probed, from the recording (the executor's
+    // setpoint U of joint 0 between the probe's start and the end of the window).
+    let (cycles, _) = chunkrt_tests::recording::read(&run_dir.join("recording.mcap")).unwrap();
+    let t0 = cycles.first().map_or(0, |c| c.t_deadline_ns);
+    let probed = |c: &&chunkrt_tests::recording::RecordedCycle| {
+        let t_s = c.t_deadline_ns.saturating_sub(t0) as f64 * 1e-9;
+        (4.0..15.0).contains(&t_s)
+    };
+    let us: Vec<f64> = cycles
+        .iter()
+        .filter(probed)
+        .map(|c| c.setpoint_rad[0])
+        .collect();
+    assert!(us.len() > 400, "{} probed cycles read", us.len());
+    assert!(us.iter().all(|u| u.is_finite()), "a setpoint is not finite");
+    let (lo, hi) = us
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &u| (a.min(u), b.max(u)));
+    assert!(
+        hi - lo > 0.5,
+        "the policy moved only {} rad while probed",
+        hi - lo
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

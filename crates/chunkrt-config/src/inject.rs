@@ -155,9 +155,11 @@ pub struct ProbeConfig {
     /// Fade in and out (raised cosine, s).
     #[serde(default = "default_probe_ramp")]
     pub ramp_s: f64,
-    /// The excursion guard: once the probed joint's setpoint has moved this far from
-    /// where it was when the probe started, the policy loses authority for the rest
-    /// of the run (an unstable loop is stopped, not measured to its end).
+    /// The excursion guard: once the probed joint is measured this far from the
+    /// executor's setpoint before the probe (the path the policy itself commands, so
+    /// a policy's own motion does not count) while the policy plays, it loses
+    /// authority for the rest of the run (an unstable loop is stopped, not measured
+    /// to its end).
     #[serde(default = "default_probe_excursion")]
     pub max_excursion_rad: f64,
 }

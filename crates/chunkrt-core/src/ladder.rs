@@ -49,8 +49,9 @@ pub enum ModeChangeReason {
     /// `limits.max_following_error_rad`: the arm is not following (blocked, a
     /// collision, a weak or failing drive).
     FollowingError,
-    /// The margin probe's excursion guard: the probed joint's setpoint moved further
-    /// than `inject.probe.max_excursion_rad` from where the probe began.
+    /// The margin probe's excursion guard: the probed joint was measured further than
+    /// `inject.probe.max_excursion_rad` from the executor's unprobed setpoint (the
+    /// loop ran away from the path the policy commands).
     ProbeExcursion,
 }
 

@@ -516,7 +516,7 @@ impl ControlLoop {
     fn probe(&mut self, deadline: MonoTime) -> Option<(usize, [f64; 3])> {
         let inj = self.inject.as_deref_mut()?;
         let playing = self.executor.mode() == Mode::Playing && !self.setpoint.stop;
-        inj.probe(deadline, playing, &mut self.setpoint)
+        inj.probe(deadline, playing, &mut self.setpoint, &self.fb.pos_rad)
     }
 
     /// `inject.panic` on the control thread (the fail-safe rehearsal).

@@ -91,9 +91,8 @@ struct Probe {
     duration_ns: u64,
     ramp_ns: u64,
     origin: Option<MonoTime>,
+    /// The excursion guard's bound on `|measured - U|` of the probed joint.
     max_excursion: f64,
-    /// The probed joint's setpoint when the probe started.
-    reference: Option<f64>,
     /// The guard tripped: the policy has lost authority for good.
     tripped: bool,
 }
@@ -111,7 +110,6 @@ impl Probe {
             ramp_ns: (cfg.ramp_s * 1e9) as u64,
             origin: None,
             max_excursion: cfg.max_excursion_rad,
-            reference: None,
             tripped: false,
         };
         for k in 0..p.n {
@@ -269,22 +267,32 @@ impl ControlInjection {
 
     /// Adds the probe of `[inject.probe]` at `deadline` to `sp` when `playing` (the
     /// probe clock runs regardless); returns what was added, for [`Self::unprobe`].
+    ///
+    /// The excursion guard, from the probe's start to the end of the run, while the
+    /// policy plays: the probed joint's last measured position `measured_pos_rad`
+    /// against the executor's setpoint `sp` before the probe is added (`U`, the
+    /// path the policy itself commands). A policy moving between its goals moves `U`
+    /// and the arm with it, so its own motion does not count; a stable loop keeps
+    /// the arm within the probe and the drive's following error of `U`; a loop that
+    /// runs away swings `U` ever wider, and the arm falls ever further behind it
+    /// (the loop's delay, the gate's limits on the swing), until past
+    /// `max_excursion_rad` the policy loses authority for good.
     pub fn probe(
         &mut self,
         deadline: MonoTime,
         playing: bool,
         sp: &mut chunkrt_core::Setpoint,
+        measured_pos_rad: &chunkrt_core::JointVec,
     ) -> Option<(usize, [f64; 3])> {
         let probe = self.probe.as_mut()?;
         let d = probe.at(deadline);
         let j = probe.joint;
-        // The excursion guard, from the probe's start to the end of the run.
         let since = probe.origin.map_or(0, |o| deadline.saturating_since(o));
-        if since >= probe.start_ns {
-            let reference = *probe.reference.get_or_insert(sp.pos_rad[j]);
-            if (sp.pos_rad[j] - reference).abs() > probe.max_excursion {
-                probe.tripped = true;
-            }
+        if playing
+            && since >= probe.start_ns
+            && (measured_pos_rad[j] - sp.pos_rad[j]).abs() > probe.max_excursion
+        {
+            probe.tripped = true;
         }
         if !playing || d == [0.0; 3] || probe.tripped {
             return None;
@@ -295,8 +303,8 @@ impl ControlInjection {
         Some((j, d))
     }
 
-    /// The probe's excursion guard has tripped: the probed joint moved further than
-    /// `max_excursion_rad` from where it was when the probe started.
+    /// The probe's excursion guard has tripped: the probed joint was measured further
+    /// than `max_excursion_rad` from the executor's unprobed setpoint `U`.
     pub fn probe_tripped(&self) -> Option<u16> {
         self.probe
             .as_ref()
@@ -472,4 +480,87 @@ pub fn describe(
             "ramp_s": p.ramp_s,
         })),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chunkrt_core::Setpoint;
+
+    const PERIOD_NS: u64 = 20_000_000;
+
+    fn probed() -> ControlInjection {
+        let cfg = InjectConfig {
+            probe: Some(chunkrt_config::ProbeConfig {
+                joint: 0,
+                amplitude_rad: 2e-3,
+                freqs_hz: vec![0.5, 1.0],
+                start_s: 0.0,
+                duration_s: 60.0,
+                ramp_s: 0.0,
+                max_excursion_rad: 0.1,
+            }),
+            ..Default::default()
+        };
+        ControlInjection::new(&cfg, &Command::default(), &Feedback::default())
+    }
+
+    /// Runs the guard over `cycles` cycles of a setpoint path `u(t)` that the arm
+    /// follows `lag` cycles late (the probe it was sent added); returns the cycle at
+    /// which the guard tripped, if it did.
+    fn guard_over(u: impl Fn(f64) -> f64, lag: usize, cycles: usize) -> Option<usize> {
+        let mut inj = probed();
+        let mut sent = vec![0.0; cycles];
+        for k in 0..cycles {
+            let t = k as f64 * PERIOD_NS as f64 * 1e-9;
+            let mut measured = [0.0; chunkrt_core::MAX_DOF];
+            measured[0] = if k > lag { sent[k - lag - 1] } else { 0.0 };
+            let mut sp = Setpoint::default();
+            sp.pos_rad[0] = u(t);
+            let added = inj.probe(MonoTime(k as u64 * PERIOD_NS), true, &mut sp, &measured);
+            sent[k] = sp.pos_rad[0];
+            if inj.probe_tripped().is_some() {
+                assert!(added.is_none(), "a tripped guard added the probe");
+                return Some(k);
+            }
+        }
+        None
+    }
+
+    /// The bundled flow policy's motion: about 1.4 rad peak to peak at 0.17 Hz,
+    /// followed by the arm a cycle or two late: not an excursion (it is 14 times
+    /// the bound from where the probe began).
+    #[test]
+    fn a_policy_moving_between_its_goals_keeps_authority() {
+        let u = |t: f64| 0.7 * (2.0 * core::f64::consts::PI * 0.17 * t).sin();
+        for lag in [0, 1, 2] {
+            assert_eq!(guard_over(u, lag, 1500), None, "lag {lag}");
+        }
+    }
+
+    /// A loop that runs away: a 2 Hz swing of the setpoint growing 2.5x per second
+    /// from 1 mrad, with the arm 80 ms behind (a transport delay). The guard trips
+    /// while the swing is still about the bound, not after it has grown past it.
+    #[test]
+    fn a_loop_that_runs_away_trips_the_guard() {
+        let swing = |t: f64| 1e-3 * (t * 2.5f64.ln()).exp();
+        let u = |t: f64| swing(t) * (2.0 * core::f64::consts::PI * 2.0 * t).sin();
+        let k = guard_over(u, 4, 1500).expect("the runaway never tripped the guard");
+        let t = k as f64 * PERIOD_NS as f64 * 1e-9;
+        assert!(swing(t) < 0.2, "tripped only at a {} rad swing", swing(t));
+    }
+
+    /// While the policy does not play (a fallback brakes, a drive faulted), the arm
+    /// need not follow the setpoint: the guard does not judge it.
+    #[test]
+    fn the_guard_judges_only_while_the_policy_plays() {
+        let mut inj = probed();
+        let mut far = [0.0; chunkrt_core::MAX_DOF];
+        far[0] = 0.5;
+        let mut sp = Setpoint::default();
+        assert_eq!(inj.probe(MonoTime(PERIOD_NS), false, &mut sp, &far), None);
+        assert_eq!(inj.probe_tripped(), None);
+        inj.probe(MonoTime(2 * PERIOD_NS), true, &mut sp, &far);
+        assert_eq!(inj.probe_tripped(), Some(0));
+    }
 }
