@@ -8,10 +8,10 @@
 
 use anyhow::{bail, Context};
 use chunkrt_config::Config;
-use chunkrt_rt::margin::{
-    self, bode, delay_at_threshold_ms, gain_crossover, model_loop, model_margins, phase_crossover,
+use chunkrt_margin::{
+    bode, delay_at_threshold_ms, gain_crossover, model_loop, model_margins, phase_crossover,
     phase_margin_deg, pm_slope_deg_per_ms, sweep, unwrapped_phase_deg, DelayRow, LoopPoint,
-    MarginSetup, PointStatus, ServoGains,
+    MarginSetup, ModelMargins, PointStatus, ServoGains, Stability,
 };
 use chunkrt_telemetry::plot;
 use clap::Parser;
@@ -359,7 +359,7 @@ fn print_table(
     slope: Option<f64>,
     at: Option<f64>,
     threshold: f64,
-    model0: Option<margin::ModelMargins>,
+    model0: Option<ModelMargins>,
 ) {
     outln!(
         "gain crossover f_c = {fc:.3} Hz, phase margin PM0 = {pm0:.2} deg (measured; \
@@ -391,7 +391,7 @@ fn print_table(
             (Some(pm), _) => (format!("{pm:.2}"), String::new()),
             (None, PointStatus::Saturated) => ("saturated".into(), String::new()),
             (None, _) => match r.verdict.stability {
-                margin::Stability::Unstable => ("unstable".into(), String::new()),
+                Stability::Unstable => ("unstable".into(), String::new()),
                 other => ("-".into(), format!("  {}", other.explain())),
             },
         };

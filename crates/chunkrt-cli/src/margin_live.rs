@@ -5,7 +5,7 @@
 use crate::margin::{parse_delays, Compensation, InjectAt, MarginArgs, MarginFigure};
 use anyhow::{bail, Context};
 use chunkrt_config::{Config, InferenceDelayConfig, InjectConfig};
-use chunkrt_rt::margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
+use chunkrt_margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
 use chunkrt_telemetry::plot;
 use serde_json::json;
 use std::path::Path;
@@ -236,7 +236,7 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
                 Ok(row) => row,
                 // A point's run ended as a run must not: the sweep ends with `chunkrt
                 // run`'s status for it.
-                Err(chunkrt_rt::margin::MarginError::Ended { ending, message }) => {
+                Err(chunkrt_margin::MarginError::Ended { ending, message }) => {
                     errln!(
                         "chunkrt: error: {} at {delay_ms} ms: {message} (run: {})",
                         comp_name(comp),

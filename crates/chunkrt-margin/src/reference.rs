@@ -20,15 +20,9 @@
 //! runtime computes a command before the exchange that measures). [`model_loop`] is
 //! the same loop written down by hand (docs/margin.md), for comparison.
 
-pub mod live;
-mod model;
-pub mod verdict;
-
-pub use model::{model_loop, model_margins, Complex, ModelMargins};
-pub use verdict::{envelope_verdict, Stability, Verdict};
-
-use crate::inject::Delayed;
+use crate::{envelope_verdict, Complex, Stability, Verdict};
 use chunkrt_core::{Backend, Command, DriveRequest, Feedback, MonoTime, NS_PER_S};
+use chunkrt_rt::inject::Delayed;
 use chunkrt_sim::{SimArm, SimArmParams};
 
 /// Host-side servo gains.
@@ -117,7 +111,7 @@ impl MarginSetup {
         Ok(())
     }
 
-    fn period_s(&self) -> f64 {
+    pub(crate) fn period_s(&self) -> f64 {
         self.period_ns as f64 * 1e-9
     }
 }
@@ -189,7 +183,7 @@ pub enum MarginError {
     #[error("runtime loop: {message}")]
     Ended {
         /// How the run ended (`chunkrt` exits with its status).
-        ending: crate::Ending,
+        ending: chunkrt_rt::Ending,
         /// What happened.
         message: String,
     },
@@ -561,6 +555,3 @@ pub fn delay_at_threshold_ms(rows: &[DelayRow], threshold_deg: f64) -> Option<f6
     }
     None
 }
-
-#[cfg(test)]
-mod tests;

@@ -18,7 +18,7 @@
 //! L(jw) = (kp + ki T z/(z - 1)) z^-1 G(jw) (1 - e^-jwT)/(jwT) e^-jw tau,  z = e^jwT
 //! ```
 
-use super::MarginSetup;
+use crate::MarginSetup;
 use chunkrt_sim::VELOCITY_LOOP_RATIO;
 
 /// The simulated drive's velocity-loop integral corner as a fraction of the velocity

@@ -1,11 +1,11 @@
 //! Phase margin of the runtime's own loop: observation -> inference thread (the
 //! real policy) -> chunk buffer -> executor and spline -> permission gate ->
-//! backend -> observation, run by the real [`Runtime`](crate::Runtime) on its real
+//! backend -> observation, run by the real [`Runtime`](chunkrt_rt::Runtime) on its real
 //! threads and clock, against whatever backend the config names (the simulated
 //! arm, EtherCAT through ecsim in-process or over a wire, a real arm).
 //!
 //! The probe is `[inject.probe]`: a multisine added to one joint's setpoint before
-//! the gate while the policy plays ([`crate::inject::ControlInjection::probe`]).
+//! the gate while the policy plays ([`chunkrt_rt::inject::ControlInjection::probe`]).
 //! The recording keeps, per cycle, the executor's setpoint `U` (the loop's own
 //! output) and the command that left the gate `C = U + d`, so
 //! `L(jw) = -U(w) / C(w)` at every probe frequency (DFTs over a whole number of
@@ -16,9 +16,9 @@
 //! ([`envelope_verdict`]): no margin is reported for a loop that is not shown to be
 //! stable, nor for one that lost authority (a fallback) while it was measured.
 
-use super::{envelope_verdict, Complex, MarginError, Stability, Verdict};
-use crate::{RunOptions, Runtime};
+use crate::{envelope_verdict, Complex, MarginError, Stability, Verdict};
 use chunkrt_config::{Config, InjectConfig, ProbeConfig};
+use chunkrt_rt::{RunOptions, Runtime};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -293,7 +293,7 @@ pub fn measure_with(
         .run(&opts)
         .map_err(|e| MarginError::Run(e.to_string()))?;
     let ending = outcome.ending();
-    if ending != crate::Ending::Normal {
+    if ending != chunkrt_rt::Ending::Normal {
         return Err(MarginError::Ended {
             ending,
             message: outcome.describe_ending(),
@@ -390,7 +390,7 @@ fn analyse(
         });
         coeffs.push((w, su.scale(2.0 / n)));
     }
-    let phases = super::unwrap_deg(ls.iter().map(|&l| super::lag_deg(l)));
+    let phases = crate::unwrap_deg(ls.iter().map(|&l| crate::lag_deg(l)));
     let points: Vec<LivePoint> = freqs
         .iter()
         .zip(ls.iter().zip(phases))
