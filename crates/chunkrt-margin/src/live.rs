@@ -16,7 +16,9 @@
 //! ([`envelope_verdict`]): no margin is reported for a loop that is not shown to be
 //! stable, nor for one that lost authority (a fallback) while it was measured.
 
-use crate::{envelope_verdict, Complex, MarginError, Stability, Verdict};
+use crate::complex::{lag_deg, unwrap_deg, Complex};
+use crate::error::MarginError;
+use crate::verdict::{envelope_verdict, Stability, Verdict};
 use chunkrt_config::{Config, InjectConfig, ProbeConfig};
 use chunkrt_rt::{RunOptions, Runtime};
 use std::path::{Path, PathBuf};
@@ -390,7 +392,7 @@ fn analyse(
         });
         coeffs.push((w, su.scale(2.0 / n)));
     }
-    let phases = crate::unwrap_deg(ls.iter().map(|&l| crate::lag_deg(l)));
+    let phases = unwrap_deg(ls.iter().map(|&l| lag_deg(l)));
     let points: Vec<LivePoint> = freqs
         .iter()
         .zip(ls.iter().zip(phases))

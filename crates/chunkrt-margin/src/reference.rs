@@ -20,101 +20,13 @@
 //! runtime computes a command before the exchange that measures). [`model_loop`] is
 //! the same loop written down by hand (docs/margin.md), for comparison.
 
-use crate::{envelope_verdict, Complex, Stability, Verdict};
+use crate::complex::{lag_deg, unwrap_deg, Complex};
+use crate::error::MarginError;
+use crate::setup::MarginSetup;
+use crate::verdict::{envelope_verdict, Stability, Verdict};
 use chunkrt_core::{Backend, Command, DriveRequest, Feedback, MonoTime, NS_PER_S};
 use chunkrt_rt::inject::Delayed;
-use chunkrt_sim::{SimArm, SimArmParams};
-
-/// Host-side servo gains.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ServoGains {
-    /// Proportional gain on the position error (rad / rad).
-    pub kp: f64,
-    /// Integral gain (1/s): the command moves `ki * e * T` per cycle.
-    pub ki_per_s: f64,
-}
-
-/// What to measure.
-#[derive(Clone, Debug)]
-pub struct MarginSetup {
-    /// The simulated arm (Coulomb friction makes the loop amplitude-dependent; the
-    /// reference loop has none).
-    pub arm: SimArmParams,
-    /// The joint the loop is closed on.
-    pub joint: usize,
-    /// Bus period.
-    pub period_ns: u64,
-    /// The controller.
-    pub gains: ServoGains,
-    /// Probe amplitude (rad).
-    pub amplitude_rad: f64,
-    /// Shortest settling time before the DFT window (also at least 5 probe periods).
-    pub settle_s: f64,
-    /// Shortest DFT window (also at least 4 probe periods).
-    pub window_s: f64,
-    /// Free response watched after the probe stops, for the stability verdict.
-    pub verdict_s: f64,
-}
-
-impl MarginSetup {
-    /// The reference loop of docs/margin.md: one simulated joint (0.6 kg m^2, no
-    /// friction, 20 Hz drive position loop, 100 us drive sub-step) under a host-side
-    /// integral servo `ki = 2 pi 3 1/s` at a 1 ms bus period; 1 mrad probe.
-    pub fn reference() -> MarginSetup {
-        let mut arm = SimArmParams::with_joints(1);
-        arm.viscous_nm_s_rad[0] = 0.0;
-        arm.coulomb_nm[0] = 0.0;
-        arm.inertia_kg_m2[0] = 0.6;
-        arm.initial_pos_rad[0] = 0.0;
-        MarginSetup {
-            arm,
-            joint: 0,
-            period_ns: 1_000_000,
-            gains: ServoGains {
-                kp: 0.0,
-                ki_per_s: 2.0 * core::f64::consts::PI * 3.0,
-            },
-            amplitude_rad: 1e-3,
-            settle_s: 3.0,
-            window_s: 2.0,
-            verdict_s: 10.0,
-        }
-    }
-
-    /// Checks the setup; the message names the field.
-    pub fn check(&self) -> Result<(), MarginError> {
-        let bad = |what: &str| Err(MarginError::Setup(what.to_string()));
-        if self.joint >= self.arm.joints {
-            return bad(&format!(
-                "joint {} does not exist (the arm has {})",
-                self.joint, self.arm.joints
-            ));
-        }
-        if self.period_ns == 0 {
-            return bad("the period must be positive");
-        }
-        if !(self.gains.kp.is_finite() && self.gains.ki_per_s.is_finite()) {
-            return bad("gains must be finite");
-        }
-        if self.gains.ki_per_s <= 0.0 && self.gains.kp <= 0.0 {
-            return bad("at least one of kp, ki must be positive");
-        }
-        if !(self.amplitude_rad.is_finite() && self.amplitude_rad > 0.0) {
-            return bad("the probe amplitude must be positive");
-        }
-        let settle_ok = self.settle_s.is_finite() && self.settle_s >= 0.0;
-        let window_ok = self.window_s.is_finite() && self.window_s > 0.0;
-        let verdict_ok = self.verdict_s.is_finite() && self.verdict_s > 0.0;
-        if !(settle_ok && window_ok && verdict_ok) {
-            return bad("settle, window and verdict times must be positive");
-        }
-        Ok(())
-    }
-
-    pub(crate) fn period_s(&self) -> f64 {
-        self.period_ns as f64 * 1e-9
-    }
-}
+use chunkrt_sim::SimArm;
 
 /// How a measurement point turned out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,59 +60,6 @@ impl LoopPoint {
     pub fn phase_deg(&self) -> f64 {
         lag_deg(self.l)
     }
-}
-
-/// The phase of `l` in degrees, in (-360, 0] (loops here lag).
-pub fn lag_deg(l: Complex) -> f64 {
-    let p = l.arg().to_degrees();
-    if p > 0.0 {
-        p - 360.0
-    } else {
-        p
-    }
-}
-
-/// The measurement failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MarginError {
-    /// The setup is unusable.
-    #[error("margin setup: {0}")]
-    Setup(String),
-    /// The simulated arm refused its parameters.
-    #[error("simulated arm: {0}")]
-    Sim(#[from] chunkrt_sim::SimError),
-    /// The arm refused a command or faulted.
-    #[error("simulated arm exchange: {0}")]
-    Backend(#[from] chunkrt_core::BackendError),
-    /// The arm could not start.
-    #[error("simulated arm start: {0}")]
-    Start(String),
-    /// A run of the runtime's loop failed, or its recording could not be read.
-    #[error("runtime loop: {0}")]
-    Run(String),
-    /// A run of the runtime's loop ended as a run must not (a panic, a failed
-    /// shutdown, a drive lost, a quick stop, lost records): the sweep ends with it.
-    #[error("runtime loop: {message}")]
-    Ended {
-        /// How the run ended (`chunkrt` exits with its status).
-        ending: chunkrt_rt::Ending,
-        /// What happened.
-        message: String,
-    },
-    /// `|L|` does not cross 1 in the frequency range.
-    #[error(
-        "no gain crossover between {lo_hz} Hz and {hi_hz} Hz (|L| from {mag_lo:.3} to {mag_hi:.3})"
-    )]
-    NoCrossover {
-        /// Lowest frequency.
-        lo_hz: f64,
-        /// Highest frequency.
-        hi_hz: f64,
-        /// `|L|` there.
-        mag_lo: f64,
-        /// `|L|` there.
-        mag_hi: f64,
-    },
 }
 
 /// Measures `L(jw)` at (about) `freq_hz` with `delay_ns` of transport delay.
@@ -431,25 +290,6 @@ pub fn phase_crossover(
 /// Unwrapped phases (degrees) of a Bode list ordered by frequency.
 pub fn unwrapped_phase_deg(points: &[LoopPoint]) -> Vec<f64> {
     unwrap_deg(points.iter().map(LoopPoint::phase_deg))
-}
-
-/// Phases (degrees, in frequency order) unwrapped: each within 180 degrees of the
-/// one before.
-pub fn unwrap_deg(phases: impl IntoIterator<Item = f64>) -> Vec<f64> {
-    let phases = phases.into_iter();
-    let mut out: Vec<f64> = Vec::with_capacity(phases.size_hint().0);
-    for mut ph in phases {
-        if let Some(&prev) = out.last() {
-            while ph - prev > 180.0 {
-                ph -= 360.0;
-            }
-            while ph - prev < -180.0 {
-                ph += 360.0;
-            }
-        }
-        out.push(ph);
-    }
-    out
 }
 
 /// The margins at one injected delay.
