@@ -93,6 +93,64 @@ pub fn verdict(
     ))
 }
 
+/// The probe fitted to the measurement: a whole number of probe periods in the DFT
+/// window, so DC and the transient's slow part cancel in the DFT (the frequency
+/// moves slightly to fit).
+struct Probe {
+    /// The frequency used (Hz).
+    freq_hz: f64,
+    /// The same in rad/s.
+    w: f64,
+    /// Cycles before the window.
+    settle: u64,
+    /// Cycles in the window.
+    window: u64,
+}
+
+impl Probe {
+    /// The probe nearest `freq_hz` that fits `setup`'s window; refuses a frequency
+    /// outside (0, Nyquist).
+    fn fit(setup: &MarginSetup, freq_hz: f64) -> Result<Probe, MarginError> {
+        if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
+            return Err(MarginError::Setup(format!(
+                "probe frequency {freq_hz} Hz must lie in (0, Nyquist = {} Hz)",
+                0.5 / setup.period_s()
+            )));
+        }
+        let t_s = setup.period_s();
+        let periods = (setup.window_s * freq_hz).ceil().max(4.0);
+        let window = (periods / (freq_hz * t_s)).round() as u64;
+        let f = periods / (window as f64 * t_s);
+        let settle = ((setup.settle_s.max(5.0 / f)) / t_s).ceil() as u64;
+        Ok(Probe {
+            freq_hz: f,
+            w: 2.0 * core::f64::consts::PI * f,
+            settle,
+            window,
+        })
+    }
+}
+
+/// The simulated arm started at `t0`, its first feedback, and the command that
+/// holds it where it started.
+fn start_arm(
+    setup: &MarginSetup,
+    t0: MonoTime,
+) -> Result<(SimArm, Feedback, Command), MarginError> {
+    let mut arm = SimArm::new(setup.arm)?;
+    let mut fb = Feedback::default();
+    arm.start(t0, &mut fb)
+        .map_err(|e| MarginError::Start(e.to_string()))?;
+    let cmd = Command {
+        t_cmd: t0,
+        dof: setup.arm.joints as u16,
+        pos_rad: fb.pos_rad,
+        request: DriveRequest::Track,
+        ..Command::default()
+    };
+    Ok((arm, fb, cmd))
+}
+
 /// The loop with the probe for settle + window, then `free` cycles without it;
 /// returns the point and the free response `u - r`.
 fn run_loop(
@@ -102,35 +160,17 @@ fn run_loop(
     free: u64,
 ) -> Result<(LoopPoint, Vec<f64>), MarginError> {
     setup.check()?;
-    if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
-        return Err(MarginError::Setup(format!(
-            "probe frequency {freq_hz} Hz must lie in (0, Nyquist = {} Hz)",
-            0.5 / setup.period_s()
-        )));
-    }
+    let Probe {
+        freq_hz: f,
+        w,
+        settle,
+        window,
+    } = Probe::fit(setup, freq_hz)?;
     let t_s = setup.period_s();
-    // A whole number of probe periods in the window, so DC and the transient's slow
-    // part cancel in the DFT; the frequency moves slightly to fit.
-    let periods = (setup.window_s * freq_hz).ceil().max(4.0);
-    let window = (periods / (freq_hz * t_s)).round() as u64;
-    let f = periods / (window as f64 * t_s);
-    let settle = ((setup.settle_s.max(5.0 / f)) / t_s).ceil() as u64;
-    let w = 2.0 * core::f64::consts::PI * f;
-
     let j = setup.joint;
-    let mut arm = SimArm::new(setup.arm)?;
     let t0 = MonoTime::from_ns(NS_PER_S);
-    let mut fb = Feedback::default();
-    arm.start(t0, &mut fb)
-        .map_err(|e| MarginError::Start(e.to_string()))?;
+    let (mut arm, mut fb, mut cmd) = start_arm(setup, t0)?;
     let r = fb.pos_rad[j];
-    let mut cmd = Command {
-        t_cmd: t0,
-        dof: setup.arm.joints as u16,
-        pos_rad: fb.pos_rad,
-        request: DriveRequest::Track,
-        ..Command::default()
-    };
     let mut transport = Delayed::new(delay_ns, cmd);
     let max_torque = setup.arm.max_torque_nm[j];
     let blow_up = 1000.0 * setup.amplitude_rad;
@@ -394,4 +434,37 @@ pub fn delay_at_threshold_ms(rows: &[DelayRow], threshold_deg: f64) -> Option<f6
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_fits_a_whole_number_of_periods_in_the_window() {
+        let setup = MarginSetup::reference();
+        let t_s = setup.period_s();
+        for f in [0.7, 2.97, 13.0, 45.0, 333.3] {
+            let p = Probe::fit(&setup, f).unwrap();
+            let periods = p.freq_hz * p.window as f64 * t_s;
+            assert!(
+                (periods - periods.round()).abs() < 1e-6,
+                "{f} Hz: {periods}"
+            );
+            assert!(periods.round() >= 4.0, "{f} Hz: {periods}");
+            assert!(
+                (p.freq_hz / f - 1.0).abs() < 0.01,
+                "{f} Hz moved to {}",
+                p.freq_hz
+            );
+            assert!((p.w - 2.0 * core::f64::consts::PI * p.freq_hz).abs() < 1e-9);
+            let settle_s = p.settle as f64 * t_s;
+            assert!(settle_s >= setup.settle_s && settle_s >= 5.0 / p.freq_hz - t_s);
+        }
+        // Nyquist at a 1 ms period is 500 Hz.
+        assert!(matches!(
+            Probe::fit(&setup, 500.0),
+            Err(MarginError::Setup(m)) if m.contains("Nyquist")
+        ));
+    }
 }
