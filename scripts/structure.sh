@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The repository's structure checks (xtask/src/main.rs): no function over 80 lines in
-# chunkrt-core, chunkrt-rt and chunkrt-ethercat; no import circle between the files of
-# any crate; no dependency cycle between the workspace's crates (dev-dependencies
-# counted) and chunkrt-ecsim not a normal dependency of chunkrt-ethercat.
+# chunkrt-core, chunkrt-rt, chunkrt-ethercat, chunkrt-afpacket and chunkrt-margin; no
+# import circle between the files of any crate; no dependency cycle between the
+# workspace's crates (dev-dependencies counted) and chunkrt-ecsim not a normal
+# dependency of chunkrt-ethercat.
 #   scripts/structure.sh              all checks, exit 1 on any finding
 #   scripts/structure.sh fn-table 25  the 25 longest functions of those crates
 set -euo pipefail

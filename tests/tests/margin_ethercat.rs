@@ -6,8 +6,8 @@
 use chunkrt_config::{InjectConfig, PolicyKind};
 use chunkrt_ecsim::{SimConfig, SimNetwork};
 use chunkrt_ethercat::{EthercatBackend, EthercatParams};
-use chunkrt_rt::margin::live::{measure_with, LiveSetup, LiveStatus};
-use chunkrt_rt::margin::MarginError;
+use chunkrt_margin::live::{measure_with, LiveSetup, LiveStatus};
+use chunkrt_margin::MarginError;
 use chunkrt_rt::Runtime;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ fn the_runtime_loop_is_measured_on_the_ethercat_backend() {
     setup.window_s = 10.0;
     setup.settle_s = 2.0;
     setup.free_s = 5.0;
-    setup.freqs_hz = chunkrt_rt::margin::live::default_freqs(10.0, 0.2, 4.0, 11);
+    setup.freqs_hz = chunkrt_margin::live::default_freqs(10.0, 0.2, 4.0, 11);
     let dir = std::env::temp_dir().join(format!("chunkrt-margin-ec-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let row = measure_with(

@@ -39,7 +39,6 @@ mod check;
 mod console;
 mod exit;
 mod margin;
-mod margin_live;
 mod paths;
 mod plot;
 mod run;

@@ -12,7 +12,6 @@ pub mod control;
 pub mod error;
 pub mod inference;
 pub mod inject;
-pub mod margin;
 pub mod os;
 pub mod runtime;
 pub mod schedule;

@@ -120,20 +120,7 @@ pub fn envelope_verdict(
     // Growth rate over the blocks above the floor (for the report and for how much
     // longer an undecided run needs).
     let above: Vec<(f64, f64)> = peaks.iter().copied().filter(|p| p.1 > floor).collect();
-    let sigma = if above.len() >= 2 {
-        let n = above.len() as f64;
-        let mt = above.iter().map(|p| p.0).sum::<f64>() / n;
-        let ml = above.iter().map(|p| p.1.ln()).sum::<f64>() / n;
-        let stt: f64 = above.iter().map(|p| (p.0 - mt).powi(2)).sum();
-        let stl: f64 = above.iter().map(|p| (p.0 - mt) * (p.1.ln() - ml)).sum();
-        if stt > 0.0 {
-            stl / stt
-        } else {
-            0.0
-        }
-    } else {
-        0.0
-    };
+    let sigma = growth_rate(&above);
     let undetermined = Stability::Undetermined {
         run_longer_s: (core::f64::consts::LN_2 / sigma.abs().max(1e-6))
             .min(3600.0)
@@ -163,6 +150,24 @@ pub fn envelope_verdict(
     }
 }
 
+/// Least-squares slope of `ln(peak)` against time over `(t_s, peak)` pairs (1/s);
+/// 0 with fewer than two points or no spread in time.
+fn growth_rate(peaks: &[(f64, f64)]) -> f64 {
+    if peaks.len() < 2 {
+        return 0.0;
+    }
+    let n = peaks.len() as f64;
+    let mt = peaks.iter().map(|p| p.0).sum::<f64>() / n;
+    let ml = peaks.iter().map(|p| p.1.ln()).sum::<f64>() / n;
+    let stt: f64 = peaks.iter().map(|p| (p.0 - mt).powi(2)).sum();
+    let stl: f64 = peaks.iter().map(|p| (p.0 - mt) * (p.1.ln() - ml)).sum();
+    if stt > 0.0 {
+        stl / stt
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +180,21 @@ mod tests {
                 (sigma * t).exp() * (2.0 * core::f64::consts::PI * 3.0 * t).sin()
             })
             .collect()
+    }
+
+    #[test]
+    fn growth_rate_is_the_exponent_of_an_exact_exponential() {
+        let peaks: Vec<(f64, f64)> = (0..10)
+            .map(|k| {
+                let t = 0.3 * k as f64;
+                (t, 1e-3 * (0.7 * t).exp())
+            })
+            .collect();
+        assert!((growth_rate(&peaks) - 0.7).abs() < 1e-9);
+        let decaying: Vec<(f64, f64)> = peaks.iter().map(|p| (p.0, 1.0 / p.1)).collect();
+        assert!((growth_rate(&decaying) + 0.7).abs() < 1e-9);
+        assert_eq!(growth_rate(&peaks[..1]), 0.0);
+        assert_eq!(growth_rate(&[(1.0, 2.0), (1.0, 3.0)]), 0.0);
     }
 
     #[test]

@@ -20,107 +20,13 @@
 //! runtime computes a command before the exchange that measures). [`model_loop`] is
 //! the same loop written down by hand (docs/margin.md), for comparison.
 
-pub mod live;
-mod model;
-pub mod verdict;
-
-pub use model::{model_loop, model_margins, Complex, ModelMargins};
-pub use verdict::{envelope_verdict, Stability, Verdict};
-
-use crate::inject::Delayed;
+use crate::complex::{lag_deg, unwrap_deg, Complex};
+use crate::error::MarginError;
+use crate::setup::MarginSetup;
+use crate::verdict::{envelope_verdict, Stability, Verdict};
 use chunkrt_core::{Backend, Command, DriveRequest, Feedback, MonoTime, NS_PER_S};
-use chunkrt_sim::{SimArm, SimArmParams};
-
-/// Host-side servo gains.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ServoGains {
-    /// Proportional gain on the position error (rad / rad).
-    pub kp: f64,
-    /// Integral gain (1/s): the command moves `ki * e * T` per cycle.
-    pub ki_per_s: f64,
-}
-
-/// What to measure.
-#[derive(Clone, Debug)]
-pub struct MarginSetup {
-    /// The simulated arm (Coulomb friction makes the loop amplitude-dependent; the
-    /// reference loop has none).
-    pub arm: SimArmParams,
-    /// The joint the loop is closed on.
-    pub joint: usize,
-    /// Bus period.
-    pub period_ns: u64,
-    /// The controller.
-    pub gains: ServoGains,
-    /// Probe amplitude (rad).
-    pub amplitude_rad: f64,
-    /// Shortest settling time before the DFT window (also at least 5 probe periods).
-    pub settle_s: f64,
-    /// Shortest DFT window (also at least 4 probe periods).
-    pub window_s: f64,
-    /// Free response watched after the probe stops, for the stability verdict.
-    pub verdict_s: f64,
-}
-
-impl MarginSetup {
-    /// The reference loop of docs/margin.md: one simulated joint (0.6 kg m^2, no
-    /// friction, 20 Hz drive position loop, 100 us drive sub-step) under a host-side
-    /// integral servo `ki = 2 pi 3 1/s` at a 1 ms bus period; 1 mrad probe.
-    pub fn reference() -> MarginSetup {
-        let mut arm = SimArmParams::with_joints(1);
-        arm.viscous_nm_s_rad[0] = 0.0;
-        arm.coulomb_nm[0] = 0.0;
-        arm.inertia_kg_m2[0] = 0.6;
-        arm.initial_pos_rad[0] = 0.0;
-        MarginSetup {
-            arm,
-            joint: 0,
-            period_ns: 1_000_000,
-            gains: ServoGains {
-                kp: 0.0,
-                ki_per_s: 2.0 * core::f64::consts::PI * 3.0,
-            },
-            amplitude_rad: 1e-3,
-            settle_s: 3.0,
-            window_s: 2.0,
-            verdict_s: 10.0,
-        }
-    }
-
-    /// Checks the setup; the message names the field.
-    pub fn check(&self) -> Result<(), MarginError> {
-        let bad = |what: &str| Err(MarginError::Setup(what.to_string()));
-        if self.joint >= self.arm.joints {
-            return bad(&format!(
-                "joint {} does not exist (the arm has {})",
-                self.joint, self.arm.joints
-            ));
-        }
-        if self.period_ns == 0 {
-            return bad("the period must be positive");
-        }
-        if !(self.gains.kp.is_finite() && self.gains.ki_per_s.is_finite()) {
-            return bad("gains must be finite");
-        }
-        if self.gains.ki_per_s <= 0.0 && self.gains.kp <= 0.0 {
-            return bad("at least one of kp, ki must be positive");
-        }
-        if !(self.amplitude_rad.is_finite() && self.amplitude_rad > 0.0) {
-            return bad("the probe amplitude must be positive");
-        }
-        let settle_ok = self.settle_s.is_finite() && self.settle_s >= 0.0;
-        let window_ok = self.window_s.is_finite() && self.window_s > 0.0;
-        let verdict_ok = self.verdict_s.is_finite() && self.verdict_s > 0.0;
-        if !(settle_ok && window_ok && verdict_ok) {
-            return bad("settle, window and verdict times must be positive");
-        }
-        Ok(())
-    }
-
-    fn period_s(&self) -> f64 {
-        self.period_ns as f64 * 1e-9
-    }
-}
+use chunkrt_rt::inject::Delayed;
+use chunkrt_sim::SimArm;
 
 /// How a measurement point turned out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,59 +62,6 @@ impl LoopPoint {
     }
 }
 
-/// The phase of `l` in degrees, in (-360, 0] (loops here lag).
-pub fn lag_deg(l: Complex) -> f64 {
-    let p = l.arg().to_degrees();
-    if p > 0.0 {
-        p - 360.0
-    } else {
-        p
-    }
-}
-
-/// The measurement failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MarginError {
-    /// The setup is unusable.
-    #[error("margin setup: {0}")]
-    Setup(String),
-    /// The simulated arm refused its parameters.
-    #[error("simulated arm: {0}")]
-    Sim(#[from] chunkrt_sim::SimError),
-    /// The arm refused a command or faulted.
-    #[error("simulated arm exchange: {0}")]
-    Backend(#[from] chunkrt_core::BackendError),
-    /// The arm could not start.
-    #[error("simulated arm start: {0}")]
-    Start(String),
-    /// A run of the runtime's loop failed, or its recording could not be read.
-    #[error("runtime loop: {0}")]
-    Run(String),
-    /// A run of the runtime's loop ended as a run must not (a panic, a failed
-    /// shutdown, a drive lost, a quick stop, lost records): the sweep ends with it.
-    #[error("runtime loop: {message}")]
-    Ended {
-        /// How the run ended (`chunkrt` exits with its status).
-        ending: crate::Ending,
-        /// What happened.
-        message: String,
-    },
-    /// `|L|` does not cross 1 in the frequency range.
-    #[error(
-        "no gain crossover between {lo_hz} Hz and {hi_hz} Hz (|L| from {mag_lo:.3} to {mag_hi:.3})"
-    )]
-    NoCrossover {
-        /// Lowest frequency.
-        lo_hz: f64,
-        /// Highest frequency.
-        hi_hz: f64,
-        /// `|L|` there.
-        mag_lo: f64,
-        /// `|L|` there.
-        mag_hi: f64,
-    },
-}
-
 /// Measures `L(jw)` at (about) `freq_hz` with `delay_ns` of transport delay.
 pub fn measure_point(
     setup: &MarginSetup,
@@ -240,6 +93,64 @@ pub fn verdict(
     ))
 }
 
+/// The probe fitted to the measurement: a whole number of probe periods in the DFT
+/// window, so DC and the transient's slow part cancel in the DFT (the frequency
+/// moves slightly to fit).
+struct Probe {
+    /// The frequency used (Hz).
+    freq_hz: f64,
+    /// The same in rad/s.
+    w: f64,
+    /// Cycles before the window.
+    settle: u64,
+    /// Cycles in the window.
+    window: u64,
+}
+
+impl Probe {
+    /// The probe nearest `freq_hz` that fits `setup`'s window; refuses a frequency
+    /// outside (0, Nyquist).
+    fn fit(setup: &MarginSetup, freq_hz: f64) -> Result<Probe, MarginError> {
+        if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
+            return Err(MarginError::Setup(format!(
+                "probe frequency {freq_hz} Hz must lie in (0, Nyquist = {} Hz)",
+                0.5 / setup.period_s()
+            )));
+        }
+        let t_s = setup.period_s();
+        let periods = (setup.window_s * freq_hz).ceil().max(4.0);
+        let window = (periods / (freq_hz * t_s)).round() as u64;
+        let f = periods / (window as f64 * t_s);
+        let settle = ((setup.settle_s.max(5.0 / f)) / t_s).ceil() as u64;
+        Ok(Probe {
+            freq_hz: f,
+            w: 2.0 * core::f64::consts::PI * f,
+            settle,
+            window,
+        })
+    }
+}
+
+/// The simulated arm started at `t0`, its first feedback, and the command that
+/// holds it where it started.
+fn start_arm(
+    setup: &MarginSetup,
+    t0: MonoTime,
+) -> Result<(SimArm, Feedback, Command), MarginError> {
+    let mut arm = SimArm::new(setup.arm)?;
+    let mut fb = Feedback::default();
+    arm.start(t0, &mut fb)
+        .map_err(|e| MarginError::Start(e.to_string()))?;
+    let cmd = Command {
+        t_cmd: t0,
+        dof: setup.arm.joints as u16,
+        pos_rad: fb.pos_rad,
+        request: DriveRequest::Track,
+        ..Command::default()
+    };
+    Ok((arm, fb, cmd))
+}
+
 /// The loop with the probe for settle + window, then `free` cycles without it;
 /// returns the point and the free response `u - r`.
 fn run_loop(
@@ -249,35 +160,17 @@ fn run_loop(
     free: u64,
 ) -> Result<(LoopPoint, Vec<f64>), MarginError> {
     setup.check()?;
-    if !(freq_hz.is_finite() && freq_hz > 0.0 && freq_hz < 0.5 / setup.period_s()) {
-        return Err(MarginError::Setup(format!(
-            "probe frequency {freq_hz} Hz must lie in (0, Nyquist = {} Hz)",
-            0.5 / setup.period_s()
-        )));
-    }
+    let Probe {
+        freq_hz: f,
+        w,
+        settle,
+        window,
+    } = Probe::fit(setup, freq_hz)?;
     let t_s = setup.period_s();
-    // A whole number of probe periods in the window, so DC and the transient's slow
-    // part cancel in the DFT; the frequency moves slightly to fit.
-    let periods = (setup.window_s * freq_hz).ceil().max(4.0);
-    let window = (periods / (freq_hz * t_s)).round() as u64;
-    let f = periods / (window as f64 * t_s);
-    let settle = ((setup.settle_s.max(5.0 / f)) / t_s).ceil() as u64;
-    let w = 2.0 * core::f64::consts::PI * f;
-
     let j = setup.joint;
-    let mut arm = SimArm::new(setup.arm)?;
     let t0 = MonoTime::from_ns(NS_PER_S);
-    let mut fb = Feedback::default();
-    arm.start(t0, &mut fb)
-        .map_err(|e| MarginError::Start(e.to_string()))?;
+    let (mut arm, mut fb, mut cmd) = start_arm(setup, t0)?;
     let r = fb.pos_rad[j];
-    let mut cmd = Command {
-        t_cmd: t0,
-        dof: setup.arm.joints as u16,
-        pos_rad: fb.pos_rad,
-        request: DriveRequest::Track,
-        ..Command::default()
-    };
     let mut transport = Delayed::new(delay_ns, cmd);
     let max_torque = setup.arm.max_torque_nm[j];
     let blow_up = 1000.0 * setup.amplitude_rad;
@@ -439,25 +332,6 @@ pub fn unwrapped_phase_deg(points: &[LoopPoint]) -> Vec<f64> {
     unwrap_deg(points.iter().map(LoopPoint::phase_deg))
 }
 
-/// Phases (degrees, in frequency order) unwrapped: each within 180 degrees of the
-/// one before.
-pub fn unwrap_deg(phases: impl IntoIterator<Item = f64>) -> Vec<f64> {
-    let phases = phases.into_iter();
-    let mut out: Vec<f64> = Vec::with_capacity(phases.size_hint().0);
-    for mut ph in phases {
-        if let Some(&prev) = out.last() {
-            while ph - prev > 180.0 {
-                ph -= 360.0;
-            }
-            while ph - prev < -180.0 {
-                ph += 360.0;
-            }
-        }
-        out.push(ph);
-    }
-    out
-}
-
 /// The margins at one injected delay.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DelayRow {
@@ -563,4 +437,34 @@ pub fn delay_at_threshold_ms(rows: &[DelayRow], threshold_deg: f64) -> Option<f6
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_fits_a_whole_number_of_periods_in_the_window() {
+        let setup = MarginSetup::reference();
+        let t_s = setup.period_s();
+        for f in [0.7, 2.97, 13.0, 45.0, 333.3] {
+            let p = Probe::fit(&setup, f).unwrap();
+            let periods = p.freq_hz * p.window as f64 * t_s;
+            assert!(
+                (periods - periods.round()).abs() < 1e-6,
+                "{f} Hz: {periods}"
+            );
+            assert!(periods.round() >= 4.0, "{f} Hz: {periods}");
+            assert!(
+                (p.freq_hz / f - 1.0).abs() < 0.01,
+                "{f} Hz moved to {}",
+                p.freq_hz
+            );
+            assert!((p.w - 2.0 * core::f64::consts::PI * p.freq_hz).abs() < 1e-9);
+            let settle_s = p.settle as f64 * t_s;
+            assert!(settle_s >= setup.settle_s && settle_s >= 5.0 / p.freq_hz - t_s);
+        }
+        // Nyquist at a 1 ms period is 500 Hz.
+        assert!(matches!(
+            Probe::fit(&setup, 500.0),
+            Err(MarginError::Setup(m)) if m.contains("Nyquist")
+        ));
+    }
+}

@@ -1,5 +1,4 @@
-//! The reference loop written down by hand (docs/margin.md walks through it), and
-//! the few lines of complex arithmetic it needs.
+//! The reference loop written down by hand (docs/margin.md walks through it).
 //!
 //! The simulated drive is a P position loop (`kpd = 2 pi bandwidth`) around a PI
 //! velocity loop (`kv = 4 kpd`, integral corner `kiv = kv / 4`) on `J s^2 + b s`
@@ -18,93 +17,13 @@
 //! L(jw) = (kp + ki T z/(z - 1)) z^-1 G(jw) (1 - e^-jwT)/(jwT) e^-jw tau,  z = e^jwT
 //! ```
 
-use super::MarginSetup;
+use crate::complex::Complex;
+use crate::setup::MarginSetup;
 use chunkrt_sim::VELOCITY_LOOP_RATIO;
 
 /// The simulated drive's velocity-loop integral corner as a fraction of the velocity
 /// loop's bandwidth (chunkrt-sim documents a quarter).
 const DRIVE_INTEGRAL_CORNER_RATIO: f64 = 0.25;
-
-/// A complex number (just what the margin code needs).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Complex {
-    /// Real part.
-    pub re: f64,
-    /// Imaginary part.
-    pub im: f64,
-}
-
-impl Complex {
-    /// Zero.
-    pub const ZERO: Complex = Complex { re: 0.0, im: 0.0 };
-
-    /// `re + j im`.
-    pub const fn new(re: f64, im: f64) -> Self {
-        Complex { re, im }
-    }
-
-    /// `r e^(j phi)`.
-    pub fn from_polar(r: f64, phi: f64) -> Self {
-        Complex::new(r * phi.cos(), r * phi.sin())
-    }
-
-    /// Magnitude.
-    pub fn abs(self) -> f64 {
-        self.re.hypot(self.im)
-    }
-
-    /// Argument in (-pi, pi].
-    pub fn arg(self) -> f64 {
-        self.im.atan2(self.re)
-    }
-
-    /// Times a real number.
-    pub fn scale(self, k: f64) -> Self {
-        Complex::new(self.re * k, self.im * k)
-    }
-}
-
-impl core::ops::Add for Complex {
-    type Output = Complex;
-    fn add(self, o: Complex) -> Complex {
-        Complex::new(self.re + o.re, self.im + o.im)
-    }
-}
-
-impl core::ops::Sub for Complex {
-    type Output = Complex;
-    fn sub(self, o: Complex) -> Complex {
-        Complex::new(self.re - o.re, self.im - o.im)
-    }
-}
-
-impl core::ops::Mul for Complex {
-    type Output = Complex;
-    fn mul(self, o: Complex) -> Complex {
-        Complex::new(
-            self.re * o.re - self.im * o.im,
-            self.re * o.im + self.im * o.re,
-        )
-    }
-}
-
-impl core::ops::Div for Complex {
-    type Output = Complex;
-    fn div(self, o: Complex) -> Complex {
-        let d = o.re * o.re + o.im * o.im;
-        Complex::new(
-            (self.re * o.re + self.im * o.im) / d,
-            (self.im * o.re - self.re * o.im) / d,
-        )
-    }
-}
-
-impl core::ops::Neg for Complex {
-    type Output = Complex;
-    fn neg(self) -> Complex {
-        Complex::new(-self.re, -self.im)
-    }
-}
 
 /// The model's `L(j 2 pi f)` for `setup` with `delay_s` of transport delay.
 pub fn model_loop(setup: &MarginSetup, delay_s: f64, freq_hz: f64) -> Complex {

@@ -2,10 +2,11 @@
 //! loop (policy, executor, gate, backend) against injected delay, with the
 //! compensations measured beside it and what a user sees of each point.
 
-use crate::margin::{parse_delays, Compensation, InjectAt, MarginArgs, MarginFigure};
+use super::args::{parse_delays, Compensation, InjectAt, MarginArgs};
+use super::figure::MarginFigure;
 use anyhow::{bail, Context};
 use chunkrt_config::{Config, InferenceDelayConfig, InjectConfig};
-use chunkrt_rt::margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
+use chunkrt_margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
 use chunkrt_telemetry::plot;
 use serde_json::json;
 use std::path::Path;
@@ -88,6 +89,49 @@ fn describe(cfg: &Config, joint: usize) -> String {
 
 /// Runs `chunkrt margin --loop runtime`.
 pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
+    let (cfg, path) = runtime_config(args)?;
+    let delays = parse_delays(&args.delays).map_err(anyhow::Error::msg)?;
+    check_run_args(args, &cfg)?;
+    let setup = live_setup(args, &cfg, path)?;
+    let mut comps = args.compensate.clone();
+    comps.dedup();
+    let desc = describe(&cfg, args.joint);
+    announce(args, &setup, &desc, delays.len(), comps.len());
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    chunkrt_rt::signals::loaded();
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    print_header();
+    let (rows, stopped) = match sweep(args, &cfg, &setup, &delays, &comps)? {
+        Swept::Done { rows, stopped } => (rows, stopped),
+        Swept::Ended(status) => return Ok(status),
+    };
+    let json = report_json(args, &setup, &desc, &rows);
+    let json_path = args.out.join("margin.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let fig = figure(args, &setup, &rows);
+    let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
+    outln!(
+        "wrote {}, {} and {} (each point's run: {}/<comp>/delay-<ms>ms)",
+        json_path.display(),
+        written[0].display(),
+        written[1].display(),
+        args.out.display()
+    );
+    for why in &stopped {
+        errln!("chunkrt: error: {why}");
+    }
+    Ok(if stopped.is_empty() {
+        0
+    } else {
+        crate::EXIT_USAGE
+    })
+}
+
+/// The config `--config` names, with the policy, goal, state source and bus period
+/// the arguments override.
+fn runtime_config(args: &MarginArgs) -> anyhow::Result<(Config, &Path)> {
     let path = args
         .config
         .as_ref()
@@ -125,7 +169,11 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         }
         cfg.control.period_ms = p;
     }
-    let delays = parse_delays(&args.delays).map_err(anyhow::Error::msg)?;
+    Ok((cfg, path))
+}
+
+/// The run's times, the jitter and the joint, checked against `cfg`.
+fn check_run_args(args: &MarginArgs, cfg: &Config) -> anyhow::Result<()> {
     for (name, v, lo) in [
         ("--window-s", args.window_s, 2.0),
         ("--settle-s", args.settle_s, 0.5),
@@ -150,6 +198,13 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
             cfg.control.joints
         );
     }
+    Ok(())
+}
+
+/// What to measure: the probe (joint, amplitude, frequencies, each a whole number of
+/// periods in the window) and the run's times; checked with the probe against the
+/// gate's limits (and every other check) before anything moves.
+fn live_setup(args: &MarginArgs, cfg: &Config, path: &Path) -> anyhow::Result<LiveSetup> {
     let mut setup = LiveSetup::new(cfg.clone(), path.display().to_string());
     setup.joint = args.joint;
     setup.window_s = args.window_s;
@@ -173,19 +228,19 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         }
         None => default_freqs(setup.window_s, (2.0 / setup.window_s).max(0.1), top, 11),
     };
-    // The probe against the gate's limits (and every other check) before anything
-    // moves.
     setup
         .config_for(&cfg.inject)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut comps = args.compensate.clone();
-    comps.dedup();
-    let desc = describe(&cfg, args.joint);
+    Ok(setup)
+}
+
+/// What is about to be measured, on stderr.
+fn announce(args: &MarginArgs, setup: &LiveSetup, desc: &str, delays: usize, comps: usize) {
     errln!("chunkrt margin: {desc}");
     errln!(
         "chunkrt margin: {} delays x {} compensation(s) at `{}`, {:.0} s each; probe {} x {} mrad at {} Hz",
-        delays.len(),
-        comps.len(),
+        delays,
+        comps,
         format!("{:?}", args.inject_at).to_lowercase(),
         setup.run_s(),
         setup.freqs_hz.len(),
@@ -197,11 +252,10 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
-    chunkrt_rt::signals::loaded();
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
+}
 
+/// The table's header ([`print_row`] prints its rows).
+fn print_header() {
     outln!(
         "{:>11} {:>8} {:>7} {:>28} {:>8} {:>7} {:>9} {:>9} {:>16} {:>5} {:>5}",
         "comp",
@@ -216,37 +270,40 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
         "fallb",
         "expir"
     );
+}
+
+/// How a sweep ended.
+enum Swept {
+    /// Every point measured, or a compensation's sweep stopped early (`stopped`
+    /// says why, one line each).
+    Done {
+        rows: Vec<(Compensation, u64, LiveRow)>,
+        stopped: Vec<String>,
+    },
+    /// A point's run ended as a run must not: `chunkrt run`'s status for it.
+    Ended(u8),
+}
+
+/// Each compensation at each delay, a row printed as it is measured; a
+/// compensation's sweep stops when its smallest of several delays lost authority.
+fn sweep(
+    args: &MarginArgs,
+    cfg: &Config,
+    setup: &LiveSetup,
+    delays: &[u64],
+    comps: &[Compensation],
+) -> anyhow::Result<Swept> {
     let mut rows: Vec<(Compensation, u64, LiveRow)> = Vec::new();
     let mut stopped = Vec::new();
-    for &comp in &comps {
-        for &d in &delays {
+    for &comp in comps {
+        for &d in delays {
             if chunkrt_rt::signals::requested() {
                 bail!("stopped");
             }
             let delay_ms = d as f64 * 1e-6;
-            let mut s = setup.clone();
-            s.cfg = compensated(&cfg, comp, delay_ms);
-            let inj = inject_for(&cfg.inject, args.inject_at, delay_ms, args.jitter_ms);
-            let dir = args
-                .out
-                .join(comp_name(comp))
-                .join(format!("delay-{delay_ms}ms"));
-            clear_point_dir(&dir)?;
-            let row = match measure(&s, &inj, &dir, Arc::new(AtomicBool::new(false))) {
+            let row = match measure_point(args, cfg, setup, comp, delay_ms)? {
                 Ok(row) => row,
-                // A point's run ended as a run must not: the sweep ends with `chunkrt
-                // run`'s status for it.
-                Err(chunkrt_rt::margin::MarginError::Ended { ending, message }) => {
-                    errln!(
-                        "chunkrt: error: {} at {delay_ms} ms: {message} (run: {})",
-                        comp_name(comp),
-                        dir.display()
-                    );
-                    return Ok(crate::exit_status(ending));
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("{} at {delay_ms} ms", comp_name(comp)))
-                }
+                Err(status) => return Ok(Swept::Ended(status)),
             };
             print_row(comp, delay_ms, &row);
             let first = rows.iter().all(|(c, _, _)| *c != comp);
@@ -264,27 +321,39 @@ pub fn margin_live(args: &MarginArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    let json = report_json(args, &setup, &desc, &rows);
-    let json_path = args.out.join("margin.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&json)? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    let fig = figure(args, &setup, &rows);
-    let written = plot::save(&fig, &args.out.join("margin")).map_err(anyhow::Error::msg)?;
-    outln!(
-        "wrote {}, {} and {} (each point's run: {}/<comp>/delay-<ms>ms)",
-        json_path.display(),
-        written[0].display(),
-        written[1].display(),
-        args.out.display()
-    );
-    for why in &stopped {
-        errln!("chunkrt: error: {why}");
+    Ok(Swept::Done { rows, stopped })
+}
+
+/// One point: `comp` at `delay_ms`, run into its own directory. `Ok(Err(status))`:
+/// the run ended as a run must not, and the sweep ends with `chunkrt run`'s status
+/// for it.
+fn measure_point(
+    args: &MarginArgs,
+    cfg: &Config,
+    setup: &LiveSetup,
+    comp: Compensation,
+    delay_ms: f64,
+) -> anyhow::Result<Result<LiveRow, u8>> {
+    let mut s = setup.clone();
+    s.cfg = compensated(cfg, comp, delay_ms);
+    let inj = inject_for(&cfg.inject, args.inject_at, delay_ms, args.jitter_ms);
+    let dir = args
+        .out
+        .join(comp_name(comp))
+        .join(format!("delay-{delay_ms}ms"));
+    clear_point_dir(&dir)?;
+    match measure(&s, &inj, &dir, Arc::new(AtomicBool::new(false))) {
+        Ok(row) => Ok(Ok(row)),
+        Err(chunkrt_margin::MarginError::Ended { ending, message }) => {
+            errln!(
+                "chunkrt: error: {} at {delay_ms} ms: {message} (run: {})",
+                comp_name(comp),
+                dir.display()
+            );
+            Ok(Err(crate::exit_status(ending)))
+        }
+        Err(e) => Err(e).with_context(|| format!("{} at {delay_ms} ms", comp_name(comp))),
     }
-    Ok(if stopped.is_empty() {
-        0
-    } else {
-        crate::EXIT_USAGE
-    })
 }
 
 /// Why a sweep stops when its first (smallest) delay lost authority, and what to do:
