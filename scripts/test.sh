@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (.ci/run calls this script).
 #
 # Installs what a fresh machine lacks (ONNX Runtime library, Python reference
-# packages, rt-tests), then: formatting, clippy -D warnings, every unit and
+# packages, rt-tests), then: formatting, clippy -D warnings, the structure checks
+# (scripts/structure.sh: function length, file import circles, crate edges), every unit and
 # integration test, the loom model, and the system checks that need a release
 # build (and root for the veth/netns ones).
 #
@@ -14,7 +15,7 @@
 #
 # TEST_STAGES: only the stages whose names contain one of these words (space
 # separated; e.g. TEST_STAGES="tests 40-ethercat"); the names are set-up, fmt, clippy,
-# tests, loom and the scripts in scripts/test.d/. NEXTEST_ARGS: extra arguments for
+# structure, tests, loom and the scripts in scripts/test.d/. NEXTEST_ARGS: extra arguments for
 # the tests stage (e.g. NEXTEST_ARGS="-E binary(vision)").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -76,6 +77,7 @@ loom() {
 stage set-up ./scripts/setup.sh
 stage "fmt (cargo fmt --check)" cargo fmt --all -- --check
 stage "clippy (--all-targets -D warnings)" cargo clippy --workspace --all-targets --quiet -- -D warnings
+stage "structure (scripts/structure.sh)" ./scripts/structure.sh
 stage "tests (unit and integration)" unit_and_integration_tests
 stage "loom (the triple buffer's model)" loom
 for extra in scripts/test.d/*.sh; do
