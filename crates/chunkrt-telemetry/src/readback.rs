@@ -10,7 +10,7 @@
 //! rebuilt into HDR histograms from the per-cycle and per-inference records.
 
 use crate::metrics::{Metric, MetricSet};
-use crate::names::{mode_from_name, mode_name, UnknownName};
+use crate::names::{mode_from_name, UnknownName};
 use chunkrt_core::Mode;
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
@@ -104,8 +104,8 @@ pub struct RunData {
 pub struct CycleSample<'a> {
     /// The cycle's deadline (s since the run's start).
     pub t_s: f64,
-    /// The executor's mode, by its recorded name ([`mode_name`]).
-    pub mode: &'a str,
+    /// The executor's mode (parsed from its recorded name: an unknown name stops the read).
+    pub mode: Mode,
     /// Bit i: gate constraint i acted in this cycle (any joint).
     pub gate_mask: u64,
     /// The executor's setpoint per joint.
@@ -387,7 +387,7 @@ impl Reader<'_> {
         if let Some(visit) = self.visit.as_mut() {
             visit(&CycleSample {
                 t_s: t,
-                mode: mode_name(c.mode),
+                mode: c.mode,
                 gate_mask: c.gate_mask,
                 setpoint_rad: &c.setpoint_rad,
                 command_rad: &c.command_rad,
@@ -567,6 +567,7 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::mode_name;
     use crate::recording::{ClockInfo, Recorder, RecordingLimits};
     use crate::records::CycleRecord;
     use chunkrt_core::{Chunk, MonoTime};

@@ -63,7 +63,7 @@ pub fn measure_with(
             u: get(c.setpoint_rad),
             c: get(c.command_rad),
             y: get(c.feedback_rad),
-            playing: c.mode == "Playing",
+            playing: c.mode == chunkrt_core::Mode::Playing,
         });
     })
     .map_err(MarginError::Run)?;
