@@ -3,74 +3,46 @@
 
 use super::{Wire, WireError};
 use chunkrt_afpacket::{PacketSocket, ETHERTYPE_ECAT};
-use std::io;
 use std::time::Duration;
 
-/// Why the socket could not be opened.
+/// Why the socket could not be opened: the socket's own error (which names the
+/// interface and the OS error) and what to do about it on a controller.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// No interface of that name.
-    #[error(
-        "network interface `{interface}` does not exist (interfaces here: {available}); \
-         set ethercat.interface to the port the drives are plugged into"
-    )]
-    NoSuchInterface {
-        /// The name asked for.
-        interface: String,
-        /// The interfaces that exist.
-        available: String,
-    },
-    /// Not allowed to open a raw socket.
-    #[error(
-        "opening a raw socket on `{interface}` needs CAP_NET_RAW: run as root, or \
-         `sudo setcap cap_net_raw,cap_sys_nice,cap_ipc_lock+ep <path to chunkrt>` ({source})"
-    )]
-    Permission {
-        /// The interface.
-        interface: String,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// Any other socket error.
-    #[error("raw socket on `{interface}`: {op}: {source}")]
-    Socket {
-        /// The interface.
-        interface: String,
-        /// The failing call.
-        op: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
+#[error("{socket}{}", fix(.socket))]
+pub struct OpenError {
+    socket: chunkrt_afpacket::OpenError,
+}
+
+impl From<chunkrt_afpacket::OpenError> for OpenError {
+    fn from(socket: chunkrt_afpacket::OpenError) -> OpenError {
+        OpenError { socket }
+    }
+}
+
+impl OpenError {
+    /// The socket's error.
+    pub fn socket(&self) -> &chunkrt_afpacket::OpenError {
+        &self.socket
+    }
+}
+
+/// What to do about an open that failed.
+fn fix(e: &chunkrt_afpacket::OpenError) -> &'static str {
+    use chunkrt_afpacket::OpenError as E;
+    match e {
+        E::NoSuchInterface { .. } => {
+            "; set ethercat.interface to the port the drives are plugged into"
+        }
+        E::Permission { .. } => {
+            ": run as root, or `sudo setcap cap_net_raw,cap_sys_nice,cap_ipc_lock+ep <path to chunkrt>`"
+        }
+        E::Socket { .. } => "",
+    }
 }
 
 /// An open raw socket on the drives' interface (the shared [`PacketSocket`]).
 pub struct RawSocket {
     socket: PacketSocket,
-}
-
-impl From<chunkrt_afpacket::OpenError> for OpenError {
-    fn from(e: chunkrt_afpacket::OpenError) -> OpenError {
-        use chunkrt_afpacket::OpenError as E;
-        match e {
-            E::NoSuchInterface {
-                interface,
-                available,
-            } => OpenError::NoSuchInterface {
-                interface,
-                available,
-            },
-            E::Permission { interface, source } => OpenError::Permission { interface, source },
-            E::Socket {
-                interface,
-                op,
-                source,
-            } => OpenError::Socket {
-                interface,
-                op,
-                source,
-            },
-        }
-    }
 }
 
 impl RawSocket {
@@ -111,5 +83,21 @@ mod tests {
         assert!(msg.contains("`nosuchif0` does not exist"), "{msg}");
         assert!(msg.contains("ethercat.interface"), "{msg}");
         assert!(msg.contains("lo"), "lists interfaces: {msg}");
+    }
+
+    #[test]
+    fn a_refused_socket_names_the_capability_and_the_fix() {
+        let err = OpenError::from(chunkrt_afpacket::OpenError::Permission {
+            interface: "eth1".into(),
+            source: std::io::Error::from_raw_os_error(libc_eperm()),
+        });
+        let msg = err.to_string();
+        assert!(msg.contains("`eth1` needs CAP_NET_RAW"), "{msg}");
+        assert!(msg.contains("run as root, or `sudo setcap cap_net_raw"), "{msg}");
+    }
+
+    /// EPERM on Linux (no libc dependency for one constant).
+    fn libc_eperm() -> i32 {
+        1
     }
 }
