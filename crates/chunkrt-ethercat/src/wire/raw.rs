@@ -93,7 +93,10 @@ mod tests {
         });
         let msg = err.to_string();
         assert!(msg.contains("`eth1` needs CAP_NET_RAW"), "{msg}");
-        assert!(msg.contains("run as root, or `sudo setcap cap_net_raw"), "{msg}");
+        assert!(
+            msg.contains("run as root, or `sudo setcap cap_net_raw"),
+            "{msg}"
+        );
     }
 
     /// EPERM on Linux (no libc dependency for one constant).
