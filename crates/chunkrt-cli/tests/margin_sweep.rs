@@ -9,8 +9,10 @@ fn a_sweep_whose_first_point_loses_authority_stops_with_reason_and_fix() {
     let out = std::env::temp_dir().join(format!("chunkrt-margin-sweep-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rt-config/sim.toml");
-    // The bundled flow policy moves between its goals by far more than 5 mrad within
-    // the probe: the excursion guard (set to 5 mrad here, just above the probe's own 4 mrad peak) takes authority at 0 ms.
+    // The excursion guard set to 5 mrad, just above the probe's own 4 mrad peak: the
+    // bundled flow policy moves joint 0 at up to ~0.75 rad/s between its goals, and the
+    // arm, measured a bus cycle behind that setpoint (~15 mrad), is past it: the guard
+    // takes authority at 0 ms.
     let run = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
         .args(["margin", "--config"])
         .arg(&config)
