@@ -55,7 +55,10 @@ pub struct Collector {
     /// The synthetic scene's last target index seen.
     last_target: Option<u64>,
     max_track_err_rad: f64,
-    log_error: Option<String>,
+    /// Every record file that lost data: what, how much, and why.
+    losses: Vec<RecordLoss>,
+    /// The recording's write error was said (by [`Collector::new_log_error`]).
+    recording_error_said: bool,
     oracle: Option<crate::oracle::CommandOracle>,
     /// The run directory: the report names the recording's files relative to it.
     out_dir: Option<std::path::PathBuf>,
@@ -125,7 +128,8 @@ impl Collector {
             last_camera_seq: None,
             last_target: None,
             max_track_err_rad: 0.0,
-            log_error: None,
+            losses: Vec::new(),
+            recording_error_said: false,
             oracle: None,
             out_dir: out_dir.map(Path::to_path_buf),
         })
@@ -247,13 +251,20 @@ impl Collector {
         }
     }
 
-    /// A write error that has not been reported yet (say it on stderr: the run goes
-    /// on, the file's later lines are counted as lost).
+    /// A write error that has not been reported yet, one file's at a time (say it on
+    /// stderr: the run goes on, the file's later lines or messages are counted as
+    /// lost).
     pub fn new_log_error(&mut self) -> Option<String> {
-        [self.gate_log.as_mut(), self.event_log.as_mut()]
+        let log = [self.gate_log.as_mut(), self.event_log.as_mut()]
             .into_iter()
             .flatten()
-            .find_map(|log| log.take_new_error().map(str::to_string))
+            .find_map(|log| log.take_new_error().map(str::to_string));
+        if log.is_some() || self.recording_error_said {
+            return log;
+        }
+        let e = self.recorder.as_ref()?.error()?.to_string();
+        self.recording_error_said = true;
+        Some(e)
     }
 
     fn bump(&mut self, k: &'static str, by: u64) {
@@ -613,7 +624,17 @@ impl Collector {
             }),
         );
         if let Some(e) = s.error {
-            self.log_error.get_or_insert(e);
+            let name = s.files.first().map_or_else(
+                || "recording".to_string(),
+                |f| record_path(f, self.out_dir.as_deref()),
+            );
+            self.losses.push(RecordLoss {
+                file: name,
+                unit: "messages",
+                lost: s.dropped,
+                of: written + s.dropped,
+                error: e,
+            });
         }
     }
 
@@ -648,7 +669,13 @@ impl Collector {
                 }),
             );
             if let Some(e) = log.error() {
-                self.log_error.get_or_insert_with(|| e.to_string());
+                self.losses.push(RecordLoss {
+                    file: name.into(),
+                    unit: "lines",
+                    lost: c.lines_lost,
+                    of: c.lines_written + c.lines_lost,
+                    error: e.to_string(),
+                });
             }
         }
         if !block.is_empty() {
@@ -684,7 +711,8 @@ impl Collector {
         self.counters.get(k).copied().unwrap_or(0)
     }
 
-    /// Closes the logs and builds the report.
+    /// Closes the logs and builds the report; with every record file that lost data
+    /// named, with how much (also the report's `records_lost`), when any did.
     pub fn finish(mut self, host: HostInfo, duration_s: f64) -> (Report, Option<String>) {
         self.flush_gate_runs_before(None);
         self.flush_logs();
@@ -712,7 +740,46 @@ impl Collector {
         }
         self.log_summary(&mut report);
         self.recording_summary(&mut report);
-        (report, self.log_error)
+        if self.losses.is_empty() {
+            return (report, None);
+        }
+        report.extra.insert(
+            "records_lost".into(),
+            json!(self
+                .losses
+                .iter()
+                .map(|l| json!({
+                    "file": l.file,
+                    "lost": l.lost,
+                    "of": l.of,
+                    "unit": l.unit,
+                    "error": l.error,
+                }))
+                .collect::<Vec<_>>()),
+        );
+        let said: Vec<String> = self.losses.iter().map(RecordLoss::to_string).collect();
+        (report, Some(said.join("; ")))
+    }
+}
+
+/// A record file that lost data to a failed write (a full disk): its name, what
+/// it lost of what was offered to it, and the first error.
+struct RecordLoss {
+    file: String,
+    /// `lines` or `messages`.
+    unit: &'static str,
+    lost: u64,
+    of: u64,
+    error: String,
+}
+
+impl std::fmt::Display for RecordLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} of {} {} lost ({})",
+            self.file, self.lost, self.of, self.unit, self.error
+        )
     }
 }
 

@@ -8,6 +8,13 @@
 //! `chunkrt.clock` metadata record gives the wall-clock offset. The recording is
 //! split into segments (`recording.mcap`, `recording.1.mcap`, ...) by size and by
 //! duration, and stops at a total size; what it could not write is counted.
+//!
+//! A message counts as written once the flush that carries it to the file
+//! succeeded (at least every [`FLUSH_EVERY_NS`] of log time, and when a segment is
+//! closed). A write that fails (a full disk) cuts the segment back to its last
+//! successful flush, so the file holds exactly the messages counted as written,
+//! every record whole (read as a recording cut short); the messages after it are
+//! counted as dropped.
 
 use crate::names::mode_name;
 use crate::records::{CycleRecord, InferRecord, InferStatus};
@@ -16,7 +23,7 @@ use mcap::records::{MessageHeader, Metadata};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Topic of the per-cycle messages.
@@ -61,14 +68,27 @@ fn finite(v: &[f64]) -> Vec<Option<f64>> {
     v.iter().map(|x| x.is_finite().then_some(*x)).collect()
 }
 
+/// `e` with its causes: mcap's own text ("I/O error from writing, ...") hides the
+/// OS error ("No space left on device") in its source.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
 /// What a recording wrote and dropped.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordingSummary {
     /// Segment files, in order.
     pub files: Vec<PathBuf>,
-    /// Messages written per topic.
+    /// Messages written per topic (on disk: their flush succeeded).
     pub messages: BTreeMap<&'static str, u64>,
-    /// Messages not written (total size reached, or a write failed).
+    /// Messages not written (total size reached, or a write failed: then also the
+    /// messages since the last successful flush, cut from the file).
     pub dropped: u64,
     /// Bytes written (estimated from the payloads), all segments.
     pub bytes: u64,
@@ -76,12 +96,82 @@ pub struct RecordingSummary {
     pub error: Option<String>,
 }
 
+impl RecordingSummary {
+    /// `messages` (per channel) of `bytes` in all reached the file.
+    fn count_written(&mut self, messages: [u64; 4], bytes: u64) {
+        for (topic, n) in TOPICS.iter().zip(messages) {
+            if n > 0 {
+                *self.messages.entry(topic).or_insert(0) += n;
+            }
+        }
+        self.bytes += bytes;
+    }
+}
+
 struct Segment {
     writer: mcap::Writer<BufWriter<File>>,
+    /// The same file, to read its length and cut it back after a failed write.
+    file: File,
+    /// The file's length after the last successful flush: every record before it
+    /// is whole.
+    flushed_len: u64,
+    /// Messages (per topic) and bytes since the last successful flush.
+    pending: [u64; 4],
+    pending_bytes: u64,
     channels: [u16; 4],
     bytes: u64,
     t_first: Option<MonoTime>,
     t_flushed: Option<MonoTime>,
+}
+
+impl Segment {
+    /// The file's length now that a flush succeeded: the pending messages are on
+    /// disk.
+    fn flushed(&mut self, summary: &mut RecordingSummary) -> std::io::Result<()> {
+        self.flushed_len = self.file.metadata()?.len();
+        summary.count_written(self.pending, self.pending_bytes);
+        self.pending = [0; 4];
+        self.pending_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the summary and footer and flushes them: the pending messages are on
+    /// disk. On failure the segment is abandoned (see [`Segment::abandon`]).
+    fn close(mut self, summary: &mut RecordingSummary) -> Result<(), String> {
+        if let Err(e) = self.writer.finish() {
+            self.abandon(summary);
+            return Err(with_causes(&e));
+        }
+        // finish() leaves its last bytes in the BufWriter.
+        let Segment {
+            writer,
+            file,
+            pending,
+            pending_bytes,
+            flushed_len,
+            ..
+        } = self;
+        let mut buffered = writer.into_inner();
+        if let Err(e) = buffered.flush() {
+            let (unflushed, _) = buffered.into_parts();
+            drop(unflushed);
+            let _ = file.set_len(flushed_len);
+            summary.dropped += pending.iter().sum::<u64>();
+            return Err(with_causes(&e));
+        }
+        summary.count_written(pending, pending_bytes);
+        Ok(())
+    }
+
+    /// After a failed write: the writer is taken apart without writing anything
+    /// more, the file cut back to its last successful flush (shrinking a file needs
+    /// no free space) and the messages since counted as dropped.
+    fn abandon(self, summary: &mut RecordingSummary) {
+        let (file, _unwritten) = self.writer.into_inner().into_parts();
+        drop(file);
+        let _ = self.file.set_len(self.flushed_len);
+        summary.dropped += self.pending.iter().sum::<u64>();
+    }
 }
 
 /// Writes the recording; owned by the telemetry thread.
@@ -91,6 +181,8 @@ pub struct Recorder {
     clock: ClockInfo,
     segment: Option<Segment>,
     summary: RecordingSummary,
+    /// Bytes accepted so far (written or pending), against `limits.total_bytes`.
+    accepted_bytes: u64,
     sequence: u32,
     full: bool,
 }
@@ -173,6 +265,7 @@ impl Recorder {
             clock,
             segment: None,
             summary: RecordingSummary::default(),
+            accepted_bytes: 0,
             sequence: 0,
             full: false,
         };
@@ -194,8 +287,27 @@ impl Recorder {
 
     fn open_segment(&mut self) -> Result<(), String> {
         let path = self.segment_path(self.summary.files.len());
-        let err = |e: &dyn std::fmt::Display| format!("recording {}: {e}", path.display());
-        let file = File::create(&path).map_err(|e| err(&e))?;
+        let opened = self.start_segment(&path);
+        if opened.is_err() && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            // Nothing of it is readable: no empty or half-written segment is left
+            // (a regular file only: `--record` may name a device).
+            let _ = std::fs::remove_file(&path);
+        }
+        let mut seg = opened?;
+        seg.flushed(&mut self.summary)
+            .map_err(|e| format!("recording {}: {e}", path.display()))?;
+        self.summary.files.push(path);
+        self.segment = Some(seg);
+        Ok(())
+    }
+
+    /// A new segment at `path`: header, schemas, channels and the clock metadata,
+    /// flushed.
+    fn start_segment(&self, path: &Path) -> Result<Segment, String> {
+        let err =
+            |e: &dyn std::error::Error| format!("recording {}: {}", path.display(), with_causes(e));
+        let file = File::create(path).map_err(|e| err(&e))?;
+        let watch = file.try_clone().map_err(|e| err(&e))?;
         let mut writer = mcap::WriteOptions::new()
             .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
             .create(BufWriter::new(file))
@@ -232,23 +344,39 @@ impl Recorder {
                 metadata: clock,
             })
             .map_err(|e| err(&e))?;
-        self.summary.files.push(path);
-        self.segment = Some(Segment {
+        writer.flush().map_err(|e| err(&e))?;
+        Ok(Segment {
             writer,
+            file: watch,
+            flushed_len: 0,
+            pending: [0; 4],
+            pending_bytes: 0,
             channels,
             bytes: 0,
             t_first: None,
             t_flushed: None,
-        });
-        Ok(())
+        })
     }
 
+    /// Writes the segment's summary and footer; on failure it is cut back to its
+    /// last flush.
     fn close_segment(&mut self) {
-        if let Some(mut seg) = self.segment.take() {
-            if let Err(e) = seg.writer.finish() {
-                self.fail(format!("recording: closing a segment: {e}"));
-            }
+        let Some(seg) = self.segment.take() else {
+            return;
+        };
+        let path = self.segment_path(self.summary.files.len() - 1);
+        if let Err(e) = seg.close(&mut self.summary) {
+            self.fail(format!("recording {}: closing it: {e}", path.display()));
         }
+    }
+
+    /// A write to the open segment failed: it is cut back to its last flush, and
+    /// nothing more is written.
+    fn abandon_segment(&mut self, e: String) {
+        if let Some(seg) = self.segment.take() {
+            seg.abandon(&mut self.summary);
+        }
+        self.fail(e);
     }
 
     fn fail(&mut self, e: String) {
@@ -268,7 +396,7 @@ impl Recorder {
         }
         let data = v.to_string().into_bytes();
         let size = data.len() as u64 + MESSAGE_OVERHEAD;
-        if self.summary.bytes + size > self.limits.total_bytes {
+        if self.accepted_bytes + size > self.limits.total_bytes {
             self.full = true;
             self.summary.dropped += 1;
             return;
@@ -296,24 +424,26 @@ impl Recorder {
             log_time: t.0,
             publish_time: t.0,
         };
-        match seg.writer.write_to_known_channel(&header, &data) {
-            Ok(()) => {
-                seg.bytes += size;
-                seg.t_first.get_or_insert(t);
-                let since = t.saturating_since(*seg.t_flushed.get_or_insert(t));
-                if since >= FLUSH_EVERY_NS {
-                    seg.t_flushed = Some(t);
-                    if let Err(e) = seg.writer.flush() {
-                        self.fail(format!("recording {}: {e}", self.base.display()));
-                    }
-                }
-                self.summary.bytes += size;
-                let topic = TOPICS[which];
-                *self.summary.messages.entry(topic).or_insert(0) += 1;
-            }
-            Err(e) => {
-                self.summary.dropped += 1;
-                self.fail(format!("recording {}: {e}", self.base.display()));
+        if let Err(e) = seg.writer.write_to_known_channel(&header, &data) {
+            self.summary.dropped += 1;
+            let e = format!("recording {}: {}", self.base.display(), with_causes(&e));
+            self.abandon_segment(e);
+            return;
+        }
+        seg.bytes += size;
+        seg.pending[which] += 1;
+        seg.pending_bytes += size;
+        self.accepted_bytes += size;
+        seg.t_first.get_or_insert(t);
+        let since = t.saturating_since(*seg.t_flushed.get_or_insert(t));
+        if since >= FLUSH_EVERY_NS {
+            seg.t_flushed = Some(t);
+            let flushed = seg.writer.flush().map_err(|e| with_causes(&e));
+            if let Err(e) =
+                flushed.and_then(|()| seg.flushed(&mut self.summary).map_err(|e| with_causes(&e)))
+            {
+                let e = format!("recording {}: {e}", self.base.display());
+                self.abandon_segment(e);
             }
         }
     }
