@@ -1,6 +1,7 @@
 //! Output that survives faults, through the real `chunkrt run` (issue 15): a closed
 //! stdout or stderr, a SIGKILL mid-run, a disk full at start or filling mid-run, two
-//! runs into one `--out`, and the cap on `gate.jsonl`.
+//! runs into one `--out`, and the cap on `gate.jsonl`. `CHUNKRT_BIN` runs them
+//! against another build (e.g. the one before a change, to see them fail there).
 //!
 //! The tmpfs tests need root (to mount); without it they skip through
 //! `chunkrt_testkit::missing_prerequisite` (a visible SKIP counted by scripts/test.sh),
@@ -42,7 +43,7 @@ fn gated_config(dir: &Path, telemetry: &str) -> PathBuf {
 }
 
 fn run_cmd(config: &Path, out: &Path, duration: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chunkrt"));
+    let mut c = Command::new(common::bin());
     c.args(["run", "--duration", duration, "--config"])
         .arg(config)
         .arg("--out")
@@ -188,7 +189,7 @@ fn output_through_head_2_runs_to_the_end_and_exits_0() {
     let result = Command::new("bash")
         .arg("-c")
         .arg(r#"set -o pipefail; "$0" run --duration 3s --config "$1" --out "$2" 2>&1 | head -2"#)
-        .arg(env!("CARGO_BIN_EXE_chunkrt"))
+        .arg(common::bin())
         .arg(&config)
         .arg(&out)
         .output()
@@ -233,6 +234,99 @@ fn after_sigkill_mid_run_every_line_of_every_log_parses_and_little_is_lost() {
         !out.join("report.json").exists(),
         "no report from a killed run"
     );
+}
+
+/// The Python with `mcap` for scripts/read_recording.py, or a visible SKIP (a
+/// failure under CI=true).
+fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let py = common::python_with_mcap();
+    if py.is_none() {
+        chunkrt_testkit::missing_prerequisite(
+            test,
+            "no python3 with the mcap package (scripts/setup.sh installs it in .venv; \
+             or set CHUNKRT_PYTHON)",
+        );
+    }
+    py
+}
+
+/// The `cycles=N` of the last live status line in `seen`.
+fn status_cycles(seen: &[String]) -> Option<u64> {
+    seen.iter().rev().find_map(|l| {
+        let n = l
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("cycles="))?;
+        n.parse().ok()
+    })
+}
+
+#[test]
+fn a_killed_runs_recording_reads_to_its_last_flush_and_no_reserve_is_left() {
+    let Some(py) = python_or_skip("a_killed_runs_recording_reads_to_its_last_flush") else {
+        return;
+    };
+    let dir = temp_dir("killed-recording");
+    let out = dir.join("run");
+    let mut child = Command::new(common::bin())
+        .args(["run", "--duration", "120s", "--config"])
+        .arg(repo().join("rt-config/sim.toml"))
+        .arg("--out")
+        .arg(&out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+    let mut seen = until_playing(&mut lines);
+    // A few live status lines (one a second), then SIGKILL right after one.
+    for _ in 0..3 {
+        seen.extend(lines.next());
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status = status_cycles(&seen).expect("a live status line with cycles=");
+
+    // The reserve was held by a descriptor only: the kernel freed it, no file.
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!left.iter().any(|f| f == ".chunkrt-reserve"), "{left:?}");
+
+    // The project's own reader reads the recording to its last whole record and
+    // says it was cut short.
+    let rec = out.join("recording.mcap");
+    let seen_rec = common::read_recording(&py, &[], std::slice::from_ref(&rec));
+    let cut = seen_rec["cut_short"].as_array().unwrap();
+    assert_eq!(cut.len(), 1, "{seen_rec}");
+    assert_eq!(cut[0]["path"], rec.display().to_string(), "{seen_rec}");
+    assert!(cut[0]["messages_read"].as_u64().unwrap() > 0, "{seen_rec}");
+    let cycles = seen_rec["cycles_distinct"].as_u64().unwrap();
+    assert!(cycles > 0, "{seen_rec}");
+    let [first, last] = [0, 1].map(|i| seen_rec["cycles_first_last"][i].as_u64().unwrap());
+    assert_eq!(
+        (first, last - first + 1),
+        (0, cycles),
+        "every cycle from the first, none missing"
+    );
+    // What was flushed, measured (a count, not a bound: the telemetry thread's pace
+    // depends on the machine): cycles readable against the last status before the kill.
+    println!("killed run: {cycles} cycles readable, the last status counted {status}");
+
+    // And `chunkrt plot` draws it.
+    let plot = Command::new(common::bin())
+        .arg("plot")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        plot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plot.stderr)
+    );
+    assert!(out.join("timeline.png").exists());
 }
 
 /// A small tmpfs mounted for one test (unmounted on drop); `None` (with a visible
@@ -308,6 +402,9 @@ fn a_disk_filling_mid_run_is_reported_and_the_run_ends_with_the_arm_at_rest() {
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
     let mut seen = until_playing(&mut lines);
+    // One more status line (a second on): the recording has flushed once, so that
+    // what it wrote before the disk filled can be read back.
+    seen.extend(lines.by_ref().take_while(|l| !l.contains("cycles=")));
     // Another writer takes every byte left.
     let mut filler = std::fs::File::create(fs.0.join("filler")).unwrap();
     let block = vec![0u8; 64 * 1024];
@@ -335,10 +432,77 @@ fn a_disk_filling_mid_run_is_reported_and_the_run_ends_with_the_arm_at_rest() {
         r["log_error"].as_str().unwrap().contains("No space left"),
         "{r}"
     );
+    // What each file lost (the recording, and the logs when the space the recording
+    // gave back by cutting itself to its last flush did not hold their lines).
+    assert_every_loss_is_named(&r, &err, &out);
+}
+
+/// Every record file that lost data is named at the end, on stderr and in the
+/// report's `records_lost`, with how much, and the counts agree with the report's
+/// counters; the recording's own count agrees with the messages an independent
+/// reader finds in it.
+fn assert_every_loss_is_named(r: &serde_json::Value, err: &str, out: &Path) {
     let c = &r["counters"];
-    let lost =
-        c["gate_log_lines_lost"].as_u64().unwrap() + c["events_log_lines_lost"].as_u64().unwrap();
-    assert!(lost > 0, "{c}");
+    let losses = r["records_lost"]
+        .as_array()
+        .expect("records_lost in the report");
+    let find = |file: &str| {
+        losses
+            .iter()
+            .find(|l| l["file"] == file)
+            .unwrap_or_else(|| panic!("{file} not in records_lost: {losses:?}"))
+    };
+    for l in losses {
+        let said = format!(
+            "{}: {} of {} {} lost",
+            l["file"].as_str().unwrap(),
+            l["lost"],
+            l["of"],
+            l["unit"].as_str().unwrap()
+        );
+        assert!(err.contains(&said), "stderr names `{said}`:\n{err}");
+    }
+    for (file, key) in [("gate.jsonl", "gate_log"), ("events.jsonl", "events_log")] {
+        let lost = c[format!("{key}_lines_lost")].as_u64().unwrap();
+        if lost > 0 {
+            let l = find(file);
+            assert_eq!(l["lost"].as_u64().unwrap(), lost, "{l}");
+            let lines = r["logs"][file]["lines"].as_u64().unwrap();
+            assert_eq!(l["of"].as_u64().unwrap(), lines + lost, "{l}");
+        }
+    }
+    // The recording lost messages too (before: 7738 of 8919 lost, unnamed).
+    let dropped = c["recording_dropped"].as_u64().unwrap();
+    let written = c["recording_messages"].as_u64().unwrap();
+    assert!(dropped > 0, "{c}");
+    let rec = find("recording.mcap");
+    assert_eq!(rec["unit"], "messages", "{rec}");
+    assert_eq!(rec["lost"].as_u64().unwrap(), dropped, "{rec}");
+    assert_eq!(rec["of"].as_u64().unwrap(), written + dropped, "{rec}");
+    // Independent oracle: the messages a reader finds in the recording are the ones
+    // the run says it wrote (the file was cut back to its last whole flush).
+    let Some(py) = python_or_skip("a_disk_filling_mid_run_recording_oracle") else {
+        return;
+    };
+    let files: Vec<PathBuf> = r["recording"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| out.join(f.as_str().unwrap()))
+        .collect();
+    let seen = common::read_recording(&py, &[], &files);
+    let readable: u64 = seen["messages"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    println!(
+        "records lost: {losses:?}; recording: {readable} messages readable, {written} written"
+    );
+    assert!(written > 0, "a flush before the disk filled: {c}");
+    assert_eq!(readable, written, "readable vs written: {seen}");
+    assert_eq!(seen["cut_short"].as_array().unwrap().len(), 1, "{seen}");
 }
 
 /// `chunkrt bench` ends a run whose records were cut short with `chunkrt run`'s status
@@ -350,7 +514,7 @@ fn a_disk_filling_mid_bench_ends_it_with_runs_status() {
     };
     let dir = temp_dir("bench-filling-cfg");
     let out = fs.0.join("bench");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+    let mut child = Command::new(common::bin())
         .args(["bench", "--duration", "5s", "--config"])
         .arg(gated_config(&dir, ""))
         .arg("--budget")

@@ -6,33 +6,16 @@
 //! chunk the inference thread published. Without a Python that has
 //! `mcap` the test prints a visible SKIP, and fails under `CI=true`.
 
+mod common;
+
 use chunkrt_testkit::edit::Edit;
+use common::repo;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("CHUNKRT_PYTHON") {
-        candidates.push(PathBuf::from(p));
-    }
-    candidates.push(repo().join(".venv/bin/python3"));
-    candidates.push(PathBuf::from("python3"));
-    candidates.into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import mcap.reader"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    })
-}
-
 /// The Python with `mcap`, or a visible SKIP (a failure under CI=true).
 fn python_or_skip(test: &str) -> Option<PathBuf> {
-    let py = python();
+    let py = common::python_with_mcap();
     if py.is_none() {
         chunkrt_testkit::missing_prerequisite(
             test,
@@ -91,6 +74,8 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         .collect();
     assert!(files.len() >= 2, "rotated: {files:?}");
     let seen = read_recording(&py, &files);
+    // A closed recording reads to its footer: nothing cut short.
+    assert_eq!(seen["cut_short"], serde_json::json!([]), "{seen}");
 
     let c = &report["counters"];
     assert_eq!(c["recording_dropped"], 0, "{c}");
@@ -154,18 +139,8 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
 
 /// Runs scripts/read_recording.py on `files` with sim-scripted.toml's blend.
 fn read_recording(py: &Path, files: &[PathBuf]) -> serde_json::Value {
-    let read = Command::new(py)
-        .arg(repo().join("scripts/read_recording.py"))
-        .args(["--blend-ms", &SCRIPTED_BLEND_MS.to_string()])
-        .args(files)
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
-    serde_json::from_slice(&read.stdout).unwrap()
+    let blend = SCRIPTED_BLEND_MS.to_string();
+    common::read_recording(py, &["--blend-ms", &blend], files)
 }
 
 /// `executor.blend_ms` of rt-config/sim-scripted.toml (checked against the file).

@@ -49,3 +49,46 @@ pub fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     });
     rx
 }
+
+/// The binary under test: this build's, or `CHUNKRT_BIN` (another build, e.g. the
+/// one before a change, to see a test fail there).
+pub fn bin() -> PathBuf {
+    std::env::var_os("CHUNKRT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_chunkrt")))
+}
+
+/// A Python that has the `mcap` package (for scripts/read_recording.py):
+/// `CHUNKRT_PYTHON`, the repository's `.venv`, or `python3`.
+pub fn python_with_mcap() -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os("CHUNKRT_PYTHON") {
+        candidates.push(PathBuf::from(p));
+    }
+    candidates.push(repo().join(".venv/bin/python3"));
+    candidates.push(PathBuf::from("python3"));
+    candidates.into_iter().find(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import mcap.reader"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
+}
+
+/// scripts/read_recording.py on `files` (`extra` arguments first): its JSON, after
+/// asserting that it exited 0.
+pub fn read_recording(py: &Path, extra: &[&str], files: &[PathBuf]) -> serde_json::Value {
+    let read = std::process::Command::new(py)
+        .arg(repo().join("scripts/read_recording.py"))
+        .args(extra)
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "read_recording.py {files:?}: {}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    serde_json::from_slice(&read.stdout).unwrap()
+}
