@@ -33,34 +33,40 @@ from mcap.records import Channel, Footer, Message, Metadata, Statistics
 from mcap.stream_reader import StreamReader
 
 
-def read_segment(path):
-    """The records of one segment in file order: (channels by id, messages as
-    (channel, message), clock metadata, statistics' per-channel counts or None,
-    why the read stopped before the footer or None)."""
-    channels = {}
-    messages = []
-    clock = []
-    stats = None
-    stopped = None
-    footer = False
-    with open(path, "rb") as f:
-        try:
-            for record in StreamReader(f, validate_crcs=True).records:
-                if isinstance(record, Channel):
-                    channels[record.id] = record
-                elif isinstance(record, Message):
-                    messages.append((channels[record.channel_id], record))
-                elif isinstance(record, Metadata) and record.name == "chunkrt.clock":
-                    clock.append(record.metadata)
-                elif isinstance(record, Statistics):
-                    stats = record.channel_message_counts
-                elif isinstance(record, Footer):
-                    footer = True
-        except Exception as e:  # any failure past the last whole record
-            stopped = f"{type(e).__name__}: {e}"
-    if stopped is None and not footer:
-        stopped = "no footer"
-    return channels, messages, clock, stats, stopped
+class Segment:
+    """One segment read as a stream, in file order: iterate `messages()` (pairs of
+    channel and message), then `clock` (the chunkrt.clock metadata), `counts` (the
+    statistics' per-channel message counts, None without a summary), `read` (the
+    messages read) and `stopped` (why the read ended before the footer, or None)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.channels = {}
+        self.clock = []
+        self.counts = None
+        self.read = 0
+        self.stopped = None
+
+    def messages(self):
+        footer = False
+        with open(self.path, "rb") as f:
+            try:
+                for record in StreamReader(f, validate_crcs=True).records:
+                    if isinstance(record, Channel):
+                        self.channels[record.id] = record
+                    elif isinstance(record, Message):
+                        self.read += 1
+                        yield self.channels[record.channel_id], record
+                    elif isinstance(record, Metadata) and record.name == "chunkrt.clock":
+                        self.clock.append(record.metadata)
+                    elif isinstance(record, Statistics):
+                        self.counts = record.channel_message_counts
+                    elif isinstance(record, Footer):
+                        footer = True
+            except Exception as e:  # any failure past the last whole record
+                self.stopped = f"{type(e).__name__}: {e}"
+        if self.stopped is None and not footer:
+            self.stopped = "no footer"
 
 
 def natural_cubic(ts, ys):
@@ -133,18 +139,9 @@ def main():
     log_times_monotonic = True
     cut_short = []
     for path in paths:
-        channel_by_id, messages, segment_clock, counts, stopped = read_segment(path)
-        clock += segment_clock
-        if counts is not None:
-            for cid, ch in channel_by_id.items():
-                stats[ch.topic] += counts.get(cid, 0)
-        if stopped is not None:
-            cut_short.append({"path": path, "messages_read": len(messages), "stopped_by": stopped})
-            print(f"read_recording.py: {path} was cut short (the run did not close it): "
-                  f"read {len(messages)} messages up to its last whole record; "
-                  f"the read stopped at: {stopped}", file=sys.stderr)
+        segment = Segment(path)
         last = {}
-        for channel, message in messages:
+        for channel, message in segment.messages():
             data = json.loads(message.data)
             topics[channel.topic] += 1
             if message.log_time < last.get(channel.topic, 0):
@@ -167,6 +164,16 @@ def main():
                 rows = data["pos_rad"]
                 if len(rows) != data["len"] or any(len(r) != data["dof"] for r in rows):
                     chunk_shapes_ok = False
+        clock += segment.clock
+        if segment.counts is not None:
+            for cid, ch in segment.channels.items():
+                stats[ch.topic] += segment.counts.get(cid, 0)
+        if segment.stopped is not None:
+            cut_short.append({"path": path, "messages_read": segment.read,
+                              "stopped_by": segment.stopped})
+            print(f"read_recording.py: {path} was cut short (the run did not close it): "
+                  f"read {segment.read} messages up to its last whole record; "
+                  f"the read stopped at: {segment.stopped}", file=sys.stderr)
     setpoints = None
     if args.blend_ms is not None and clock:
         setpoints = check_setpoints(chunks, playing, int(clock[0]["t0_mono_ns"]),
