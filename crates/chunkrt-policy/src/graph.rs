@@ -1,7 +1,8 @@
-//! A graph with named float32 inputs and one float32 output, checked against what a
-//! format-2 manifest says of it, with every tensor allocated once and bound through an
-//! `IoBinding` (the format-1 denoiser, with its fixed three inputs, is
-//! [`crate::session::OrtDenoiser`]).
+//! A graph with named float32 inputs and one float32 output, checked against what its
+//! manifest says of it, with every tensor allocated once and bound through an `IoBinding`.
+//! Both manifest formats open their graph here: format 2 names its inputs
+//! ([`crate::imported`]); format 1 has the fixed denoiser inputs `obs`, `x`, `t`
+//! ([`OrtDenoiser`]). `check` is the one comparison of a graph with a manifest.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,8 @@ use ort::session::{IoBinding, Session};
 use ort::value::Tensor;
 
 use crate::error::PolicyLoadError;
+use crate::manifest::Manifest;
+use crate::sampler::Denoiser;
 use crate::session::{check_tensor, describe, open_session, rt_err, SessionOptions};
 
 /// A named tensor the manifest expects: its name and float32 shape (batch 1 first).
@@ -105,7 +108,8 @@ impl OrtGraph {
         let e = |what: &str, err: ort::Error| {
             PolicyError(format!("ONNX Runtime {what} ({}): {err}", path.display()))
         };
-        // Re-bound every call: bound inputs are snapshots (see OrtDenoiser::denoise).
+        // Re-bound every call: ort documents bound inputs as snapshots, so a rebind is what
+        // guarantees the session sees the values just written (it copies no tensor data).
         for (name, t) in self.names.iter().zip(&self.inputs) {
             self.binding
                 .bind_input(name.as_str(), t)
@@ -137,6 +141,9 @@ impl OrtGraph {
     }
 }
 
+/// Checks the graph's inputs and output (names, element type, shapes) against the
+/// manifest's: no graph input the manifest does not name, none missing, each float32 of
+/// the manifest's shape (a symbolic batch dimension is accepted).
 fn check(
     session: &Session,
     path: &Path,
@@ -147,65 +154,137 @@ fn check(
         path: path.to_path_buf(),
         what,
     };
-    let listed = |outlets: &[ort::value::Outlet]| {
-        outlets
+    let have = session.inputs();
+    check_input_names(have, inputs).map_err(mismatch)?;
+    for spec in inputs {
+        check_port(have, spec, "input").map_err(mismatch)?;
+    }
+    check_port(session.outputs(), output, "output").map_err(mismatch)
+}
+
+/// The graph's ports as a message lists them: `` `name` type [shape] ``.
+fn listed(outlets: &[ort::value::Outlet]) -> String {
+    outlets
+        .iter()
+        .map(|o| format!("`{}` {}", o.name(), describe(o.dtype())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// No graph input that the manifest does not name, and no fewer inputs than it names.
+fn check_input_names(have: &[ort::value::Outlet], inputs: &[TensorSpec]) -> Result<(), String> {
+    let names = |with_keys: bool| {
+        inputs
             .iter()
-            .map(|o| format!("`{}` {}", o.name(), describe(o.dtype())))
+            .map(|i| {
+                if with_keys {
+                    format!("`{}` ({})", i.name, i.key)
+                } else {
+                    format!("`{}`", i.name)
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let have = session.inputs();
     if let Some(extra) = have
         .iter()
         .find(|o| !inputs.iter().any(|i| i.name == o.name()))
     {
-        return Err(mismatch(format!(
+        return Err(format!(
             "graph input `{}` is not in the manifest (its inputs are {}; the manifest names {})",
             extra.name(),
             listed(have),
-            inputs
-                .iter()
-                .map(|i| format!("`{}` ({})", i.name, i.key))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+            names(true)
+        ));
     }
-    let shape_of = |s: &TensorSpec| s.shape.iter().map(|d| *d as i64).collect::<Vec<_>>();
-    for spec in inputs {
-        let o = have.iter().find(|o| o.name() == spec.name).ok_or_else(|| {
-            mismatch(format!(
-                "graph has no input `{}` ({}); its inputs are {}",
+    if have.len() < inputs.len() {
+        let keys = inputs.iter().map(|i| i.key.as_str()).collect::<Vec<_>>();
+        return Err(format!(
+            "graph has {} inputs ({}), manifest expects {}: {} ({})",
+            have.len(),
+            listed(have),
+            inputs.len(),
+            names(false),
+            keys.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The graph has the port `spec` names (an `input` or `output`), float32 of its shape.
+fn check_port(outlets: &[ort::value::Outlet], spec: &TensorSpec, what: &str) -> Result<(), String> {
+    let o = outlets
+        .iter()
+        .find(|o| o.name() == spec.name)
+        .ok_or_else(|| {
+            format!(
+                "graph has no {what} `{}` (manifest {}); its {what}s are {}",
                 spec.name,
                 spec.key,
-                listed(have)
-            ))
+                listed(outlets)
+            )
         })?;
-        let shape = shape_of(spec);
-        check_tensor(o.dtype(), &shape).map_err(|got| {
-            mismatch(format!(
-                "input `{}` ({}) is {got}, the manifest expects float32 {shape:?}",
-                spec.name, spec.key
-            ))
-        })?;
-    }
-    let outs = session.outputs();
-    let o = outs
-        .iter()
-        .find(|o| o.name() == output.name)
-        .ok_or_else(|| {
-            mismatch(format!(
-                "graph has no output `{}` ({}); its outputs are {}",
-                output.name,
-                output.key,
-                listed(outs)
-            ))
-        })?;
-    let shape = shape_of(output);
+    let shape = spec.shape.iter().map(|d| *d as i64).collect::<Vec<_>>();
     check_tensor(o.dtype(), &shape).map_err(|got| {
-        mismatch(format!(
-            "output `{}` ({}) is {got}, the manifest expects float32 {shape:?}",
-            output.name, output.key
-        ))
-    })?;
-    Ok(())
+        format!(
+            "{what} `{}` ({}) is {got}, the manifest expects float32 {shape:?}",
+            spec.name, spec.key
+        )
+    })
+}
+
+/// The format-1 denoiser: an [`OrtGraph`] with the inputs `obs` `[1, d_obs]`, `x`
+/// `[1, horizon, d_a]` and `t` `[1]` and the output `[1, horizon, d_a]`, under the names
+/// the manifest's `io` table gives.
+#[derive(Debug)]
+pub struct OrtDenoiser {
+    graph: OrtGraph,
+}
+
+/// Positions of the denoiser's inputs in its graph (the order given to [`OrtGraph::open`]).
+const OBS: usize = 0;
+const X: usize = 1;
+const T: usize = 2;
+
+impl OrtDenoiser {
+    /// Opens the model bytes (already checked against the manifest's digest) and checks the
+    /// graph's inputs and outputs against the manifest.
+    pub fn open(
+        manifest: &Manifest,
+        model_path: &Path,
+        model_bytes: &[u8],
+        opts: &SessionOptions,
+    ) -> Result<OrtDenoiser, PolicyLoadError> {
+        let (d_obs, h, d_a) = (manifest.d_obs, manifest.horizon, manifest.d_a);
+        let spec = |name: &str, shape: Vec<usize>, key: &str| TensorSpec {
+            name: name.to_string(),
+            shape,
+            key: key.to_string(),
+        };
+        let io = &manifest.io;
+        // In the order OBS, X, T.
+        let inputs = [
+            spec(&io.obs, vec![1, d_obs], "io.obs"),
+            spec(&io.x, vec![1, h, d_a], "io.x"),
+            spec(&io.t, vec![1], "io.t"),
+        ];
+        let output = spec(&io.out, vec![1, h, d_a], "io.out");
+        let graph = OrtGraph::open(model_path, model_bytes, opts, &inputs, &output)?;
+        Ok(OrtDenoiser { graph })
+    }
+}
+
+impl Denoiser for OrtDenoiser {
+    fn denoise(
+        &mut self,
+        obs_n: &[f32],
+        x: &[f32],
+        t: f32,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        self.graph.input_mut(OBS).copy_from_slice(obs_n);
+        self.graph.input_mut(X).copy_from_slice(x);
+        self.graph.input_mut(T)[0] = t;
+        self.graph.run(out)
+    }
 }

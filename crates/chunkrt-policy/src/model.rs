@@ -9,9 +9,10 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::Domain;
 use crate::error::{PolicyLoadError, SamplerError};
+use crate::graph::OrtDenoiser;
 use crate::manifest::{ActionEncoding, Manifest, PolicyKind, SamplerMethod};
 use crate::sampler::{run_sampler, DdimSchedule, Denoiser, SamplerBuffers};
-use crate::session::{OrtDenoiser, SessionOptions};
+use crate::session::SessionOptions;
 
 /// A policy model ready to sample.
 #[derive(Debug)]

@@ -1,19 +1,16 @@
-//! The ONNX Runtime side: a session for the denoiser graph, checked against the manifest,
-//! with its input and output tensors allocated once and bound through an `IoBinding`.
+//! The ONNX Runtime side: where a graph runs (library, execution provider, threads), how a
+//! session is opened, and how a graph port is compared with a float32 shape. The graphs
+//! themselves, checked against their manifests, are [`crate::graph`].
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use chunkrt_core::PolicyError;
 use ort::ep::{self, ExecutionProvider as _};
-use ort::memory::Allocator;
-use ort::session::{IoBinding, Session};
-use ort::value::{Tensor, TensorElementType, ValueType};
+use ort::session::Session;
+use ort::value::{TensorElementType, ValueType};
 
 use crate::error::PolicyLoadError;
-use crate::manifest::Manifest;
 use crate::ortlib::ort_environment;
-use crate::sampler::Denoiser;
 
 /// Where ONNX Runtime runs the graph.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,26 +93,6 @@ impl Default for SessionOptions {
     }
 }
 
-/// The denoiser graph in an ONNX Runtime session, with tensors allocated once.
-pub struct OrtDenoiser {
-    session: Session,
-    binding: IoBinding,
-    obs: Tensor<f32>,
-    x: Tensor<f32>,
-    t: Tensor<f32>,
-    _out: Tensor<f32>,
-    names: [String; 4],
-    model_path: PathBuf,
-}
-
-impl std::fmt::Debug for OrtDenoiser {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OrtDenoiser")
-            .field("model", &self.model_path)
-            .finish()
-    }
-}
-
 pub(crate) fn rt_err(path: &Path) -> impl Fn(ort::Error) -> PolicyLoadError + '_ {
     move |e| PolicyLoadError::Runtime {
         path: path.to_path_buf(),
@@ -142,97 +119,6 @@ pub(crate) fn open_session(
         .map_err(|e| err(e.into()))?;
     builder = register_provider(builder, opts.execution_provider, &lib)?;
     builder.commit_from_memory(model_bytes).map_err(&err)
-}
-
-impl OrtDenoiser {
-    /// Opens the model bytes (already checked against the manifest's digest) and checks the
-    /// graph's inputs and outputs against the manifest.
-    pub fn open(
-        manifest: &Manifest,
-        model_path: &Path,
-        model_bytes: &[u8],
-        opts: &SessionOptions,
-    ) -> Result<OrtDenoiser, PolicyLoadError> {
-        let err = rt_err(model_path);
-        let session = open_session(model_path, model_bytes, opts)?;
-        check_graph(manifest, model_path, &session)?;
-
-        let (d_obs, h, d_a) = (manifest.d_obs, manifest.horizon, manifest.d_a);
-        let obs = Tensor::from_array(([1usize, d_obs], vec![0.0f32; d_obs])).map_err(&err)?;
-        let x = Tensor::from_array(([1usize, h, d_a], vec![0.0f32; h * d_a])).map_err(&err)?;
-        let t = Tensor::from_array(([1usize], vec![0.0f32; 1])).map_err(&err)?;
-        let mut out = Tensor::<f32>::new(&Allocator::default(), [1usize, h, d_a]).map_err(&err)?;
-        let mut binding = session.create_binding().map_err(&err)?;
-        binding
-            .bind_output(manifest.io.out.clone(), &mut out)
-            .map_err(&err)?;
-        Ok(OrtDenoiser {
-            session,
-            binding,
-            obs,
-            x,
-            t,
-            _out: out,
-            names: [
-                manifest.io.obs.clone(),
-                manifest.io.x.clone(),
-                manifest.io.t.clone(),
-                manifest.io.out.clone(),
-            ],
-            model_path: model_path.to_path_buf(),
-        })
-    }
-}
-
-impl Denoiser for OrtDenoiser {
-    fn denoise(
-        &mut self,
-        obs_n: &[f32],
-        x: &[f32],
-        t: f32,
-        out: &mut [f32],
-    ) -> Result<(), PolicyError> {
-        let e = |what: &str, err: ort::Error| {
-            PolicyError(format!(
-                "ONNX Runtime {what} ({}): {err}",
-                self.model_path.display()
-            ))
-        };
-        self.obs.extract_tensor_mut().1.copy_from_slice(obs_n);
-        self.x.extract_tensor_mut().1.copy_from_slice(x);
-        self.t.extract_tensor_mut().1[0] = t;
-        // Re-bound every call: ort documents bound inputs as snapshots, so a rebind is what
-        // guarantees the session sees the values just written (it copies no tensor data).
-        let [n_obs, n_x, n_t, n_out] = &self.names;
-        self.binding
-            .bind_input(n_obs.as_str(), &self.obs)
-            .map_err(|err| e("bind", err))?;
-        self.binding
-            .bind_input(n_x.as_str(), &self.x)
-            .map_err(|err| e("bind", err))?;
-        self.binding
-            .bind_input(n_t.as_str(), &self.t)
-            .map_err(|err| e("bind", err))?;
-        let outputs = self
-            .session
-            .run_binding(&self.binding)
-            .map_err(|err| e("run", err))?;
-        let value = outputs
-            .get(n_out.as_str())
-            .ok_or_else(|| PolicyError(format!("ONNX Runtime returned no output `{n_out}`")))?;
-        let (_, data) = value
-            .try_extract_tensor::<f32>()
-            .map_err(|err| e("output", err))?;
-        if data.len() != out.len() {
-            return Err(PolicyError(format!(
-                "ONNX Runtime output `{n_out}` has {} values, expected {}",
-                data.len(),
-                out.len()
-            )));
-        }
-        out.copy_from_slice(data);
-        Ok(())
-    }
 }
 
 fn register_provider(
@@ -278,69 +164,6 @@ fn register_provider(
                 .map_err(|e| failed("tensorrt", e.into()))
         }
     }
-}
-
-/// Checks the graph's inputs/outputs (names, element type, shapes) against the manifest.
-fn check_graph(m: &Manifest, path: &Path, session: &Session) -> Result<(), PolicyLoadError> {
-    let mismatch = |what: String| PolicyLoadError::GraphMismatch {
-        path: path.to_path_buf(),
-        what,
-    };
-    let listed = |outlets: &[ort::value::Outlet]| {
-        outlets
-            .iter()
-            .map(|o| format!("`{}` {}", o.name(), describe(o.dtype())))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let inputs = session.inputs();
-    let expected_in: [(&str, &str, Vec<i64>); 3] = [
-        ("obs", &m.io.obs, vec![1, m.d_obs as i64]),
-        ("x", &m.io.x, vec![1, m.horizon as i64, m.d_a as i64]),
-        ("t", &m.io.t, vec![1]),
-    ];
-    if inputs.len() != expected_in.len() {
-        return Err(mismatch(format!(
-            "graph has {} inputs ({}), manifest expects 3: `{}`, `{}`, `{}`",
-            inputs.len(),
-            listed(inputs),
-            m.io.obs,
-            m.io.x,
-            m.io.t
-        )));
-    }
-    for (role, name, shape) in &expected_in {
-        let o = inputs.iter().find(|o| o.name() == *name).ok_or_else(|| {
-            mismatch(format!(
-                "graph has no input `{name}` (manifest io.{role}); its inputs are {}",
-                listed(inputs)
-            ))
-        })?;
-        check_tensor(o.dtype(), shape).map_err(|got| {
-            mismatch(format!(
-                "input `{name}` is {got}, manifest expects float32 {shape:?}"
-            ))
-        })?;
-    }
-    let outputs = session.outputs();
-    let out_shape = vec![1, m.horizon as i64, m.d_a as i64];
-    let o = outputs
-        .iter()
-        .find(|o| o.name() == m.io.out)
-        .ok_or_else(|| {
-            mismatch(format!(
-                "graph has no output `{}` (manifest io.out); its outputs are {}",
-                m.io.out,
-                listed(outputs)
-            ))
-        })?;
-    check_tensor(o.dtype(), &out_shape).map_err(|got| {
-        mismatch(format!(
-            "output `{}` is {got}, manifest expects float32 {out_shape:?}",
-            m.io.out
-        ))
-    })?;
-    Ok(())
 }
 
 /// A graph port that is not the float32 tensor the manifest describes: what it is

@@ -254,8 +254,9 @@ fn refuses_a_graph_whose_input_names_disagree() {
     assert_eq!(
         e,
         format!(
-            "policy model {}: graph has no input `noisy_actions` (manifest io.x); its inputs are \
-             `obs` float32 [1, 21], `x` float32 [1, 32, 7], `t` float32 [1]",
+            "policy model {}: graph input `x` is not in the manifest (its inputs are \
+             `obs` float32 [1, 21], `x` float32 [1, 32, 7], `t` float32 [1]; the manifest \
+             names `obs` (io.obs), `noisy_actions` (io.x), `t` (io.t))",
             dir.join("flow.onnx").display()
         )
     );
@@ -277,7 +278,8 @@ fn refuses_a_graph_whose_shapes_disagree() {
     assert_eq!(
         e,
         format!(
-            "policy model {}: input `x` is float32 [1, 32, 7], manifest expects float32 [1, 16, 7]",
+            "policy model {}: input `x` (io.x) is float32 [1, 32, 7], the manifest expects \
+             float32 [1, 16, 7]",
             dir.join("flow.onnx").display()
         )
     );

@@ -107,6 +107,20 @@ fn refuses_an_input_the_graph_does_not_have() {
 }
 
 #[test]
+fn refuses_an_output_the_graph_does_not_have() {
+    let e = broken(
+        "output-name",
+        "lerobot-act",
+        "out = \"actions\"",
+        "out = \"action\"",
+    );
+    assert!(
+        e.contains("graph has no output `action` (manifest io.out); its outputs are `actions` "),
+        "{e}"
+    );
+}
+
+#[test]
 fn refuses_statistics_of_the_wrong_length() {
     let e = broken(
         "stats",
