@@ -261,7 +261,19 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
     assert!(run.status.success(), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    assert_eq!(
+        json["rows"].as_array().unwrap().len(),
+        1,
+        "stopped after 0 ms"
+    );
     let row = &json["rows"][0];
+    assert!(
+        row["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("masked by the policy's motion"),
+        "{row}"
+    );
     assert!(
         row["status"].as_str().unwrap().starts_with("no crossover"),
         "{row}"
@@ -281,7 +293,11 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
 /// start took authority 0.16 s into the probe at every delay. A stable loop with a
 /// moving policy keeps authority for the whole run: no `ProbeExcursion` in the run's
 /// own event log, no fallback, and the recorded setpoint did move past the guard's
-/// bound while probed (so the old guard would have tripped).
+/// bound while probed (so the old guard would have tripped). What it measures is
+/// the policy's motion, not the loop's answer to the probe: the row says so
+/// (masked, with the figures) instead of a verdict read from that motion
+/// ("unstable" at every delay), and a sweep of several delays stops after the
+/// first with the fix (`--hold`), status 2.
 #[test]
 fn a_moving_policy_keeps_authority_under_the_probe() {
     let out = std::env::temp_dir().join(format!("chunkrt-margin-moving-{}", std::process::id()));
@@ -289,14 +305,17 @@ fn a_moving_policy_keeps_authority_under_the_probe() {
     let run = chunkrt()
         .args(["margin", "--config"])
         .arg(repo_file("rt-config/sim.toml"))
-        .args(["--delays", "0ms", "--window-s", "10", "--settle-s", "4"])
+        .args(["--delays", "0,30ms", "--window-s", "10", "--settle-s", "4"])
         .args(["--free-s", "5", "--out"])
         .arg(&out)
         .output()
         .unwrap();
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{text}");
+    assert_eq!(run.status.code(), Some(2), "{text}");
+    for needle in ["the sweep stops", "masks the loop's answer", "--hold"] {
+        assert!(text.contains(needle), "`{needle}` missing: {text}");
+    }
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
     let row = &json["rows"][0];

@@ -49,9 +49,10 @@ pub struct MarginArgs {
     /// Runtime loop: override `control.period_ms` (1 to 20).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,
-    /// Runtime loop: the excursion guard. Once the probed joint's setpoint has moved
-    /// this far from where it was when the probe started, the policy loses
-    /// authority for the rest of that point's run (an unstable loop is stopped).
+    /// Runtime loop: the excursion guard. Once the probed joint is measured this far
+    /// from the setpoint the policy commands (before the probe) while it plays, the
+    /// policy loses authority for the rest of that point's run (an unstable loop is
+    /// stopped).
     #[arg(long, default_value_t = 0.1)]
     pub max_excursion_rad: f64,
     /// Runtime loop: DFT window per delay (s).

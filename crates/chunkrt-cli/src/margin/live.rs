@@ -307,16 +307,22 @@ fn sweep(
             };
             print_row(comp, delay_ms, &row);
             let first = rows.iter().all(|(c, _, _)| *c != comp);
-            let lost = match row.status {
-                LiveStatus::LostAuthority { cycles } => Some(cycles),
+            let why = match row.status {
+                LiveStatus::LostAuthority { cycles } => {
+                    Some(lost_at_first(args, comp, delay_ms, cycles))
+                }
+                LiveStatus::Masked {
+                    motion_rms_rad,
+                    probe_rad,
+                } => Some(masked_at_first(comp, delay_ms, motion_rms_rad, probe_rad)),
                 _ => None,
             };
             rows.push((comp, d, row));
-            // The smallest of several delays lost authority: the larger ones would only
-            // repeat it, for minutes, and measure nothing. (A single delay that loses
-            // authority is that point's verdict.)
-            if let (true, true, Some(cycles)) = (first, delays.len() > 1, lost) {
-                stopped.push(lost_at_first(args, comp, delay_ms, cycles));
+            // The smallest of several delays lost authority, or the policy's motion
+            // masked it: the larger ones would only repeat it, for minutes, and measure
+            // nothing. (A single delay is that point's verdict.)
+            if let (true, true, Some(why)) = (first, delays.len() > 1, why) {
+                stopped.push(why);
                 break;
             }
         }
@@ -357,32 +363,37 @@ fn measure_point(
 }
 
 /// Why a sweep stops when its first (smallest) delay lost authority, and what to do:
-/// with the config's own policy, its motion between goals trips the excursion guard;
-/// with the policy held (`--hold`, `--servo-gain`), the loop is unstable there.
+/// the loop ran away there, or the arm lags its moving setpoint by more than the
+/// guard's bound.
 fn lost_at_first(args: &MarginArgs, comp: Compensation, delay_ms: f64, cycles: u64) -> String {
-    let head = format!(
+    format!(
         "{}: the sweep stops: the policy lost authority at its smallest delay ({delay_ms} \
          ms, {cycles} cycles in fallback), so every larger delay would too and no margin \
          can be measured there. The probe's excursion guard takes authority once joint \
-         {}'s setpoint moves more than --max-excursion-rad {} rad from where it was when \
-         the probe started",
+         {} is measured more than --max-excursion-rad {} rad from the setpoint the policy \
+         commands (before the probe) while it plays: the loop ran away at that delay, or \
+         the arm lags its moving setpoint by more than that. Fix: smaller --delays, a \
+         larger --max-excursion-rad, or --hold (the policy holds [sim] initial_pos_rad \
+         while it is measured)",
         comp_name(comp),
         args.joint,
         args.max_excursion_rad
-    );
-    if args.hold || args.servo_gain.is_some() {
-        format!(
-            "{head}; the policy holds still here, so the loop itself ran away at that delay. \
-             Fix: smaller --delays, or a larger --max-excursion-rad if the probe's own \
-             response is larger than it"
-        )
-    } else {
-        format!(
-            "{head}; a policy moving between its goals does that on its own. Fix: pass \
-             --hold (the policy holds [sim] initial_pos_rad while it is measured) or a \
-             larger --max-excursion-rad"
-        )
-    }
+    )
+}
+
+/// Why a sweep stops when the policy's own motion masked its first (smallest) delay:
+/// it masks every delay, and only a held policy can be measured.
+fn masked_at_first(comp: Compensation, delay_ms: f64, motion_rad: f64, probe_rad: f64) -> String {
+    format!(
+        "{}: the sweep stops: at its smallest delay ({delay_ms} ms) the policy's own \
+         motion between its goals ({:.0} mrad RMS in the window, beside a {:.1} mrad \
+         probe) masks the loop's answer to the probe, so no margin or stability can be \
+         read, and every larger delay would read the same. Fix: pass --hold (the policy \
+         holds [sim] initial_pos_rad while it is measured)",
+        comp_name(comp),
+        motion_rad * 1e3,
+        probe_rad * 1e3
+    )
 }
 
 /// A point's directory from an earlier `chunkrt margin` is replaced; anything else

@@ -55,6 +55,16 @@ pub enum LiveStatus {
         /// Cycles outside `Playing` after the probe started.
         cycles: u64,
     },
+    /// The policy moves between its goals, and its own motion in the probe's band
+    /// is far larger than the loop's answer to the probe: `U` is the policy's plan,
+    /// not the loop's response, and no margin or stability can be read from it
+    /// (measure with the policy held: `--hold`).
+    Masked {
+        /// RMS of what the probe frequencies do not explain of `U` (rad).
+        motion_rms_rad: f64,
+        /// The probe's amplitude per frequency (rad).
+        probe_rad: f64,
+    },
 }
 
 impl LiveStatus {
@@ -85,6 +95,14 @@ impl LiveStatus {
                 format!("undetermined (run longer: {run_longer_s:.0} s)")
             }
             LiveStatus::LostAuthority { cycles } => format!("lost authority ({cycles} cycles)"),
+            LiveStatus::Masked {
+                motion_rms_rad,
+                probe_rad,
+            } => format!(
+                "masked by the policy's motion ({:.0} mrad beside a {:.1} mrad probe): --hold",
+                motion_rms_rad * 1e3,
+                probe_rad * 1e3
+            ),
         }
     }
 }
