@@ -234,9 +234,10 @@ fn memlock() -> Item {
 
 fn sched_fifo(priority: u8) -> Item {
     // In a thread of its own, so this process's main thread keeps its policy.
-    let r = std::thread::spawn(move || chunkrt_rt::os::set_fifo(priority))
-        .join()
-        .unwrap_or_else(|_| Err("the probe thread panicked".into()));
+    let r =
+        std::thread::spawn(move || chunkrt_rt::os::set_fifo(priority).map_err(|e| e.to_string()))
+            .join()
+            .unwrap_or_else(|_| Err("the probe thread panicked".into()));
     match r {
         Ok(()) => item(
             "SCHED_FIFO",
@@ -268,7 +269,7 @@ fn mlockall() -> Item {
         Err(e) => item(
             "mlockall",
             Level::Fail,
-            e,
+            e.to_string(),
             "raise the memlock limit (see memlock limit) or grant CAP_IPC_LOCK",
         ),
     }

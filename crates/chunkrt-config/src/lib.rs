@@ -62,8 +62,9 @@ impl Config {
 impl Config {
     /// Re-checks the whole config after changes made in code (a tool's overrides):
     /// every check a file gets (`key: message` on error).
-    pub fn check(&self) -> Result<(), String> {
-        self.validate().map_err(|(k, m)| format!("{k}: {m}"))
+    pub fn check(&self) -> Result<(), OverrideError> {
+        self.validate()
+            .map_err(|(key, message)| OverrideError { key, message })
     }
 
     /// Re-checks `[inject]` after command-line overrides (`key: message` on error).

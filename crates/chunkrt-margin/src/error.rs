@@ -15,9 +15,15 @@ pub enum MarginError {
     /// The arm could not start.
     #[error("simulated arm start: {0}")]
     Start(String),
-    /// A run of the runtime's loop failed, or its recording could not be read.
+    /// A run of the runtime's loop failed.
     #[error("runtime loop: {0}")]
     Run(String),
+    /// A run's recording could not be read back.
+    #[error("runtime loop: {0}")]
+    Recording(#[from] chunkrt_telemetry::readback::ReadError),
+    /// The config, with the measurement's overrides, is refused.
+    #[error("margin setup: {0}")]
+    Config(#[from] chunkrt_config::OverrideError),
     /// A run of the runtime's loop ended as a run must not (a panic, a failed
     /// shutdown, a drive lost, a quick stop, lost records): the sweep ends with it.
     #[error("runtime loop: {message}")]

@@ -41,8 +41,34 @@ pub fn sleep_until(t: MonoTime) {
     }
 }
 
+/// A real-time facility of the host that was refused: what, the OS's words, and
+/// what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// SCHED_FIFO at that priority refused.
+    #[error(
+        "SCHED_FIFO priority {priority} refused: {cause} (run as root or grant \
+         CAP_SYS_NICE / an rtprio limit)"
+    )]
+    Fifo {
+        /// The priority asked for.
+        priority: u8,
+        /// The OS error in words.
+        cause: String,
+    },
+    /// `/dev/cpu_dma_latency` could not be opened for writing.
+    #[error("{CPU_DMA_LATENCY}: cannot open for writing: {0}")]
+    DmaLatencyOpen(std::io::Error),
+    /// Writing 0 to `/dev/cpu_dma_latency` was refused.
+    #[error("{CPU_DMA_LATENCY}: writing 0 refused: {0}")]
+    DmaLatencyWrite(std::io::Error),
+    /// `mlockall` refused.
+    #[error("mlockall refused: {0} (raise `ulimit -l` or run as root)")]
+    Mlock(std::io::Error),
+}
+
 /// Makes the calling thread SCHED_FIFO at `priority`.
-pub fn set_fifo(priority: u8) -> Result<(), String> {
+pub fn set_fifo(priority: u8) -> Result<(), HostError> {
     use thread_priority::{
         set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
         ThreadPriority, ThreadSchedulePolicy,
@@ -55,11 +81,9 @@ pub fn set_fifo(priority: u8) -> Result<(), String> {
         prio,
         ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
     )
-    .map_err(|e| {
-        format!(
-            "SCHED_FIFO priority {priority} refused: {} (run as root or grant CAP_SYS_NICE / an rtprio limit)",
-            priority_error_text(&e)
-        )
+    .map_err(|e| HostError::Fifo {
+        priority,
+        cause: priority_error_text(&e),
     })
 }
 
@@ -87,14 +111,14 @@ pub struct DmaLatencyHold {
 
 /// Opens `/dev/cpu_dma_latency` and writes a 4-byte 0; the returned hold keeps
 /// the file open. Fails without the device or the permission to write it.
-pub fn hold_cpu_dma_latency() -> Result<DmaLatencyHold, String> {
+pub fn hold_cpu_dma_latency() -> Result<DmaLatencyHold, HostError> {
     use std::io::Write;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(CPU_DMA_LATENCY)
-        .map_err(|e| format!("{CPU_DMA_LATENCY}: cannot open for writing: {e}"))?;
+        .map_err(HostError::DmaLatencyOpen)?;
     file.write_all(&0i32.to_ne_bytes())
-        .map_err(|e| format!("{CPU_DMA_LATENCY}: writing 0 refused: {e}"))?;
+        .map_err(HostError::DmaLatencyWrite)?;
     Ok(DmaLatencyHold { _file: file })
 }
 
@@ -168,16 +192,13 @@ pub fn keep_off(cpu: usize) -> Result<(), AffinityError> {
 }
 
 /// Locks current and future memory (`mlockall(MCL_CURRENT | MCL_FUTURE)`).
-pub fn lock_memory() -> Result<(), String> {
+pub fn lock_memory() -> Result<(), HostError> {
     // SAFETY: mlockall has no memory-safety preconditions.
     let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!(
-            "mlockall refused: {} (raise `ulimit -l` or run as root)",
-            std::io::Error::last_os_error()
-        ))
+        Err(HostError::Mlock(std::io::Error::last_os_error()))
     }
 }
 
@@ -254,7 +275,7 @@ mod tests {
         if unsafe { libc::geteuid() } != 0 {
             let e = std::thread::spawn(|| set_fifo(99)).join().unwrap();
             if let Err(e) = e {
-                assert!(!e.contains("OS("), "{e}");
+                assert!(!e.to_string().contains("OS("), "{e}");
             }
         }
     }
@@ -272,6 +293,7 @@ mod tests {
             }
             Err(e) => {
                 // No device or no permission: the reason names the device and the error.
+                let e = e.to_string();
                 assert!(e.contains(CPU_DMA_LATENCY) && e.contains("os error"), "{e}");
             }
         }

@@ -1051,9 +1051,9 @@ fn recorder(
         .record_file
         .clone()
         .unwrap_or_else(|| dir.join("recording.mcap"));
-    Recorder::create(&file, limits, clock).map_err(|message| RunError::Output {
+    Recorder::create(&file, limits, clock).map_err(|e| RunError::Output {
         dir: dir.to_path_buf(),
-        message,
+        message: e.to_string(),
     })
 }
 
@@ -1096,7 +1096,7 @@ impl RtSetup {
                 Ok(()) => host.mlockall = true,
                 Err(e) => {
                     tracing::warn!("REAL-TIME DEGRADED: {e}");
-                    host.mlockall_error = Some(e);
+                    host.mlockall_error = Some(e.to_string());
                 }
             }
         }
@@ -1105,7 +1105,7 @@ impl RtSetup {
             Ok(()) => host.sched_fifo = true,
             Err(e) => {
                 tracing::warn!("REAL-TIME DEGRADED: {e}; running with normal scheduling");
-                host.sched_fifo_error = Some(e);
+                host.sched_fifo_error = Some(e.to_string());
             }
         }
         let hold = if self.hold_cpu_dma_latency {
@@ -1116,7 +1116,7 @@ impl RtSetup {
                 }
                 Err(e) => {
                     tracing::warn!("REAL-TIME DEGRADED: {e}; deep C-states stay allowed");
-                    host.cpu_dma_latency_error = Some(e);
+                    host.cpu_dma_latency_error = Some(e.to_string());
                     None
                 }
             }

@@ -164,13 +164,33 @@ fn mode_by_name<'de, D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
     mode_from_name(name).map_err(serde::de::Error::custom)
 }
 
+/// Why a run's recording could not be read back (a recording cut short is not an
+/// error: it is read to its last whole record and [`RunData::truncated`] says so).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The run directory holds no recording and no report naming one.
+    #[error("{}: no recording (recording.mcap) and no report naming one", .0.display())]
+    NoRecording(PathBuf),
+    /// A segment could not be opened, or is not a regular file (the message names it).
+    #[error("{0}")]
+    Open(String),
+    /// A segment could not be read (the OS error).
+    #[error("{}: cannot read the recording: {error}", .file.display())]
+    Read {
+        /// The segment.
+        file: PathBuf,
+        /// What the read said.
+        error: String,
+    },
+}
+
 /// Cap of a run's `report.json` when it is read back for the recording's file names.
 const REPORT_LIMIT_BYTES: u64 = 64 << 20;
 
 /// The segments of the recording in `run_dir`: `recording.mcap`,
 /// `recording.1.mcap`, ... in order (or the files the report lists, for a run
 /// recorded with `--record`).
-pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let report = run_dir.join("report.json");
     // Read with a bound (a report is a few KiB): a `report.json` that is a FIFO or a
     // device is passed over like a missing one.
@@ -203,10 +223,7 @@ pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     if files.is_empty() {
-        return Err(format!(
-            "{}: no recording (recording.mcap) and no report naming one",
-            run_dir.display()
-        ));
+        return Err(ReadError::NoRecording(run_dir.to_path_buf()));
     }
     Ok(files)
 }
@@ -214,7 +231,7 @@ pub fn segments(run_dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// Reads `files` (segments in order), keeping `window` (s since the run's start)
 /// or everything. Each file is streamed through a small buffer (the MCAP chunk being
 /// read), never loaded whole: a 512 MB segment costs no more memory than a small one.
-pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, String> {
+pub fn read(files: &[PathBuf], window: Option<(f64, f64)>) -> Result<RunData, ReadError> {
     read_with(files, window, |_| {})
 }
 
@@ -224,21 +241,24 @@ pub fn read_with(
     files: &[PathBuf],
     window: Option<(f64, f64)>,
     mut visit: impl FnMut(&CycleSample),
-) -> Result<RunData, String> {
+) -> Result<RunData, ReadError> {
     let mut r = Reader::new(window);
     r.visit = Some(&mut visit);
     for f in files {
         // A segment that cannot be opened, or is not a regular file (a FIFO would block
         // the reader for good), is an error, not a recording cut short.
         let file = chunkrt_files::open_regular(f, "recording")
-            .map_err(err)?
+            .map_err(|e| ReadError::Open(e.to_string()))?
             .file;
         match r.segment(file) {
             Ok(()) => {}
             // The file could not be read (an I/O error): that is the error, not a
             // recording cut short.
-            Err(Stop::Read(e)) => {
-                return Err(format!("{}: cannot read the recording: {e}", f.display()))
+            Err(Stop::Read(error)) => {
+                return Err(ReadError::Read {
+                    file: f.clone(),
+                    error,
+                })
             }
             // A killed run's last segment has no summary and may end inside a
             // record: what was read stays, and the figure says so.
@@ -738,12 +758,15 @@ mod tests {
             .unwrap()
             .success());
         let files = segments(&d).unwrap();
-        let e = read(&files, None).err().unwrap();
+        let e = read(&files, None).err().unwrap().to_string();
         assert!(
             e.contains("recording.mcap: is a FIFO (named pipe), not a regular file"),
             "{e}"
         );
-        let e = read(&[PathBuf::from("/dev/zero")], None).err().unwrap();
+        let e = read(&[PathBuf::from("/dev/zero")], None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("/dev/zero: is a character device"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -801,6 +824,8 @@ mod tests {
     fn a_directory_without_a_recording_is_named_in_the_error() {
         let d = dir("empty");
         let e = segments(&d).unwrap_err();
+        assert!(matches!(e, ReadError::NoRecording(_)), "{e}");
+        let e = e.to_string();
         assert!(
             e.contains("no recording") && e.contains("chunkrt-readback-empty"),
             "{e}"
@@ -816,6 +841,8 @@ mod tests {
         let f = PathBuf::from("/proc/self/mem");
         match read(std::slice::from_ref(&f), None) {
             Err(e) => {
+                assert!(matches!(e, ReadError::Read { .. }), "{e}");
+                let e = e.to_string();
                 assert!(e.contains("/proc/self/mem"), "{e}");
                 assert!(e.contains("os error 5"), "{e}");
             }

@@ -255,10 +255,25 @@ const CHUNK_SCHEMA: &str = r#"{
   }
 }"#;
 
+/// A recording segment that could not be started: the file and the cause (with the
+/// OS error the mcap writer wraps).
+#[derive(Debug, thiserror::Error)]
+#[error("recording {}: {cause}", .file.display())]
+pub struct RecordingError {
+    /// The segment's file.
+    pub file: PathBuf,
+    /// What failed, with its causes.
+    pub cause: String,
+}
+
 impl Recorder {
     /// A recording whose first segment is `path` (`recording.mcap`); later segments
     /// insert their number before the extension.
-    pub fn create(path: &Path, limits: RecordingLimits, clock: ClockInfo) -> Result<Self, String> {
+    pub fn create(
+        path: &Path,
+        limits: RecordingLimits,
+        clock: ClockInfo,
+    ) -> Result<Self, RecordingError> {
         let mut r = Recorder {
             base: path.to_path_buf(),
             limits,
@@ -285,7 +300,7 @@ impl Recorder {
         self.base.with_file_name(format!("{stem}.{n}.mcap"))
     }
 
-    fn open_segment(&mut self) -> Result<(), String> {
+    fn open_segment(&mut self) -> Result<(), RecordingError> {
         let path = self.segment_path(self.summary.files.len());
         let opened = self.start_segment(&path);
         if opened.is_err() && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
@@ -294,8 +309,10 @@ impl Recorder {
             let _ = std::fs::remove_file(&path);
         }
         let mut seg = opened?;
-        seg.flushed(&mut self.summary)
-            .map_err(|e| format!("recording {}: {e}", path.display()))?;
+        seg.flushed(&mut self.summary).map_err(|e| RecordingError {
+            file: path.clone(),
+            cause: e.to_string(),
+        })?;
         self.summary.files.push(path);
         self.segment = Some(seg);
         Ok(())
@@ -303,9 +320,11 @@ impl Recorder {
 
     /// A new segment at `path`: header, schemas, channels and the clock metadata,
     /// flushed.
-    fn start_segment(&self, path: &Path) -> Result<Segment, String> {
-        let err =
-            |e: &dyn std::error::Error| format!("recording {}: {}", path.display(), with_causes(e));
+    fn start_segment(&self, path: &Path) -> Result<Segment, RecordingError> {
+        let err = |e: &dyn std::error::Error| RecordingError {
+            file: path.to_path_buf(),
+            cause: with_causes(e),
+        };
         let file = File::create(path).map_err(|e| err(&e))?;
         let watch = file.try_clone().map_err(|e| err(&e))?;
         let mut writer = mcap::WriteOptions::new()
@@ -410,7 +429,7 @@ impl Recorder {
         if rotate {
             self.close_segment();
             if let Err(e) = self.open_segment() {
-                self.fail(e);
+                self.fail(e.to_string());
             }
         }
         let Some(seg) = self.segment.as_mut() else {

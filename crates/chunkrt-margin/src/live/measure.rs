@@ -53,7 +53,7 @@ pub fn measure_with(
             message: outcome.describe_ending(),
         });
     }
-    let files = chunkrt_telemetry::readback::segments(run_dir).map_err(MarginError::Run)?;
+    let files = chunkrt_telemetry::readback::segments(run_dir)?;
     let j = setup.joint;
     let mut samples: Vec<Sample> = Vec::new();
     let data = chunkrt_telemetry::readback::read_with(&files, None, |c| {
@@ -65,8 +65,7 @@ pub fn measure_with(
             y: get(c.feedback_rad),
             playing: c.mode == chunkrt_core::Mode::Playing,
         });
-    })
-    .map_err(MarginError::Run)?;
+    })?;
     let gate_times: &[f64] = data.gate.get(j).map_or(&[], |v| v.as_slice());
     let counter = |k: &str| outcome.report.counters.get(k).copied().unwrap_or(0);
     let goal = cfg.policy.goals_rad.first().and_then(|g| g.get(j).copied());

@@ -75,7 +75,7 @@ impl LiveSetup {
         let mut cfg = self.cfg.clone();
         cfg.inject = inject.clone();
         cfg.inject.probe = Some(self.probe());
-        cfg.check().map_err(MarginError::Setup)?;
+        cfg.check()?;
         Ok(cfg)
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 pub enum PlotError {
     /// The run's recording could not be found or read (the message names the file).
     #[error("{0}")]
-    Recording(String),
+    Recording(#[from] crate::readback::ReadError),
     /// The recording holds no cycle to draw.
     #[error("the recording holds no cycle")]
     NoCycle,
