@@ -381,6 +381,11 @@ fn collector(cfg: &Config, opts: &RunOptions, t_start: MonoTime) -> Result<Colle
         (Some(dir), true) => collector.with_recorder(recorder(cfg, dir, t_start)?),
         _ => collector,
     };
+    collector.set_chunk_age_check(chunkrt_telemetry::age_check::ChunkAgeCheck::new(
+        cfg.control.period_ms,
+        cfg.inference.chunk_period_ms,
+        cfg.executor.max_chunk_age_ms,
+    ));
     collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
         &cfg.joint_limits(),
         cfg.executor_config().blend_ns,
@@ -613,6 +618,9 @@ fn drain_until_done(
                 return;
             }
             collector.flush_logs();
+            while let Some(w) = collector.take_warning() {
+                console_line(&format!("chunkrt: warning: {w}"));
+            }
             if let Some(e) = collector.new_log_error() {
                 console_line(&format!(
                     "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"
