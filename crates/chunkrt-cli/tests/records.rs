@@ -16,6 +16,24 @@ fn bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_chunkrt")))
 }
 
+/// `rt-config/sim.toml` with `executor.max_chunk_age_ms = age` and its manifest
+/// path made absolute, written into `dir`; both edits must match.
+fn sim_with_age(dir: &std::path::Path, age: &str) -> PathBuf {
+    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let text = sim
+        .edit(
+            "max_chunk_age_ms = 200.0",
+            &format!("max_chunk_age_ms = {age}"),
+        )
+        .edit(
+            "manifest = \"",
+            &format!("manifest = \"{}/rt-config/", repo().display()),
+        );
+    let file = dir.join(format!("age-{age}.toml"));
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 /// Issue 37: `max_chunk_age_ms = 60` at a 20 ms bus was accepted and then expired chunks
 /// every half second. The oracle is worked out by hand from rt-config/sim.toml: the
 /// inference thread starts every 50 ms on the first 20 ms tick at or after its slot, so
@@ -27,17 +45,7 @@ fn a_chunk_age_below_chunk_period_plus_ticks_is_refused_naming_cause_and_fix() {
     let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     assert!(sim.contains("period_ms = 20.0") && sim.contains("chunk_period_ms = 50.0"));
     let run = |age: &str| {
-        let file = dir.join(format!("age-{age}.toml"));
-        let text = sim
-            .edit(
-                "max_chunk_age_ms = 200.0",
-                &format!("max_chunk_age_ms = {age}"),
-            )
-            .replace(
-                "manifest = \"",
-                &format!("manifest = \"{}/rt-config/", repo().display()),
-            );
-        std::fs::write(&file, text).unwrap();
+        let file = sim_with_age(&dir, age);
         Command::new(bin())
             .arg("validate")
             .arg(&file)
@@ -77,20 +85,9 @@ fn a_chunk_age_below_chunk_period_plus_ticks_is_refused_naming_cause_and_fix() {
 #[test]
 fn a_chunk_age_short_of_the_measured_inference_time_is_said_with_the_value_that_holds() {
     let dir = temp_dir("records", "measured-age");
-    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     let run = |age: &str| {
-        let file = dir.join(format!("age-{age}.toml"));
+        let file = sim_with_age(&dir, age);
         let out = dir.join(format!("run-{age}"));
-        let text = sim
-            .edit(
-                "max_chunk_age_ms = 200.0",
-                &format!("max_chunk_age_ms = {age}"),
-            )
-            .edit(
-                "manifest = \"",
-                &format!("manifest = \"{}/rt-config/", repo().display()),
-            );
-        std::fs::write(&file, text).unwrap();
         let o = Command::new(bin())
             .args(["run", "--quiet", "--no-plots", "--duration", "4s"])
             .args(["--inject-inference-ms", "45", "--config"])

@@ -49,9 +49,9 @@ impl ChunkAgeCheck {
         if self.latencies_ms.len() < JUDGED {
             return None;
         }
-        let mut sorted = self.latencies_ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted[JUDGED / 2];
+        // Full: never pushed to again, so sorted in place.
+        self.latencies_ms.sort_by(f64::total_cmp);
+        let median = self.latencies_ms[JUDGED / 2];
         let need = chunkrt_config::min_chunk_age_ms(self.period_ms, self.chunk_period_ms, median);
         (self.max_chunk_age_ms < need).then(|| {
             format!(
