@@ -66,3 +66,69 @@ fn a_chunk_age_below_chunk_period_plus_ticks_is_refused_naming_cause_and_fix() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 37: the config check can only assume the inference time (one tick without
+/// `policy.deadline_ms`), so a slower policy passed it and then expired chunks with
+/// nothing naming the cause. With 45 ms of inference injected, 100 ms passes the
+/// check (80) and the run says, from the inference time it measures, which value
+/// holds: a warning on stderr and a `config_warning` event. Judged by what the
+/// executor did: that run expired chunks, and a run with the value the warning
+/// named expires none and says nothing.
+#[test]
+fn a_chunk_age_short_of_the_measured_inference_time_is_said_with_the_value_that_holds() {
+    let dir = temp_dir("records", "measured-age");
+    let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let run = |age: &str| {
+        let file = dir.join(format!("age-{age}.toml"));
+        let out = dir.join(format!("run-{age}"));
+        let text = sim
+            .edit(
+                "max_chunk_age_ms = 200.0",
+                &format!("max_chunk_age_ms = {age}"),
+            )
+            .edit(
+                "manifest = \"",
+                &format!("manifest = \"{}/rt-config/", repo().display()),
+            );
+        std::fs::write(&file, text).unwrap();
+        let o = Command::new(bin())
+            .args(["run", "--quiet", "--no-plots", "--duration", "4s"])
+            .args(["--inject-inference-ms", "45", "--config"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        let expired = report["counters"]["chunks_expired"].as_u64().unwrap();
+        let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+        (err, expired, events)
+    };
+    let (err, expired, events) = run("100.0");
+    let said = err
+        .lines()
+        .find(|l| l.starts_with("chunkrt: warning: executor.max_chunk_age_ms 100 expires"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(said.contains("ms median"), "{said}");
+    assert!(events.contains("\"config_warning\""), "{events}");
+    assert!(
+        expired > 0,
+        "100 ms expired no chunk: the warning was wrong"
+    );
+    let fix = said
+        .split("set it to ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap_or_else(|| panic!("no value in: {said}"));
+    let (err, expired, events) = run(&format!("{fix}.0"));
+    assert!(!err.contains("warning: executor.max_chunk_age_ms"), "{err}");
+    assert!(!events.contains("\"config_warning\""), "{events}");
+    assert_eq!(
+        expired, 0,
+        "{fix} ms, as the warning said, still expired chunks"
+    );
+}

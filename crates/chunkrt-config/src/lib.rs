@@ -23,6 +23,7 @@ pub use kind::FileKind;
 pub use locate::{clip, line_of, MAX_MESSAGE_BYTES};
 pub use perjoint::PerJoint;
 pub use schema::*;
+pub use validate::min_chunk_age_ms;
 
 use std::path::{Path, PathBuf};
 

@@ -347,6 +347,12 @@ impl Built {
             ),
             handoff: shared.handoff.clone(),
             selection: selection_config(cfg),
+            draw_schedule: cfg
+                .policy
+                .draw_schedule
+                .iter()
+                .map(|&[seq, n, c]| (seq, n as u16, c as u16))
+                .collect(),
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };
@@ -381,6 +387,11 @@ fn collector(cfg: &Config, opts: &RunOptions, t_start: MonoTime) -> Result<Colle
         (Some(dir), true) => collector.with_recorder(recorder(cfg, dir, t_start)?),
         _ => collector,
     };
+    collector.set_chunk_age_check(chunkrt_telemetry::age_check::ChunkAgeCheck::new(
+        cfg.control.period_ms,
+        cfg.inference.chunk_period_ms,
+        cfg.executor.max_chunk_age_ms,
+    ));
     collector.set_command_oracle(chunkrt_telemetry::oracle::CommandOracle::new(
         &cfg.joint_limits(),
         cfg.executor_config().blend_ns,
@@ -613,6 +624,9 @@ fn drain_until_done(
                 return;
             }
             collector.flush_logs();
+            while let Some(w) = collector.take_warning() {
+                console_line(&format!("chunkrt: warning: {w}"));
+            }
             if let Some(e) = collector.new_log_error() {
                 console_line(&format!(
                     "chunkrt: error: {e}; the run goes on, later records of this file are counted as lost"

@@ -60,6 +60,10 @@ pub struct Collector {
     /// The recording's write error was said (by [`Collector::new_log_error`]).
     recording_error_said: bool,
     oracle: Option<crate::oracle::CommandOracle>,
+    /// The chunk age judged at the measured inference time (see [`crate::age_check`]).
+    age_check: Option<crate::age_check::ChunkAgeCheck>,
+    /// What the run should say on the console, not yet taken.
+    warnings: Vec<String>,
     /// The run directory: the report names the recording's files relative to it.
     out_dir: Option<std::path::PathBuf>,
 }
@@ -131,8 +135,22 @@ impl Collector {
             losses: Vec::new(),
             recording_error_said: false,
             oracle: None,
+            age_check: None,
+            warnings: Vec::new(),
             out_dir: out_dir.map(Path::to_path_buf),
         })
+    }
+
+    /// Judges the chunk age at the inference time the run measures (see
+    /// [`crate::age_check`]); a shortfall becomes a warning ([`Self::take_warning`])
+    /// and a `config_warning` event.
+    pub fn set_chunk_age_check(&mut self, check: crate::age_check::ChunkAgeCheck) {
+        self.age_check = Some(check);
+    }
+
+    /// A warning for the console, once each.
+    pub fn take_warning(&mut self) -> Option<String> {
+        (!self.warnings.is_empty()).then(|| self.warnings.remove(0))
     }
 
     /// Judges the command stream (see [`crate::oracle`]); its figures go into the
@@ -376,6 +394,21 @@ impl Collector {
         if r.status == InferStatus::Published {
             if let Some(o) = &mut self.oracle {
                 o.chunk(r.candidates, r.seam_cost, r.seam_cost_first);
+            }
+            let latency_ms = r.t_end.saturating_since(r.t_obs) as f64 * 1e-6;
+            if let Some(msg) = self
+                .age_check
+                .as_mut()
+                .and_then(|c| c.published(latency_ms))
+            {
+                let t_s = self.t_rel(r.t_end);
+                self.note(&serde_json::json!({
+                    "t_s": t_s,
+                    "event": "config_warning",
+                    "key": "executor.max_chunk_age_ms",
+                    "message": msg,
+                }));
+                self.warnings.push(msg);
             }
         }
         if let Some(rec) = self.recorder.as_mut() {

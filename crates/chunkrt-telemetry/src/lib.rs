@@ -7,6 +7,7 @@
 //! bounds, prints a live status line, writes the event logs, and at the end builds
 //! the text table and the JSON report.
 
+pub mod age_check;
 pub mod baseline;
 pub mod budget;
 pub mod collector;
