@@ -381,3 +381,76 @@ fn a_moving_policy_is_measured_against_its_unprobed_twin() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The rows of `chunkrt margin` on `rt-config/sim.toml` at one delay with `extra`
+/// arguments (10 s window, 3 s settle, 4 s free response); the status must be 0.
+fn flow_margin(name: &str, extra: &[&str]) -> serde_json::Value {
+    let out = std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = chunkrt()
+        .args(["margin", "--config"])
+        .arg(repo_file("rt-config/sim.toml"))
+        .args(["--delays", "0ms", "--window-s", "10", "--settle-s", "3"])
+        .args(["--free-s", "4"])
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    json["rows"][0].clone()
+}
+
+/// Issue 37: the margin of a moving policy that closes its loop through the arm.
+/// The bundled flow policy observing the measured state, moving between its
+/// goals, is measured against its unprobed twin; the same policy held at its start
+/// pose (`--hold`) is measured without one. The loop is the same policy's answer
+/// to the arm, so both must read the same `L` where the probe dominates (0.2-1.2
+/// Hz: measured within 8 % and 10 degrees of each other, |L| 0.9-1.3). The held
+/// measurement is the independent judge: it needs no twin, no replay and no
+/// difference of runs. Before the twin, the moving row read the policy's motion
+/// (`masked`, or `unstable` from the motion itself).
+#[test]
+fn a_moving_policy_reads_the_loop_its_held_twin_reads() {
+    let moving = flow_margin("moving-measured", &["--state-source", "measured"]);
+    let held = flow_margin("held-measured", &["--state-source", "measured", "--hold"]);
+    assert!(moving["reference_run_dir"].is_string(), "{moving}");
+    assert!(held["reference_run_dir"].is_null(), "{held}");
+    let status = moving["status"].as_str().unwrap();
+    assert!(!status.starts_with("masked"), "{moving}");
+    let bode = |row: &serde_json::Value| -> Vec<(f64, f64, f64)> {
+        row["bode"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let f = |k: &str| p[k].as_f64().unwrap();
+                (f("freq_hz"), f("mag"), f("phase_deg"))
+            })
+            .collect()
+    };
+    let (m, h) = (bode(&moving), bode(&held));
+    assert_eq!(m.len(), h.len());
+    let band: Vec<_> = m.iter().zip(&h).filter(|(a, _)| a.0 <= 1.25).collect();
+    assert!(band.len() >= 6, "{m:?}");
+    for (a, b) in band {
+        assert!(
+            (a.1 / b.1 - 1.0).abs() < 0.25 && (a.2 - b.2).abs() < 25.0,
+            "at {} Hz moving |L| {:.2} {:.0} deg, held {:.2} {:.0} deg\nmoving {moving}\nheld {held}",
+            a.0,
+            a.1,
+            a.2,
+            b.1,
+            b.2
+        );
+    }
+    eprintln!(
+        "moving {m:?}\nheld {h:?}\nmoving: {status}; held: {}",
+        held["status"]
+    );
+}

@@ -89,7 +89,9 @@ pub(super) fn analyse(
         (Some(d), _) | (None, Some(d)) => d,
         // Paired, what follows a loss of authority is the twin's motion beside an
         // arm brought to rest, not a free response.
-        (None, None) if lost > 0 && relative.is_some() => LiveStatus::LostAuthority { cycles: lost },
+        (None, None) if lost > 0 && relative.is_some() => {
+            LiveStatus::LostAuthority { cycles: lost }
+        }
         (None, None) => status(setup, &verdict, &consequences, lost, &points),
     };
     Ok(LiveRow {

@@ -51,27 +51,6 @@ pub fn measure_with(
     let mut cfg = setup.config_for(inject)?;
     cfg.telemetry.record = true;
     let backend = format!("{:?}", cfg.backend.kind).to_lowercase();
-    let reference = if setup.paired() {
-        let mut twin = cfg.clone();
-        twin.inject.probe = None;
-        let dir = run_dir.join(REFERENCE_DIR);
-        let r = run_once(setup, &twin, &dir, stop.clone(), &mut build)?;
-        if cfg.policy.kind == chunkrt_config::PolicyKind::Onnx {
-            cfg.policy.goal_schedule = r
-                .goal_changes
-                .iter()
-                .map(|&(seq, goal)| [seq, u64::from(goal)])
-                .collect();
-            cfg.policy.draw_schedule = r
-                .draws
-                .iter()
-                .map(|&(seq, n, c)| [seq, u64::from(n), u64::from(c)])
-                .collect();
-        }
-        Some(r)
-    } else {
-        None
-    };
     let j = setup.joint;
     let goal = cfg.policy.goals_rad.first().and_then(|g| g.get(j).copied());
     let mut attempts = 0;
@@ -80,6 +59,16 @@ pub fn measure_with(
         if attempts > 1 {
             clear_run(run_dir)?;
         }
+        let reference = match setup.paired() {
+            true => Some(twin_run(
+                setup,
+                &mut cfg,
+                run_dir,
+                stop.clone(),
+                &mut build,
+            )?),
+            false => None,
+        };
         let probed = run_once(setup, &cfg, run_dir, stop.clone(), &mut build)?;
         let row = analyse(
             setup,
@@ -101,20 +90,45 @@ pub fn measure_with(
     Ok(row)
 }
 
-/// Probed runs made against one twin before a departure (see
-/// `analyse::DEPARTED_SHARE`) is the point's verdict: one pair in four departs, so
-/// three attempts leave about one point in sixty.
+/// Pairs (twin and probed run) made before a departure (see
+/// `analyse::DEPARTED_SHARE`) is the point's verdict.
 pub const PAIRED_ATTEMPTS: u32 = 3;
 
-/// Removes a probed run from `run_dir`, its twin (`REFERENCE_DIR`) kept.
+/// The unprobed twin of `cfg` run into `run_dir/REFERENCE_DIR`; `cfg` (an `onnx`
+/// policy) then replays its goal changes and candidate draws.
+fn twin_run(
+    setup: &LiveSetup,
+    cfg: &mut Config,
+    run_dir: &Path,
+    stop: Arc<AtomicBool>,
+    build: &mut impl FnMut(&Config) -> Result<Runtime, MarginError>,
+) -> Result<Recorded, MarginError> {
+    let mut twin = cfg.clone();
+    twin.inject.probe = None;
+    twin.policy.goal_schedule.clear();
+    twin.policy.draw_schedule.clear();
+    let r = run_once(setup, &twin, &run_dir.join(REFERENCE_DIR), stop, build)?;
+    if cfg.policy.kind == chunkrt_config::PolicyKind::Onnx {
+        cfg.policy.goal_schedule = r
+            .goal_changes
+            .iter()
+            .map(|&(seq, goal)| [seq, u64::from(goal)])
+            .collect();
+        cfg.policy.draw_schedule = r
+            .draws
+            .iter()
+            .map(|&(seq, n, c)| [seq, u64::from(n), u64::from(c)])
+            .collect();
+    }
+    Ok(r)
+}
+
+/// Removes a pair's runs from `run_dir` (the probed run and its twin).
 fn clear_run(run_dir: &Path) -> Result<(), MarginError> {
     let entries = std::fs::read_dir(run_dir)
         .map_err(|e| MarginError::Run(format!("{}: {e}", run_dir.display())))?;
     for entry in entries.flatten() {
         let path = entry.path();
-        if entry.file_name() == REFERENCE_DIR {
-            continue;
-        }
         let gone = if path.is_dir() {
             std::fs::remove_dir_all(&path)
         } else {
