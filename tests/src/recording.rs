@@ -47,6 +47,58 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
     Ok((cycles, events))
 }
 
+/// A published chunk's decisions, from its `/chunkrt/inference` message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The cycle that captured its observation.
+    pub obs_seq: u64,
+    /// The goal it was computed toward.
+    pub goal: u64,
+    /// Candidates drawn.
+    pub candidates: u64,
+    /// The candidate published.
+    pub chosen: u64,
+}
+
+/// Every published chunk's decisions in `path` (the first segment), in file order.
+/// A published inference message without them is an error.
+pub fn published(path: &Path) -> Result<Vec<Published>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for m in stream {
+        let m = m.map_err(|e| e.to_string())?;
+        if m.channel.topic != "/chunkrt/inference" {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
+        if v["status"] != "published" {
+            continue;
+        }
+        let field = |k: &str| v[k].as_u64();
+        match (
+            v["obs"]["seq"].as_u64(),
+            field("goal"),
+            field("candidates"),
+            field("chosen"),
+        ) {
+            (Some(obs_seq), Some(goal), Some(candidates), Some(chosen)) => out.push(Published {
+                obs_seq,
+                goal,
+                candidates,
+                chosen,
+            }),
+            _ => {
+                return Err(format!(
+                    "published inference without obs.seq, goal, candidates or chosen: {v}"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The cycle of message `v`, the `index`-th cycle message of the file.
 fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
     let missing = |k: &str, what: &str| {

@@ -142,6 +142,20 @@ pub struct PolicyConfig {
     /// Goal poses the policy cycles through, one list of joint positions each.
     #[serde(default)]
     pub goals_rad: Vec<Vec<f64>>,
+    /// Replays a recorded run's goal changes (an `onnx` policy with a goal list):
+    /// `[[cycle, goal], ...]`, from the observation captured in that cycle on, that
+    /// goal (its index); the goals then do not advance on arrival. The margin
+    /// instrument runs a moving policy's probed run on its unprobed twin's schedule
+    /// (README "How much delay can my loop take?"). Empty: goals advance on arrival.
+    #[serde(default)]
+    pub goal_schedule: Vec<[u64; 2]>,
+    /// Replays a recorded run's candidate draws: `[[cycle, drawn, chosen], ...]`, for
+    /// the observation captured in that cycle, draw that many candidates (whatever
+    /// the time budget) and publish that one. With `goal_schedule`, a run repeats
+    /// the recorded one's discrete decisions (the margin instrument's probed run on
+    /// its twin's). Empty: drawn within the budget, the best published.
+    #[serde(default)]
+    pub draw_schedule: Vec<[u64; 3]>,
     /// Cruise speed of the scripted planner.
     #[serde(default = "default_policy_vel")]
     pub max_vel_rad_s: f64,

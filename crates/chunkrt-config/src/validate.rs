@@ -381,6 +381,51 @@ impl Config {
                 );
             }
         }
+        if let Some(i) =
+            (1..p.goal_schedule.len()).find(|&i| p.goal_schedule[i][0] <= p.goal_schedule[i - 1][0])
+        {
+            return fail(
+                &format!("policy.goal_schedule[{i}]"),
+                format!(
+                    "cycles must ascend: {} follows {}",
+                    p.goal_schedule[i][0],
+                    p.goal_schedule[i - 1][0]
+                ),
+            );
+        }
+        if let Some(i) =
+            (1..p.draw_schedule.len()).find(|&i| p.draw_schedule[i][0] <= p.draw_schedule[i - 1][0])
+        {
+            return fail(
+                &format!("policy.draw_schedule[{i}]"),
+                format!(
+                    "cycles must ascend: {} follows {}",
+                    p.draw_schedule[i][0],
+                    p.draw_schedule[i - 1][0]
+                ),
+            );
+        }
+        if let Some((i, d)) = p
+            .draw_schedule
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d[1] == 0 || d[1] > p.candidates as u64 || d[2] >= d[1])
+        {
+            return fail(
+                &format!("policy.draw_schedule[{i}]"),
+                format!(
+                    "expected 1 to policy.candidates ({}) drawn and a chosen one below that, \
+                     got {} drawn, candidate {}",
+                    p.candidates, d[1], d[2]
+                ),
+            );
+        }
+        if p.kind != PolicyKind::Onnx && !p.goal_schedule.is_empty() {
+            return fail(
+                "policy.goal_schedule",
+                "applies to an `onnx` policy with a goal list only",
+            );
+        }
         match p.kind {
             PolicyKind::Scripted if p.goals_rad.is_empty() => fail(
                 "policy.goals_rad",

@@ -187,6 +187,15 @@ pub trait Backend: Send {
         Ok(())
     }
 
+    /// Whether the drives sample on the control grid: [`Backend::exchange`] is then
+    /// given the cycle's deadline, not the time the control thread got there. A
+    /// simulated arm is integrated to each deadline, as DC-synchronized drives latch
+    /// and sample at SYNC0, so a run of it does not depend on how late the thread
+    /// woke (two runs repeat to the bit). Default `false`: the time of the exchange.
+    fn samples_at_deadline(&self) -> bool {
+        false
+    }
+
     /// One cycle: hand `cmd` to the drives and read their feedback into `fb`.
     /// Called on the control thread: must not allocate, lock or log.
     fn exchange(

@@ -25,6 +25,9 @@ pub struct InferInfo {
     pub step_ns: u64,
     /// Whether the observation was outside the policy's declared operating domain.
     pub out_of_domain: bool,
+    /// The goal (its index in the policy's goal list) this chunk was computed toward;
+    /// `None`: the policy keeps no goal list.
+    pub goal: Option<u16>,
 }
 
 /// A policy error. Inference runs off the real-time path, so errors may carry text.

@@ -25,6 +25,6 @@ mod measure;
 mod row;
 mod setup;
 
-pub use measure::{measure, measure_with};
+pub use measure::{measure, measure_with, PAIRED_ATTEMPTS, REFERENCE_DIR};
 pub use row::{Consequences, LivePoint, LiveRow, LiveStatus};
 pub use setup::{default_freqs, LiveSetup};

@@ -34,6 +34,22 @@ pub enum GoalError {
     /// Tolerance not positive and finite.
     #[error("goal tolerance must be positive and finite, got {0}")]
     BadTolerance(f64),
+    /// A goal schedule naming a goal the list does not have, or out of order.
+    #[error(
+        "goal schedule entry {entry} ([{seq}, {goal}]): {why} (the goal list has {len} goals)"
+    )]
+    BadSchedule {
+        /// Index of the entry.
+        entry: usize,
+        /// Its observation.
+        seq: u64,
+        /// Its goal.
+        goal: usize,
+        /// Goals in the list.
+        len: usize,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 /// Goal poses visited in order, wrapping around.
@@ -45,6 +61,13 @@ pub struct GoalSequence {
     tolerance_rad: f64,
     dwell_ns: u64,
     reached_since: Option<MonoTime>,
+    /// Replayed goal changes: from observation `.0` on, goal `.1` (empty: goals
+    /// advance on arrival).
+    schedule: Vec<(u64, usize)>,
+    /// The observation last taken by [`Self::observe`].
+    last_seq: Option<u64>,
+    /// An advance decided during one observation, taken at the next.
+    pending: bool,
 }
 
 impl GoalSequence {
@@ -93,7 +116,74 @@ impl GoalSequence {
             tolerance_rad,
             dwell_ns,
             reached_since: None,
+            schedule: Vec::new(),
+            last_seq: None,
+            pending: false,
         })
+    }
+
+    /// The goals change as `schedule` says instead of on arrival: from observation
+    /// (its cycle) `seq` on, goal `index`, entries in ascending `seq` (the goal
+    /// changes of a recorded run, replayed: the margin instrument's unprobed twin and
+    /// its probed run then pursue the same goal at every instant).
+    pub fn with_schedule(mut self, schedule: &[(u64, usize)]) -> Result<Self, GoalError> {
+        for (entry, &(seq, goal)) in schedule.iter().enumerate() {
+            let bad = |why| GoalError::BadSchedule {
+                entry,
+                seq,
+                goal,
+                len: self.goals.len(),
+                why,
+            };
+            if goal >= self.goals.len() {
+                return Err(bad("no such goal"));
+            }
+            if entry > 0 && seq <= schedule[entry - 1].0 {
+                return Err(bad("observations must ascend"));
+            }
+        }
+        self.schedule = schedule.to_vec();
+        Ok(self)
+    }
+
+    /// The goals follow a schedule ([`Self::with_schedule`]).
+    pub fn scheduled(&self) -> bool {
+        !self.schedule.is_empty()
+    }
+
+    /// Moves to the next goal at the next observation [`Self::observe`] takes: every
+    /// chunk drawn for one observation (the runtime's candidates) then pursues one
+    /// goal, so a run's goal per observation can be replayed.
+    pub fn advance_at_next_observation(&mut self) {
+        self.pending = true;
+    }
+
+    /// Takes the observation captured in cycle `seq` with the arm at `pos_rad` (once
+    /// per chunk drawn: several times with candidates): the scheduled goal for it,
+    /// else a pending advance on a new observation, else [`Self::update`]; returns
+    /// whether the goal changed.
+    pub fn observe(&mut self, seq: u64, pos_rad: &JointVec, now: MonoTime) -> bool {
+        let fresh = self.last_seq != Some(seq);
+        self.last_seq = Some(seq);
+        if self.pending {
+            if fresh {
+                self.pending = false;
+                self.advance();
+            }
+            return fresh;
+        }
+        if !self.scheduled() {
+            return self.update(pos_rad, now);
+        }
+        let index = self
+            .schedule
+            .iter()
+            .take_while(|&&(s, _)| s <= seq)
+            .last()
+            .map_or(0, |&(_, g)| g);
+        let changed = index != self.index;
+        self.index = index;
+        changed
     }
 
     /// The goal the arm is heading for.
@@ -176,9 +266,13 @@ impl Settler {
         self.settled_for = 0;
     }
 
-    /// Takes one observation of the arm at `pos_rad`; advances `goals` and returns true
-    /// when the arm has settled near the current goal.
-    pub fn observe(&mut self, goals: &mut GoalSequence, pos_rad: &JointVec) -> bool {
+    /// Takes one observation of the arm at `pos_rad`; returns true when the arm has
+    /// settled near the current goal (the caller moves `goals` on). Never for a
+    /// scheduled sequence ([`GoalSequence::with_schedule`]).
+    pub fn observe(&mut self, goals: &GoalSequence, pos_rad: &JointVec) -> bool {
+        if goals.scheduled() {
+            return false;
+        }
         let motion = (0..goals.dof).fold(0.0f64, |acc, j| {
             acc.max((pos_rad[j] - self.prev_pos[j]).abs())
         });
@@ -186,7 +280,6 @@ impl Settler {
         if goals.distance_rad(pos_rad) <= self.radius_rad && motion < self.motion_rad {
             self.settled_for += 1;
             if self.settled_for >= self.chunks {
-                goals.advance();
                 self.settled_for = 0;
                 return true;
             }
@@ -213,6 +306,72 @@ mod tests {
         assert!(!g.update(&at, MonoTime::from_ns(2000)));
         assert!(g.update(&at, MonoTime::from_ns(2100)));
         assert_eq!(g.index(), 0);
+    }
+
+    #[test]
+    fn a_schedule_sets_the_goal_by_observation_and_arrival_no_longer_counts() {
+        let goals = [vec![0.0], vec![1.0], vec![2.0]];
+        let mut g = GoalSequence::new(1, &goals, 0.01, 0)
+            .unwrap()
+            .with_schedule(&[(10, 2), (20, 1)])
+            .unwrap();
+        let at_goal_0 = [0.0; MAX_DOF];
+        let t = MonoTime::from_ns(1);
+        // At goal 0 and past the dwell: on arrival it would advance; scheduled, not.
+        assert!(!g.observe(9, &at_goal_0, t));
+        assert_eq!(g.index(), 0);
+        // A settler never calls it settled either.
+        let mut settler = Settler::new(1.0, 1.0, 1);
+        assert!(!settler.observe(&g, &at_goal_0));
+        assert!(!settler.observe(&g, &at_goal_0));
+        assert_eq!(g.index(), 0);
+        // An observation past an entry takes its goal, skipped ones included.
+        assert!(g.observe(12, &at_goal_0, t));
+        assert_eq!(g.index(), 2);
+        assert!(!g.observe(19, &at_goal_0, t));
+        assert!(g.observe(25, &at_goal_0, t));
+        assert_eq!(g.index(), 1);
+        // Unscheduled, the same observation advances on arrival.
+        let mut free = GoalSequence::new(1, &goals, 0.01, 0).unwrap();
+        assert!(free.observe(9, &at_goal_0, t));
+        assert_eq!(free.index(), 1);
+    }
+
+    /// A settled arm's advance decided while drawing one observation's candidates is
+    /// taken at the next observation: every candidate of one observation pursues one
+    /// goal, and arrival is not judged in between (no goal skipped).
+    #[test]
+    fn an_advance_at_the_next_observation_waits_for_it() {
+        let goals = [vec![0.0], vec![1.0], vec![2.0]];
+        let mut g = GoalSequence::new(1, &goals, 0.01, 0).unwrap();
+        let far = [5.0; MAX_DOF];
+        let t = MonoTime::from_ns(1);
+        assert!(!g.observe(1, &far, t));
+        g.advance_at_next_observation();
+        // More candidates of observation 1, even at goal 0: no change.
+        assert!(!g.observe(1, &[0.0; MAX_DOF], t));
+        assert_eq!(g.index(), 0);
+        assert!(g.observe(2, &far, t));
+        assert_eq!(g.index(), 1);
+        assert!(!g.observe(3, &far, t));
+        assert_eq!(g.index(), 1);
+    }
+
+    #[test]
+    fn a_schedule_naming_a_missing_goal_or_out_of_order_is_refused() {
+        let g = || GoalSequence::new(1, &[vec![0.0], vec![1.0]], 0.01, 0).unwrap();
+        assert_eq!(
+            g().with_schedule(&[(5, 1), (8, 2)])
+                .unwrap_err()
+                .to_string(),
+            "goal schedule entry 1 ([8, 2]): no such goal (the goal list has 2 goals)"
+        );
+        assert_eq!(
+            g().with_schedule(&[(5, 1), (5, 0)])
+                .unwrap_err()
+                .to_string(),
+            "goal schedule entry 1 ([5, 0]): observations must ascend (the goal list has 2 goals)"
+        );
     }
 
     #[test]

@@ -407,6 +407,10 @@ pub struct ImportedPolicyConfig {
     pub seed: Option<u64>,
     /// Goal poses; default: the manifest's `task.goals`.
     pub goals: Option<Vec<Vec<f64>>>,
+    /// Replayed goal changes: from observation (cycle) `.0` on, goal `.1`; the goals
+    /// then do not advance on arrival (see [`crate::goals::GoalSequence::with_schedule`]). Empty:
+    /// they do.
+    pub goal_schedule: Vec<(u64, usize)>,
     /// Which state the policy observes; `None`: the manifest's `observation.state`.
     pub state: Option<StateSource>,
     /// Settled near the goal (see [`Settler`]): radius; `None`: 4 x the goal tolerance.
@@ -429,6 +433,7 @@ impl ImportedPolicyConfig {
             deadline_ms: None,
             seed: None,
             goals: None,
+            goal_schedule: Vec::new(),
             state: None,
             goal_settle_radius_rad: None,
             settle_chunks: 5,
@@ -498,11 +503,22 @@ impl ImportedPolicy {
         let goal_list = cfg.goals.as_ref().unwrap_or(&raw.task.goals);
         let goals = if goal_list.is_empty() {
             // The manifest check allows this only for a model that reads its goal in
-            // the image and takes no `goal` source.
+            // the image and takes no `goal` source; it has no goal to schedule.
+            if let Some(&(seq, goal)) = cfg.goal_schedule.first() {
+                let e = crate::goals::GoalError::BadSchedule {
+                    entry: 0,
+                    seq,
+                    goal,
+                    len: 0,
+                    why: "the model reads its goal in the camera image",
+                };
+                return Err(invalid(e.into()));
+            }
             None
         } else {
             Some(
                 GoalSequence::new(raw.d_a, goal_list, raw.task.goal_tolerance_rad, 0)
+                    .and_then(|g| g.with_schedule(&cfg.goal_schedule))
                     .map_err(|e| invalid(e.into()))?,
             )
         };
@@ -647,8 +663,9 @@ impl Policy for ImportedPolicy {
         if fresh {
             let mut changed = false;
             if let Some(goals) = self.goals.as_mut() {
-                changed = goals.update(pos, obs.t_capture);
+                changed = goals.observe(obs.seq, pos, obs.t_capture);
                 if self.settler.observe(goals, pos) {
+                    goals.advance();
                     self.stats.settled_advances += 1;
                     changed = true;
                 }
@@ -718,6 +735,7 @@ impl Policy for ImportedPolicy {
             steps_nominal: self.steps as u16,
             step_ns: step_ns as u64,
             out_of_domain,
+            goal: self.goals.as_ref().map(|g| g.index() as u16),
         })
     }
 

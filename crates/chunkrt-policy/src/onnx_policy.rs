@@ -55,6 +55,10 @@ pub struct OnnxPolicyConfig {
     pub seed: Option<u64>,
     /// Goal poses (each d_a values); default: the manifest's `encoding.goals`.
     pub goals: Option<Vec<Vec<f64>>>,
+    /// Replayed goal changes: from observation (cycle) `.0` on, goal `.1`; the goals
+    /// then do not advance on arrival (see [`GoalSequence::with_schedule`]). Empty:
+    /// they do.
+    pub goal_schedule: Vec<(u64, usize)>,
     /// Time at a reached goal before the next one is pursued.
     pub goal_dwell_ms: u64,
     /// When fresh noise is drawn.
@@ -86,6 +90,7 @@ impl OnnxPolicyConfig {
             deadline_ms: None,
             seed: None,
             goals: None,
+            goal_schedule: Vec::new(),
             goal_dwell_ms: 0,
             noise: NoiseMode::PerChunk,
             state: None,
@@ -166,6 +171,7 @@ impl OnnxPolicy {
             m.encoding.goal_tolerance_rad,
             cfg.goal_dwell_ms * 1_000_000,
         )
+        .and_then(|g| g.with_schedule(&cfg.goal_schedule))
         .map_err(|e| invalid(e.into()))?;
         let settle_radius_rad = cfg
             .goal_settle_radius_rad
@@ -320,7 +326,8 @@ impl Policy for OnnxPolicy {
                 vel[j]
             )));
         }
-        let goal_changed = self.goals.update(state, obs.t_capture);
+        let goal_changed = self.goals.observe(obs.seq, state, obs.t_capture);
+        let goal = Some(self.goals.index() as u16);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
         self.observation_vector(state, vel, &mut obs_vec);
         let verdict = self.model.domain().check(&obs_vec);
@@ -359,7 +366,10 @@ impl Policy for OnnxPolicy {
             self.stats.out_of_domain += 1;
         }
         // Settled near the goal: the arm is close and has stopped moving.
-        if self.settler.observe(&mut self.goals, state) {
+        // Taken at the next observation: this observation's other candidates pursue
+        // the same goal (a recorded run's goals per observation can be replayed).
+        if self.settler.observe(&self.goals, state) {
+            self.goals.advance_at_next_observation();
             self.noise_fresh = false;
             self.stats.settled_advances += 1;
         }
@@ -375,6 +385,7 @@ impl Policy for OnnxPolicy {
             steps_nominal: self.steps as u16,
             step_ns: step_ns as u64,
             out_of_domain,
+            goal,
         })
     }
 }

@@ -111,11 +111,20 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             if !p.goals_rad.is_empty() {
                 oc.goals = Some(p.goals_rad.clone());
             }
+            oc.goal_schedule = goal_schedule(p);
             let policy = chunkrt_policy::OnnxPolicy::new(&oc)
                 .map_err(|e| RunError::Policy(e.to_string()))?;
             Ok(Box::new(policy))
         }
     }
+}
+
+/// `policy.goal_schedule` as the policies take it: (observation, goal index).
+fn goal_schedule(p: &chunkrt_config::PolicyConfig) -> Vec<(u64, usize)> {
+    p.goal_schedule
+        .iter()
+        .map(|&[seq, goal]| (seq, goal as usize))
+        .collect()
 }
 
 /// ONNX Runtime's library, provider and threads from `[policy]`.
@@ -175,6 +184,7 @@ fn imported(cfg: &Config, manifest: std::path::PathBuf) -> Result<Box<dyn Policy
     if !p.goals_rad.is_empty() {
         ic.goals = Some(p.goals_rad.clone());
     }
+    ic.goal_schedule = goal_schedule(p);
     let policy =
         chunkrt_policy::ImportedPolicy::new(&ic).map_err(|e| RunError::Policy(e.to_string()))?;
     Ok(Box::new(policy))

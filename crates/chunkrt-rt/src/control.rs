@@ -16,6 +16,8 @@ use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 /// The control thread's state; built before the first deadline.
 pub struct ControlLoop {
     pub(crate) backend: Box<dyn Backend>,
+    /// The backend samples on the control grid (`Backend::samples_at_deadline`).
+    samples_at_deadline: bool,
     pub(crate) executor: Executor,
     gate: Gate,
     chunks: Subscriber<Chunk>,
@@ -111,6 +113,7 @@ impl ControlLoop {
         };
         cmd.pos_rad = p.first_feedback.pos_rad;
         ControlLoop {
+            samples_at_deadline: p.backend.samples_at_deadline(),
             backend: p.backend,
             executor: p.executor,
             gate: p.gate,
@@ -594,10 +597,22 @@ impl ControlLoop {
             inj.burn(work_began);
         }
         let t_cmd = (self.clock)();
+        // Drives that sample on the grid are given the deadline (a simulated arm).
+        let t_drive = if self.samples_at_deadline {
+            deadline
+        } else {
+            t_cmd
+        };
         let result = match self.inject.as_deref_mut() {
-            None => self.backend.exchange(t_cmd, &self.cmd, &mut self.fb),
+            None => self.backend.exchange(t_drive, &self.cmd, &mut self.fb),
             // Injected transport / feedback delay (issue 8), keyed on the deadline.
-            Some(inj) => inj.exchange(&mut *self.backend, deadline, t_cmd, &self.cmd, &mut self.fb),
+            Some(inj) => inj.exchange(
+                &mut *self.backend,
+                deadline,
+                t_drive,
+                &self.cmd,
+                &mut self.fb,
+            ),
         };
         self.unsent = false;
         let backend_error = match result {

@@ -52,6 +52,10 @@ pub struct InferenceParts {
     pub handoff: Arc<HandoffCounts>,
     /// Candidates per chunk and how to choose among them (`crate::select`).
     pub selection: crate::select::SelectionConfig,
+    /// Replayed draws (`policy.draw_schedule`): for the observation captured in
+    /// cycle `.0`, draw `.1` candidates (whatever the budget) and publish candidate
+    /// `.2`; ascending by cycle. Empty: drawn within the budget, the best published.
+    pub draw_schedule: Vec<(u64, u16, u16)>,
     /// The camera, for a policy that takes an image (none: no camera).
     pub camera: Option<crate::camera::CameraFeed>,
 }
@@ -432,8 +436,19 @@ impl Inference {
         let mut cost_first = 0.0;
         let mut drawn = 0u16;
         let mut result = Ok(Ok(chunkrt_core::InferInfo::default()));
+        let sched = &self.p.draw_schedule;
+        let replay = sched.binary_search_by_key(&obs.seq, |d| d.0).ok().map(|k| {
+            (
+                usize::from(sched[k].1).min(select.count()),
+                usize::from(sched[k].2),
+            )
+        });
         for i in 0..select.count() {
-            if i > 0 && !select.within_budget(os::now().saturating_since(t_begin)) {
+            let more = match replay {
+                Some((n, _)) => i < n,
+                None => i == 0 || select.within_budget(os::now().saturating_since(t_begin)),
+            };
+            if !more {
                 break;
             }
             let policy = &mut self.p.policy;
@@ -458,7 +473,11 @@ impl Inference {
             if i == 0 {
                 cost_first = cost;
             }
-            if best.is_none_or(|(_, b)| cost < b) {
+            let pick = match replay {
+                Some((_, c)) => i == c,
+                None => best.is_none_or(|(_, b)| cost < b),
+            };
+            if pick || best.is_none() {
                 best = Some((i, cost));
             }
         }
@@ -505,6 +524,7 @@ impl Inference {
             steps_nominal: info.steps_nominal,
             step_ns: info.step_ns,
             out_of_domain: info.out_of_domain,
+            goal: info.goal,
             ..stamp.record(obs, t_begin, os::now(), InferStatus::Dropped)
         });
         Err(Skip::Period)
@@ -542,8 +562,10 @@ impl Inference {
             step_ns: info.step_ns,
             out_of_domain: info.out_of_domain,
             candidates: drawn.drawn,
+            chosen: drawn.chosen as u16,
             seam_cost: drawn.seam_cost as f32,
             seam_cost_first: drawn.cost_first as f32,
+            goal: info.goal,
             ..stamp.record(obs, t_begin, t_publish, InferStatus::Published)
         });
     }

@@ -347,6 +347,12 @@ impl Built {
             ),
             handoff: shared.handoff.clone(),
             selection: selection_config(cfg),
+            draw_schedule: cfg
+                .policy
+                .draw_schedule
+                .iter()
+                .map(|&[seq, n, c]| (seq, n as u16, c as u16))
+                .collect(),
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };

@@ -244,6 +244,11 @@ impl Backend for SimArm {
         "sim"
     }
 
+    /// Integrated to each cycle's deadline (see the trait).
+    fn samples_at_deadline(&self) -> bool {
+        true
+    }
+
     /// Sets the sim clock to `now` and enables every drive holding its position.
     /// Fails if a drive is in fault (injected before start).
     fn start(

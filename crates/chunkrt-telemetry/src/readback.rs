@@ -92,6 +92,13 @@ pub struct RunData {
     pub chunks: Vec<RecChunk>,
     /// Chunks published in the window.
     pub chunks_published: u64,
+    /// The policy's goal changes among the published chunks in the window: the
+    /// observation (its cycle) from which a chunk was computed toward a new goal, and
+    /// that goal's index (the first published chunk's goal is the first entry).
+    pub goal_changes: Vec<(u64, u16)>,
+    /// The published chunks in the window and how they were drawn: the
+    /// observation's cycle, candidates drawn, the one published.
+    pub draws: Vec<(u64, u16, u16)>,
     /// Latency histograms rebuilt from the records (no coordinated-omission
     /// correction: the report's figures have it).
     pub metrics: MetricSet,
@@ -142,6 +149,22 @@ struct CycleMsg {
 struct InferMsg {
     t_s: f64,
     latency_ms: f64,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    goal: Option<u16>,
+    #[serde(default)]
+    candidates: u16,
+    #[serde(default)]
+    chosen: u16,
+    #[serde(default)]
+    obs: Option<ObsSeq>,
+}
+
+/// The cycle that captured an inference call's observation.
+#[derive(Deserialize)]
+struct ObsSeq {
+    seq: u64,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +320,8 @@ impl Reader<'_> {
                 gate_events: 0,
                 chunks: Vec::new(),
                 chunks_published: 0,
+                goal_changes: Vec::new(),
+                draws: Vec::new(),
                 metrics: MetricSet::new(),
                 truncated: None,
             },
@@ -364,6 +389,18 @@ impl Reader<'_> {
                     self.data
                         .metrics
                         .record(Metric::InferenceLatency, (i.latency_ms * 1e6) as u64);
+                }
+                if let (true, "published", Some(obs)) =
+                    (self.inside(i.t_s), i.status.as_str(), &i.obs)
+                {
+                    let changes = &mut self.data.goal_changes;
+                    if let Some(goal) = i.goal.filter(|&g| changes.last().is_none_or(|c| c.1 != g))
+                    {
+                        changes.push((obs.seq, goal));
+                    }
+                    if i.candidates >= 1 {
+                        self.data.draws.push((obs.seq, i.candidates, i.chosen));
+                    }
                 }
             }
             "/chunkrt/events" => {

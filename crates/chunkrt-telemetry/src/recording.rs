@@ -226,6 +226,9 @@ const INFERENCE_SCHEMA: &str = r#"{
     "steps": {"type": "integer"},
     "steps_nominal": {"type": "integer"},
     "out_of_domain": {"type": "boolean"},
+    "candidates": {"type": "integer", "description": "candidate chunks drawn (0 or 1: no selection)"},
+    "chosen": {"type": "integer", "description": "the candidate published, its index among those drawn"},
+    "goal": {"type": ["integer", "null"], "description": "the goal (index in the policy's goal list) the chunk was computed toward; null: no goal list"},
     "obs": {"type": "object", "description": "the observation the policy was given: seq (its cycle), t_capture_s, t_cycle_s, per joint pos_rad and vel_rad_s (measured), cmd_pos_rad and cmd_vel_rad_s (the gate's commanded state), plan_pos_rad and plan_vel_rad_s (the trajectory being played)"}
   }
 }"#;
@@ -531,6 +534,9 @@ impl Recorder {
             "steps": r.steps,
             "steps_nominal": r.steps_nominal,
             "out_of_domain": r.out_of_domain,
+            "candidates": r.candidates,
+            "chosen": r.chosen,
+            "goal": r.goal,
             "obs": self.observation(&r.obs),
             "t_image_s": if r.t_image.is_set() { json!(self.t_rel(r.t_image)) } else { json!(null) },
             "image_seq": r.image_seq,

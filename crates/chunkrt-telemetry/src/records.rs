@@ -90,6 +90,8 @@ pub struct InferRecord {
     pub out_of_domain: bool,
     /// Candidates drawn for this chunk (0 or 1: no selection).
     pub candidates: u16,
+    /// The candidate published (its index among those drawn).
+    pub chosen: u16,
     /// Seam cost of the published candidate (fraction of the acceleration limit;
     /// see `chunkrt_rt::select`), 0 when nothing was published before.
     pub seam_cost: f32,
@@ -101,6 +103,8 @@ pub struct InferRecord {
     pub t_image: MonoTime,
     /// The camera's frame counter of that image (0: none).
     pub image_seq: u64,
+    /// The goal the policy computed toward (its index; `None`: no goal list).
+    pub goal: Option<u16>,
 }
 
 /// What became of a camera frame.

@@ -238,11 +238,16 @@ fn live_setup(args: &MarginArgs, cfg: &Config, path: &Path) -> anyhow::Result<Li
 fn announce(args: &MarginArgs, setup: &LiveSetup, desc: &str, delays: usize, comps: usize) {
     errln!("chunkrt margin: {desc}");
     errln!(
-        "chunkrt margin: {} delays x {} compensation(s) at `{}`, {:.0} s each; probe {} x {} mrad at {} Hz",
+        "chunkrt margin: {} delays x {} compensation(s) at `{}`, {:.0} s each{}; probe {} x {} mrad at {} Hz",
         delays,
         comps,
         format!("{:?}", args.inject_at).to_lowercase(),
-        setup.run_s(),
+        setup.run_s() * if setup.paired() { 2.0 } else { 1.0 },
+        if setup.paired() {
+            " (the policy moves on its own: an unprobed twin run, then the probed run)"
+        } else {
+            ""
+        },
         setup.freqs_hz.len(),
         setup.amplitude_rad * 1e3,
         setup
@@ -386,10 +391,12 @@ fn lost_at_first(args: &MarginArgs, comp: Compensation, delay_ms: f64, cycles: u
 fn masked_at_first(comp: Compensation, delay_ms: f64, motion_rad: f64, probe_rad: f64) -> String {
     format!(
         "{}: the sweep stops: at its smallest delay ({delay_ms} ms) the policy's own \
-         motion between its goals ({:.0} mrad RMS in the window, beside a {:.1} mrad \
-         probe) masks the loop's answer to the probe, so no margin or stability can be \
-         read, and every larger delay would read the same. Fix: pass --hold (the policy \
-         holds [sim] initial_pos_rad while it is measured)",
+         motion between its goals departed from its unprobed twin run by {:.0} mrad RMS \
+         in the window, beside a {:.1} mrad probe (the probe moved the policy onto \
+         another path, or the run does not repeat), which masks the loop's answer to \
+         the probe, so no margin or stability can be read, and every larger delay would \
+         read the same. Fix: pass --hold (the policy holds [sim] initial_pos_rad while \
+         it is measured)",
         comp_name(comp),
         motion_rad * 1e3,
         probe_rad * 1e3
@@ -438,7 +445,7 @@ fn print_row(comp: Compensation, delay_ms: f64, r: &LiveRow) {
         None => "-".into(),
     };
     outln!(
-        "{:>11} {:>8.1} {:>7} {:>28} {:>8} {:>7} {:>9.3} {:>9.3} {:>16} {:>5} {:>5}",
+        "{:>11} {:>8.1} {:>7} {:>28} {:>8} {:>7} {:>9.3} {:>9} {:>16} {:>5} {:>5}",
         comp_name(comp),
         delay_ms,
         fc,
@@ -446,7 +453,8 @@ fn print_row(comp: Compensation, delay_ms: f64, r: &LiveRow) {
         dm,
         r.gain_margin.map_or("-".into(), |g| format!("{:.1}", g.1)),
         c.hold_err_rms_rad * 1e3,
-        c.overshoot_rad * 1e3,
+        c.overshoot_rad
+            .map_or("-".into(), |o| format!("{:.3}", o * 1e3)),
         osc,
         c.fallbacks,
         c.chunks_expired
@@ -494,6 +502,11 @@ fn report_json(
                 "chunks_expired": c.chunks_expired,
                 "backend": r.backend,
                 "run_dir": r.run_dir.display().to_string(),
+                "reference_run_dir": r.twin_mismatch_rad.map(|_| {
+                    r.run_dir.join(chunkrt_margin::live::REFERENCE_DIR).display().to_string()
+                }),
+                "twin_mismatch_rad": r.twin_mismatch_rad,
+                "attempts": r.attempts,
                 "bode": r.points.iter().map(|p| json!({
                     "freq_hz": p.freq_hz, "mag": p.l.abs(), "phase_deg": p.phase_deg,
                 })).collect::<Vec<_>>(),

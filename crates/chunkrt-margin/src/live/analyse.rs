@@ -24,9 +24,15 @@ pub(super) struct Sample {
 }
 
 /// The measurement from the recorded cycles (see the `live` module's docs).
+///
+/// With `reference` (the same run without the probe, for a policy that moves on its
+/// own) the loop is measured on the probed run less the reference, cycle by cycle:
+/// the hold error is then the deviation from the unprobed run, and the approach to
+/// a goal is not judged (there is no single goal).
 pub(super) fn analyse(
     setup: &LiveSetup,
     s: &[Sample],
+    reference: Option<&[Sample]>,
     gate_times: &[f64],
     goal: Option<f64>,
 ) -> Result<LiveRow, MarginError> {
@@ -34,7 +40,9 @@ pub(super) fn analyse(
         .first()
         .ok_or_else(|| MarginError::Run("the recording holds no cycles".into()))?;
     let tl = Timeline::new(setup, first.t);
-    let in_win = window_samples(setup, s, &tl)?;
+    let relative = reference.map(|r| relative_to(setup, s, r)).transpose()?;
+    let looped: &[Sample] = relative.as_deref().unwrap_or(s);
+    let in_win = window_samples(setup, looped, &tl)?;
     // L at each probe frequency from detrended U and C over the window.
     let u = detrend(&in_win, |x| x.u);
     let c = detrend(&in_win, |x| x.c);
@@ -42,13 +50,25 @@ pub(super) fn analyse(
     // The noise floor is what the probe frequencies do not explain of U in the
     // window: the residual after the fitted sines.
     let noise = residual_rms(&in_win, &u, &coeffs, tl.win.0);
-    let free = free_response(s, &tl);
+    let free = free_response(looped, &tl);
     let peak = setup.amplitude_rad * setup.freqs_hz.len() as f64;
     // The envelope is judged down to a small share of the probe (the residual
     // above is mostly the probe's own intermodulation through the chunked loop,
     // gone with the probe); a free oscillation sustained past ten probe
-    // amplitudes is hunting.
-    let floor = 1e-3 * setup.amplitude_rad;
+    // amplitudes is hunting. Paired, the difference of two runs holds what they do
+    // not repeat (the twin before the probe: 2-50 urad on sim.toml) and what the
+    // probe changed for good (a different candidate chunk chosen: up to 26 urad
+    // after the probe, with |L| under 0.01): judged down to 5 % of the probe, and not
+    // below twice the twin's mismatch.
+    let twin_mismatch = relative.as_ref().map(|r| {
+        r.iter()
+            .filter(|x| x.t < tl.on)
+            .fold(0.0f64, |m, x| m.max(x.u.abs()))
+    });
+    let floor = match twin_mismatch {
+        Some(m) => (PAIRED_FLOOR * setup.amplitude_rad).max(2.0 * m),
+        None => 1e-3 * setup.amplitude_rad,
+    };
     let sustained = 10.0 * setup.amplitude_rad;
     let diverged = free.xs.iter().any(|v| v.abs() > 25.0 * peak);
     let dt = setup.cfg.period_ns() as f64 * 1e-9;
@@ -58,13 +78,25 @@ pub(super) fn analyse(
         .iter()
         .filter(|x| x.t >= tl.on && x.t < tl.end && !x.playing)
         .count() as u64;
-    let goal = goal.unwrap_or(free.rest);
-    let consequences = consequences(setup, s, &tl, &free, gate_times, goal, floor);
-    let status = match masked(setup, noise, lost) {
-        Some(m) => m,
-        None => status(setup, &verdict, &consequences, lost, &points),
+    // Paired, the hold error is the deviation from the unprobed run, and there is
+    // no approach to one goal to judge.
+    let (goal, approach) = match relative {
+        Some(_) => (0.0, None),
+        None => (goal.unwrap_or(free.rest), Some(s)),
+    };
+    let consequences = consequences(setup, approach, &tl, &free, gate_times, goal, floor);
+    let status = match (departed(setup, twin_mismatch), masked(setup, noise, lost)) {
+        (Some(d), _) | (None, Some(d)) => d,
+        // Paired, what follows a loss of authority is the twin's motion beside an
+        // arm brought to rest, not a free response.
+        (None, None) if lost > 0 && relative.is_some() => {
+            LiveStatus::LostAuthority { cycles: lost }
+        }
+        (None, None) => status(setup, &verdict, &consequences, lost, &points),
     };
     Ok(LiveRow {
+        twin_mismatch_rad: twin_mismatch,
+        attempts: 1,
         gain_margin: gain_margin(&points),
         points,
         verdict,
@@ -102,6 +134,42 @@ impl Timeline {
             end: t0 + setup.run_s() - 0.1,
         }
     }
+}
+
+/// The probed run `s` less its unprobed twin `reference`, cycle by cycle (cycles
+/// are matched on their deadline: both runs start on the same grid); a cycle plays
+/// when it played in both. Refused when under nine in ten of the probed cycles have
+/// a twin (the reference run ended early).
+fn relative_to(
+    setup: &LiveSetup,
+    s: &[Sample],
+    reference: &[Sample],
+) -> Result<Vec<Sample>, MarginError> {
+    let period = setup.cfg.period_ns() as f64 * 1e-9;
+    let index = |t: f64| (t / period).round() as i64;
+    let twins: std::collections::HashMap<i64, &Sample> =
+        reference.iter().map(|r| (index(r.t), r)).collect();
+    let out: Vec<Sample> = s
+        .iter()
+        .filter_map(|x| {
+            twins.get(&index(x.t)).map(|r| Sample {
+                t: x.t,
+                u: x.u - r.u,
+                c: x.c - r.c,
+                y: x.y - r.y,
+                playing: x.playing && r.playing,
+            })
+        })
+        .collect();
+    if (out.len() as f64) < 0.9 * s.len() as f64 {
+        return Err(MarginError::Run(format!(
+            "the unprobed reference run matches {} of the probed run's {} cycles: it \
+             ended early",
+            out.len(),
+            s.len()
+        )));
+    }
+    Ok(out)
 }
 
 /// The cycles in the DFT window; a recording with too few there (under half the
@@ -253,7 +321,7 @@ fn gain_margin(points: &[LivePoint]) -> Option<(f64, f64)> {
 /// overshoot and time to the goal, the strongest free oscillation.
 fn consequences(
     setup: &LiveSetup,
-    s: &[Sample],
+    approach: Option<&[Sample]>,
     tl: &Timeline,
     free: &Free,
     gate_times: &[f64],
@@ -277,13 +345,19 @@ fn consequences(
     cons.hold_err_rms_rad =
         (errs.iter().map(|e| e * e).sum::<f64>() / errs.len().max(1) as f64).sqrt();
     cons.hold_err_max_rad = errs.iter().fold(0.0f64, |m, e| m.max(e.abs()));
-    let approach: Vec<&Sample> = s.iter().filter(|x| x.t < tl.on).collect();
+    let approach: Vec<&Sample> = approach
+        .unwrap_or_default()
+        .iter()
+        .filter(|x| x.t < tl.on)
+        .collect();
     if let Some(a0) = approach.first() {
         let dir = (goal - a0.y).signum();
-        cons.overshoot_rad = approach
-            .iter()
-            .map(|x| (x.y - goal) * dir)
-            .fold(0.0f64, f64::max);
+        cons.overshoot_rad = Some(
+            approach
+                .iter()
+                .map(|x| (x.y - goal) * dir)
+                .fold(0.0f64, f64::max),
+        );
         let last_out = approach.iter().rposition(|x| (x.y - goal).abs() > 5e-3);
         cons.time_to_goal_s = match last_out {
             None => Some(0.0),
@@ -302,22 +376,42 @@ fn consequences(
     cons
 }
 
+/// The share of the probe's amplitude below which a paired point's free response is
+/// not judged (see `analyse`).
+const PAIRED_FLOOR: f64 = 0.05;
+
 /// How far the residual of `U` may exceed the probe's amplitude before a moving
-/// policy's own motion is taken to mask the loop's answer (measured: 0.56-0.66 mrad
-/// with the policy held, 60-105 mrad with the bundled flow policy moving between its
-/// goals, against a 2 mrad probe).
+/// policy's own motion is taken to mask the loop's answer (measured against a 2 mrad
+/// probe: 0.56-0.66 mrad with the policy held; the bundled flow policy moving
+/// between its goals, 60-105 mrad on its own, under 1 mrad less its unprobed twin).
 const MASKED_FACTOR: f64 = 5.0;
 
-/// A policy that moves between its goals (not the servo policy, and not held at one
-/// goal: `--hold` sets `policy.goals_rad` to one; none there means the manifest's)
-/// whose motion, what the probe frequencies do not
-/// explain of `U`, is more than [`MASKED_FACTOR`] times the probe: the recording holds
-/// the plan, not the loop's response, and neither a margin nor a verdict on the free
-/// response (the motion itself) can be read from it.
+/// A policy that moves on its own ([`LiveSetup::paired`]) whose motion, what the
+/// probe frequencies do not explain of `U` less the unprobed twin run, is still more
+/// than [`MASKED_FACTOR`] times the probe (the twin did not repeat the motion: a
+/// policy or plant that is not deterministic): the recording holds the plan, not
+/// the loop's response, and neither a margin nor a verdict on the free response
+/// (the motion itself) can be read from it.
+/// The share of the probe's amplitude past which the probed run, before its probe
+/// started, is taken to have departed from its twin: the runs repeat to 2-50 urad
+/// on sim.toml; at a bifurcation of the bundled flow policy's path (chosen by the
+/// microseconds the control thread wakes late) they part by 3-18 mrad, in about one
+/// pair in four.
+pub(super) const DEPARTED_SHARE: f64 = 0.25;
+
+/// The probed run departed from its twin before the probe started (see
+/// [`DEPARTED_SHARE`]): the difference is not the loop's answer to the probe.
+pub(super) fn departed(setup: &LiveSetup, twin_mismatch: Option<f64>) -> Option<LiveStatus> {
+    twin_mismatch
+        .filter(|&m| m > DEPARTED_SHARE * setup.amplitude_rad)
+        .map(|m| LiveStatus::Masked {
+            motion_rms_rad: m,
+            probe_rad: setup.amplitude_rad,
+        })
+}
+
 fn masked(setup: &LiveSetup, residual_rad: f64, lost: u64) -> Option<LiveStatus> {
-    let p = &setup.cfg.policy;
-    let moves = p.kind != chunkrt_config::PolicyKind::Servo && p.goals_rad.len() != 1;
-    (moves && lost == 0 && residual_rad > MASKED_FACTOR * setup.amplitude_rad).then_some(
+    (setup.paired() && lost == 0 && residual_rad > MASKED_FACTOR * setup.amplitude_rad).then_some(
         LiveStatus::Masked {
             motion_rms_rad: residual_rad,
             probe_rad: setup.amplitude_rad,
@@ -492,8 +586,8 @@ mod tests {
     fn a_moving_policy_whose_motion_dwarfs_the_probe_masks_the_measurement() {
         let (moving, held) = sim_setups();
         let a = moving.amplitude_rad;
-        // 60 mrad of motion beside a 2 mrad probe (as measured on sim.toml): masked,
-        // with the figures it was judged on.
+        // 60 mrad left of the motion beside a 2 mrad probe (what sim.toml's policy
+        // moving with no twin leaves): masked, with the figures it was judged on.
         assert_eq!(
             masked(&moving, 30.0 * a, 0),
             Some(LiveStatus::Masked {
@@ -508,6 +602,74 @@ mod tests {
         assert_eq!(masked(&held, 30.0 * a, 0), None);
         // Authority lost: that is the verdict, not a masking.
         assert_eq!(masked(&moving, 30.0 * a, 12), None);
+    }
+
+    /// A policy swinging 0.5 rad at 0.37 Hz (between the probe's frequencies) whose
+    /// loop answers its input `C = U + d` with `U = -0.5 C` (so `U = -d / 3`; `L` =
+    /// 0.5 at every frequency):
+    /// measured against its unprobed twin, `|L|` is 0.5 and there is no crossover;
+    /// without the twin the swing masks it.
+    #[test]
+    fn the_unprobed_twin_takes_the_policys_motion_out_of_the_measurement() {
+        let (moving, _) = sim_setups();
+        let dt = moving.cfg.period_ns() as f64 * 1e-9;
+        let n = (moving.run_s() / dt).round() as usize;
+        let on = moving.settle_s;
+        let motion = |t: f64| 0.5 * (2.0 * PI * 0.37 * t).sin();
+        let probe = |t: f64| {
+            let fade = ((t - on) / moving.ramp_s).clamp(0.0, 1.0)
+                * ((on + moving.window_s + 2.0 * moving.ramp_s - t) / moving.ramp_s)
+                    .clamp(0.0, 1.0);
+            let sum: f64 = moving
+                .freqs_hz
+                .iter()
+                .enumerate()
+                .map(|(k, f)| (2.0 * PI * f * t + k as f64).sin())
+                .sum();
+            fade * moving.amplitude_rad * sum
+        };
+        let sample = |k: usize, u: f64, c: f64| Sample {
+            t: k as f64 * dt,
+            u,
+            c,
+            y: c,
+            playing: true,
+        };
+        let twin: Vec<Sample> = (0..n)
+            .map(|k| {
+                let m = motion(k as f64 * dt);
+                sample(k, m, m)
+            })
+            .collect();
+        let probed: Vec<Sample> = (0..n)
+            .map(|k| {
+                let t = k as f64 * dt;
+                let u = motion(t) - probe(t) / 3.0;
+                sample(k, u, u + probe(t))
+            })
+            .collect();
+        let row = analyse(&moving, &probed, Some(&twin), &[], None).unwrap();
+        assert_eq!(row.twin_mismatch_rad, Some(0.0), "the twin repeats exactly");
+        for p in &row.points {
+            assert!((p.l.abs() - 0.5).abs() < 0.02, "{p:?}");
+            assert!(p.phase_deg.abs() < 2.0, "{p:?}");
+        }
+        assert!(
+            matches!(row.status, LiveStatus::NoCrossover { .. }),
+            "{:?}",
+            row.status
+        );
+        assert_eq!(row.consequences.overshoot_rad, None, "no single goal");
+        let alone = analyse(&moving, &probed, None, &[], None).unwrap();
+        assert!(
+            matches!(alone.status, LiveStatus::Masked { .. }),
+            "{:?}",
+            alone.status
+        );
+        // A twin that ended early is refused, not measured on what is left.
+        let short = &twin[..n / 2];
+        let e = analyse(&moving, &probed, Some(short), &[], None).unwrap_err();
+        assert!(e.to_string().contains("ended early"), "{e}");
     }
 
     #[test]

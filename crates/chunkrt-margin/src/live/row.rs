@@ -55,12 +55,14 @@ pub enum LiveStatus {
         /// Cycles outside `Playing` after the probe started.
         cycles: u64,
     },
-    /// The policy moves between its goals, and its own motion in the probe's band
-    /// is far larger than the loop's answer to the probe: `U` is the policy's plan,
-    /// not the loop's response, and no margin or stability can be read from it
-    /// (measure with the policy held: `--hold`).
+    /// The policy moves between its goals, and the probed run departed from its
+    /// unprobed twin by far more than a small-signal answer to the probe (the
+    /// probe moved the policy onto another path, or the run does not repeat): the
+    /// difference is not the loop's answer, and no margin or stability can be read
+    /// from it (measure with the policy held: `--hold`).
     Masked {
-        /// RMS of what the probe frequencies do not explain of `U` (rad).
+        /// RMS of what the probe frequencies do not explain of `U` less the twin's,
+        /// or the largest difference before the probe started (rad).
         motion_rms_rad: f64,
         /// The probe's amplitude per frequency (rad).
         probe_rad: f64,
@@ -99,7 +101,8 @@ impl LiveStatus {
                 motion_rms_rad,
                 probe_rad,
             } => format!(
-                "masked by the policy's motion ({:.0} mrad beside a {:.1} mrad probe): --hold",
+                "masked: the probed run departed from its unprobed twin by {:.1} mrad \
+                 (beside a {:.1} mrad probe): --hold",
                 motion_rms_rad * 1e3,
                 probe_rad * 1e3
             ),
@@ -110,14 +113,16 @@ impl LiveStatus {
 /// What a user sees of the loop at one delay, beside its margin.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Consequences {
-    /// RMS of `goal - measured` on the probed joint over the free response (rad).
+    /// RMS of `goal - measured` on the probed joint over the free response (rad;
+    /// paired, the measured position less the unprobed run's).
     pub hold_err_rms_rad: f64,
     /// Largest `|goal - measured|` there (rad).
     pub hold_err_max_rad: f64,
-    /// Overshoot of the approach to the goal before the probe (rad, 0: none).
-    pub overshoot_rad: f64,
+    /// Overshoot of the approach to the goal before the probe (rad, 0: none;
+    /// `None`: a paired point, whose policy moves between goals).
+    pub overshoot_rad: Option<f64>,
     /// Time from the first cycle until the joint stayed within 5 mrad of the goal
-    /// (s; `None`: it did not before the probe).
+    /// (s; `None`: it did not before the probe, or a paired point).
     pub time_to_goal_s: Option<f64>,
     /// The strongest oscillation in the free response: frequency (Hz) and amplitude
     /// (rad).
@@ -152,6 +157,15 @@ pub struct LiveRow {
     pub consequences: Consequences,
     /// The run's directory (report, recording, plots).
     pub run_dir: PathBuf,
+    /// Measured against an unprobed twin run (in `run_dir/reference`; the policy
+    /// moves on its own): the largest difference of `U` from the twin's before the
+    /// probe started (rad), what the run does not repeat; twice it is the floor
+    /// below which the free response is not judged. `None`: not paired.
+    pub twin_mismatch_rad: Option<f64>,
+    /// Probed runs made against the twin (a run that departed from it before the
+    /// probe started is made again, up to [`crate::live::PAIRED_ATTEMPTS`]); 1 when
+    /// not paired.
+    pub attempts: u32,
     /// The backend measured.
     pub backend: String,
 }

@@ -64,6 +64,14 @@ impl LiveSetup {
         }
     }
 
+    /// The policy moves on its own: not the servo policy, and not held at one goal
+    /// (`--hold` sets `policy.goals_rad` to one; none there means the manifest's).
+    /// Each point is then measured against the same run without the probe.
+    pub fn paired(&self) -> bool {
+        let p = &self.cfg.policy;
+        p.kind != chunkrt_config::PolicyKind::Servo && p.goals_rad.len() != 1
+    }
+
     /// The length of one measured run.
     pub fn run_s(&self) -> f64 {
         self.settle_s + self.window_s + 2.0 * self.ramp_s + self.free_s
