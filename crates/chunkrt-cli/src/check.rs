@@ -43,7 +43,7 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
         Some(p) => p.clone(),
         None => paths::default_config()?,
     };
-    let cfg = Config::load(&path)?;
+    let cfg = crate::setup::load_config(&path)?;
     let target = Target {
         priority: cfg.control.priority,
         control_cpu: usize::try_from(cfg.control.cpu).ok(),

@@ -23,8 +23,8 @@ pub fn load_config(path: &std::path::Path) -> anyhow::Result<Config> {
         Some(FileKind::Budget) => (
             "a budget",
             format!(
-                "pass it as --budget {p} (and --config the run configuration, default \
-             rt-config/sim.toml)"
+                "it is read by `chunkrt bench --budget {p}`; pass --config the run \
+             configuration (e.g. rt-config/sim.toml)"
             ),
         ),
         Some(FileKind::PolicyManifest) => (

@@ -1,6 +1,7 @@
 //! `chunkrt margin` end to end: the table, margin.json and margin.svg/.png, and clear
 //! refusals of bad arguments.
 
+use std::path::Path;
 use std::process::Command;
 
 fn chunkrt() -> Command {
@@ -294,19 +295,7 @@ fn a_moving_policy_is_measured_against_its_unprobed_twin() {
     let out = std::env::temp_dir().join(format!("chunkrt-margin-moving-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let (settle, window) = (3.0, 10.0);
-    let run = chunkrt()
-        .args(["margin", "--config"])
-        .arg(repo_file("rt-config/sim.toml"))
-        .args(["--delays", "0,30ms", "--window-s", "10", "--settle-s", "3"])
-        .args(["--free-s", "4", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(0), "{text}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    let (json, text) = flow_margin_json(&out, "0,30ms", &[]);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "a row per delay: {text}");
     for row in rows {
@@ -347,8 +336,44 @@ fn a_moving_policy_is_measured_against_its_unprobed_twin() {
             "{matched} of the probed run's {} chunks decided as the twin's",
             dp.len()
         );
-        // The probe window, by cycle: the probe at full amplitude.
+        // Before the probe the two runs are one: every chunk taken up in the same
+        // cycle, the setpoint and the measurement the same (the replay holds the
+        // twin's timing on the control grid, and the sim samples on that grid).
+        let first_played = |run: &[RecordedCycle]| {
+            let mut at = std::collections::BTreeMap::new();
+            for c in run.iter().filter(|c| c.chunk_seq != 0) {
+                at.entry(c.chunk_seq).or_insert(c.cycle);
+            }
+            at
+        };
+        let (fp, ft) = (first_played(&probed), first_played(&twin));
+        let same = ft.iter().filter(|(k, v)| fp.get(k) == Some(v)).count();
+        assert!(
+            same + 2 >= ft.len() && ft.len() > 100,
+            "{same} of the twin's {} chunks taken up in the same cycle in the probed run",
+            ft.len()
+        );
         let t0 = probed[0].t_deadline_ns;
+        let before_probe =
+            |c: &&RecordedCycle| (c.t_deadline_ns.saturating_sub(t0) as f64) * 1e-9 < settle - 0.1;
+        let by_cycle: std::collections::HashMap<u64, &RecordedCycle> =
+            twin.iter().map(|c| (c.cycle, c)).collect();
+        let (mut apart, mut compared) = (0.0f64, 0usize);
+        for c in probed.iter().filter(before_probe) {
+            let r = by_cycle[&c.cycle];
+            for j in 0..c.setpoint_rad.len() {
+                apart = apart
+                    .max((c.setpoint_rad[j] - r.setpoint_rad[j]).abs())
+                    .max((c.feedback_rad[j] - r.feedback_rad[j]).abs());
+            }
+            compared += 1;
+        }
+        assert!(compared > 100, "{compared} cycles before the probe");
+        assert!(
+            apart < 1e-9,
+            "the runs parted by {apart:e} rad before the probe"
+        );
+        // The probe window, by cycle: the probe at full amplitude.
         let in_window = |c: &RecordedCycle| {
             let t = c.t_deadline_ns.saturating_sub(t0) as f64 * 1e-9;
             (settle + 0.5..settle + 0.5 + window).contains(&t)
@@ -382,26 +407,33 @@ fn a_moving_policy_is_measured_against_its_unprobed_twin() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// The rows of `chunkrt margin` on `rt-config/sim.toml` at one delay with `extra`
-/// arguments (10 s window, 3 s settle, 4 s free response); the status must be 0.
-fn flow_margin(name: &str, extra: &[&str]) -> serde_json::Value {
-    let out = std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+/// `chunkrt margin` on `rt-config/sim.toml` at `delays` with `extra` arguments (10 s
+/// window, 3 s settle, 4 s free response) into `out`: its `margin.json` and its
+/// output; the status must be 0.
+fn flow_margin_json(out: &Path, delays: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let run = chunkrt()
         .args(["margin", "--config"])
         .arg(repo_file("rt-config/sim.toml"))
-        .args(["--delays", "0ms", "--window-s", "10", "--settle-s", "3"])
+        .args(["--delays", delays, "--window-s", "10", "--settle-s", "3"])
         .args(["--free-s", "4"])
         .args(extra)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{text}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    let json = serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap());
+    (json.unwrap(), text)
+}
+
+/// The row of `chunkrt margin` on `rt-config/sim.toml` at 0 ms with `extra`
+/// arguments (see [`flow_margin_json`]).
+fn flow_margin(name: &str, extra: &[&str]) -> serde_json::Value {
+    let out = std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let (json, _) = flow_margin_json(&out, "0ms", extra);
     let _ = std::fs::remove_dir_all(&out);
     json["rows"][0].clone()
 }

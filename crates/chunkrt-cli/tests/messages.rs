@@ -64,28 +64,44 @@ fn bench_args<'a>(budget: &'a Path, out: &'a Path) -> Vec<&'a str> {
     ]
 }
 
+/// `--config` naming a budget file, in every command that takes a run
+/// configuration: said as a budget, with the option that takes it (`margin` and
+/// `check` answered "unknown field `description`").
 #[test]
-fn bench_config_naming_a_budget_says_it_is_a_budget_and_to_pass_it_as_budget() {
+fn a_config_naming_a_budget_says_it_is_a_budget_and_to_pass_it_as_budget() {
     let out = temp_dir("messages", "config-budget");
-    let o = chunkrt(&[
-        "bench",
-        "--config",
-        "rt-config/budget-ci.toml",
-        "--out",
-        arg(&out.join("run")),
-    ]);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    // The cause: the file is a budget. The fix: the option that takes it.
-    assert!(
-        e.contains("this is a budget, not a run configuration"),
-        "{e}"
-    );
-    assert!(
-        e.contains("pass it as --budget rt-config/budget-ci.toml"),
-        "{e}"
-    );
-    assert!(!e.contains("unknown field"), "{e}");
+    let run_dir = out.join("run");
+    let run = arg(&run_dir);
+    let budget = ["--config", "rt-config/budget-ci.toml"];
+    for cmd in [
+        &["bench", budget[0], budget[1], "--out", run][..],
+        &["run", budget[0], budget[1], "--out", run],
+        &["margin", budget[0], budget[1], "--out", run],
+        &[
+            "margin",
+            "--loop",
+            "reference",
+            budget[0],
+            budget[1],
+            "--out",
+            run,
+        ],
+        &["check", budget[0], budget[1]],
+    ] {
+        let o = chunkrt(cmd);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {e}");
+        // The cause: the file is a budget. The fix: the option that takes it.
+        assert!(
+            e.contains("this is a budget, not a run configuration"),
+            "{cmd:?}: {e}"
+        );
+        assert!(
+            e.contains("it is read by `chunkrt bench --budget rt-config/budget-ci.toml`"),
+            "{cmd:?}: {e}"
+        );
+        assert!(!e.contains("unknown field"), "{cmd:?}: {e}");
+    }
 }
 
 #[test]

@@ -149,13 +149,16 @@ pub struct PolicyConfig {
     /// (README "How much delay can my loop take?"). Empty: goals advance on arrival.
     #[serde(default)]
     pub goal_schedule: Vec<[u64; 2]>,
-    /// Replays a recorded run's candidate draws: `[[cycle, drawn, chosen], ...]`, for
-    /// the observation captured in that cycle, draw that many candidates (whatever
-    /// the time budget) and publish that one. With `goal_schedule`, a run repeats
-    /// the recorded one's discrete decisions (the margin instrument's probed run on
-    /// its twin's). Empty: drawn within the budget, the best published.
+    /// Replays a recorded run's chunks: `[[cycle, drawn, chosen, played], ...]`: the
+    /// observation captured in that cycle is taken (the inference thread waits for
+    /// it, whatever its own schedule), that many candidates are drawn (whatever the
+    /// time budget), that one is published, and the control loop takes it up in
+    /// cycle `played`, not before (0: when it arrives). With `goal_schedule`, a run
+    /// repeats the recorded one's discrete decisions and their timing on the control
+    /// grid (the margin instrument's probed run on its twin's). Empty: the inference
+    /// thread's own schedule, drawn within the budget, the best published.
     #[serde(default)]
-    pub draw_schedule: Vec<[u64; 3]>,
+    pub draw_schedule: Vec<[u64; 4]>,
     /// Cruise speed of the scripted planner.
     #[serde(default = "default_policy_vel")]
     pub max_vel_rad_s: f64,

@@ -420,6 +420,21 @@ impl Config {
                 ),
             );
         }
+        if let Some((i, d)) = p
+            .draw_schedule
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d[3] != 0 && d[3] <= d[0])
+        {
+            return fail(
+                &format!("policy.draw_schedule[{i}]"),
+                format!(
+                    "a chunk plays after the cycle of its observation: played in cycle {} \
+                     from the observation of cycle {} (0: as it arrives)",
+                    d[3], d[0]
+                ),
+            );
+        }
         if p.kind != PolicyKind::Onnx && !p.goal_schedule.is_empty() {
             return fail(
                 "policy.goal_schedule",

@@ -34,6 +34,10 @@ pub struct Chunk {
     /// The observation it was computed from lay outside the policy's declared
     /// operating domain: the executor refuses it and the policy loses authority.
     pub out_of_domain: bool,
+    /// The control cycle the loop takes it up in, not before (0: the first cycle
+    /// after it arrives). Set only where a run replays a recorded one
+    /// (`policy.draw_schedule`), so each chunk starts playing in the cycle it did.
+    pub play_at_cycle: u64,
     /// Joint position setpoints in radians, `pos_rad[i][j]` for setpoint `i`, joint `j`.
     pub pos_rad: [JointVec; MAX_HORIZON],
 }
@@ -50,6 +54,7 @@ impl Default for Chunk {
             dof: 0,
             sampler_steps: 0,
             out_of_domain: false,
+            play_at_cycle: 0,
             pos_rad: [[0.0; MAX_DOF]; MAX_HORIZON],
         }
     }

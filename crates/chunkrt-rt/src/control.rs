@@ -53,6 +53,13 @@ pub struct ControlLoop {
     /// reset is allowed until they are enabled again.
     reset_approved: bool,
     chunks_ignored_stopping: u64,
+    /// A chunk was read from the handoff and waits for its cycle
+    /// (`Chunk::play_at_cycle`, a replayed run); it is `chunks.peek()`.
+    chunk_waiting: bool,
+    /// Chunks that waited for their cycle and were replaced by a newer one first.
+    chunks_overwritten_waiting: u64,
+    /// Replayed chunks taken up after their cycle (they arrived late).
+    chunks_played_late: u64,
     /// Delay injection (issue 8); `None`: the cycle is exactly the uninjected one.
     inject: Option<Box<crate::inject::ControlInjection>>,
     /// Gate saturation thresholds in cycles: logged at the first, authority taken
@@ -139,6 +146,9 @@ impl ControlLoop {
             recovering: false,
             reset_approved: false,
             chunks_ignored_stopping: 0,
+            chunk_waiting: false,
+            chunks_overwritten_waiting: 0,
+            chunks_played_late: 0,
             inject: None,
             saturation_event_cycles: (SATURATION_EVENT_MS * 1_000_000)
                 .div_ceil(p.period_ns.max(1))
@@ -345,7 +355,31 @@ impl ControlLoop {
     /// Whether a chunk is waiting in the handoff that the loop never read (called
     /// once after the inference thread has ended; takes it, for the reconciliation).
     pub fn take_unread_chunk(&mut self) -> bool {
-        self.chunks.latest().is_some()
+        self.take_arrival();
+        std::mem::take(&mut self.chunk_waiting)
+    }
+
+    /// Chunks read from the handoff that waited for their cycle and were replaced
+    /// by a newer one first (never offered, as an overwritten chunk).
+    pub fn chunks_overwritten_waiting(&self) -> u64 {
+        self.chunks_overwritten_waiting
+    }
+
+    /// Replayed chunks (`Chunk::play_at_cycle`) taken up after their cycle: the run
+    /// left the recorded one's timing.
+    pub fn chunks_played_late(&self) -> u64 {
+        self.chunks_played_late
+    }
+
+    /// Reads a newly arrived chunk out of the handoff, if any.
+    #[inline]
+    fn take_arrival(&mut self) {
+        if self.chunks.update() {
+            if self.chunk_waiting {
+                self.chunks_overwritten_waiting += 1;
+            }
+            self.chunk_waiting = true;
+        }
     }
 
     /// Gate saturation: logged once per run at the event threshold; at the fallback
@@ -415,15 +449,26 @@ impl ControlLoop {
 
     /// Stage 1: the newest chunk, if any, offered to the executor (validated, then
     /// spliced at its start); a refused one is logged (`Reject`). Not offered while
-    /// stopping: the policy has lost authority for good.
+    /// stopping: the policy has lost authority for good. A replayed chunk waits for
+    /// the cycle it was first played in (`Chunk::play_at_cycle`).
     #[inline]
     fn take_newest_chunk(&mut self, wake: MonoTime) {
-        let Some(chunk) = self.chunks.latest() else {
+        self.take_arrival();
+        if !self.chunk_waiting {
             return;
-        };
+        }
+        let chunk = self.chunks.peek();
         if self.stopping {
+            self.chunk_waiting = false;
             self.chunks_ignored_stopping += 1;
             return;
+        }
+        if chunk.play_at_cycle > self.cycle {
+            return;
+        }
+        self.chunk_waiting = false;
+        if chunk.play_at_cycle != 0 && chunk.play_at_cycle < self.cycle {
+            self.chunks_played_late += 1;
         }
         if let Err(reason) = self.executor.offer(chunk, wake) {
             if reason == RejectReason::OutOfDomain {

@@ -52,12 +52,40 @@ pub struct InferenceParts {
     pub handoff: Arc<HandoffCounts>,
     /// Candidates per chunk and how to choose among them (`crate::select`).
     pub selection: crate::select::SelectionConfig,
-    /// Replayed draws (`policy.draw_schedule`): for the observation captured in
-    /// cycle `.0`, draw `.1` candidates (whatever the budget) and publish candidate
-    /// `.2`; ascending by cycle. Empty: drawn within the budget, the best published.
-    pub draw_schedule: Vec<(u64, u16, u16)>,
+    /// A recorded run's chunks replayed (`policy.draw_schedule`), ascending by
+    /// cycle. Empty: the thread's own schedule, drawn within the budget, the best
+    /// published.
+    pub draw_schedule: Vec<Replayed>,
     /// The camera, for a policy that takes an image (none: no camera).
     pub camera: Option<crate::camera::CameraFeed>,
+}
+
+/// One chunk of a recorded run, replayed (`policy.draw_schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    /// The cycle whose observation the chunk is computed from.
+    pub cycle: u64,
+    /// Candidates drawn, whatever the time budget.
+    pub drawn: u16,
+    /// The candidate published.
+    pub chosen: u16,
+    /// The cycle the control loop takes it up in, not before (0: as it arrives).
+    pub played: u64,
+}
+
+impl Replayed {
+    /// `policy.draw_schedule` (validated: counts within `policy.candidates`).
+    pub fn schedule(p: &chunkrt_config::PolicyConfig) -> Vec<Replayed> {
+        p.draw_schedule
+            .iter()
+            .map(|&[cycle, drawn, chosen, played]| Replayed {
+                cycle,
+                drawn: u16::try_from(drawn).unwrap_or(u16::MAX),
+                chosen: u16::try_from(chosen).unwrap_or(u16::MAX),
+                played,
+            })
+            .collect()
+    }
 }
 
 /// Chunks the inference thread handed to the control loop, counted at the source.
@@ -68,6 +96,10 @@ pub struct HandoffCounts {
     /// Published chunks that replaced one the control loop had not read yet (the
     /// overwritten chunk is never offered to the executor).
     pub overwritten: AtomicU64,
+    /// Replayed chunks (`policy.draw_schedule`) whose cycle's observation was gone
+    /// when the thread got to it (a later one was taken): the run left the recorded
+    /// one's timing.
+    pub replay_late: AtomicU64,
 }
 
 /// The control loop's deadlines are `origin + k * period`; the control thread sets the
@@ -131,9 +163,14 @@ const POLL_NS: u64 = 50_000;
 /// arrives at or after the tick. When none arrives within one control period (the
 /// control loop stalled or stopped) it returns the newest it has, whose age the
 /// `obs_age` metric then shows.
+///
+/// Replaying a recorded run, `cycle` names the cycle whose observation is wanted
+/// (`tick` is then only when to wake for it): taken at or after that cycle, by
+/// its number.
 fn observation_at(
     observations: &mut Subscriber<Observation>,
     tick: MonoTime,
+    cycle: Option<u64>,
     control_period_ns: u64,
     stop: &AtomicBool,
 ) -> Observation {
@@ -148,7 +185,12 @@ fn observation_at(
         // Only the tick's own cycle (or a later one) will do: a thread that wakes
         // after the tick but before that cycle published finds the previous cycle's
         // observation still unread.
-        if observations.peek().t_cycle >= tick {
+        let latest = observations.peek();
+        let arrived = match cycle {
+            Some(c) => latest.seq >= c && latest.t_capture.is_set(),
+            None => latest.t_cycle >= tick,
+        };
+        if arrived {
             break;
         }
         if now >= give_up || stop.load(Ordering::Relaxed) {
@@ -222,19 +264,34 @@ pub fn run(p: InferenceParts) -> InferenceExit {
     };
     let control_period_ns = inf.control_period_ns;
     let mut nominal = origin.add_ns(inf.p.period_ns);
+    let mut replayed = 0;
     while !inf.p.stop.load(Ordering::Relaxed) {
         let tick;
-        (tick, nominal) = next_slot(
-            origin,
-            nominal,
-            inf.p.period_ns,
-            control_period_ns,
-            os::now(),
-        );
+        let mut cycle = None;
+        if let Some(r) = inf.p.draw_schedule.get(replayed) {
+            // A recorded run replayed: its next chunk's cycle, whatever our own
+            // schedule says. The cycle's deadline is `origin + cycle * period` when
+            // none was skipped (later when some were): woken for the one before it,
+            // the wait is by the cycle's number.
+            replayed += 1;
+            cycle = Some(r.cycle);
+            let before = r.cycle.saturating_sub(1).saturating_mul(control_period_ns);
+            tick = origin.add_ns(before);
+            nominal = tick.add_ns(inf.p.period_ns);
+        } else {
+            (tick, nominal) = next_slot(
+                origin,
+                nominal,
+                inf.p.period_ns,
+                control_period_ns,
+                os::now(),
+            );
+        }
         let obs = observation_at(
             &mut inf.p.observations,
             tick,
-            control_period_ns,
+            cycle,
+            control_period_ns.saturating_mul(if cycle.is_some() { 3 } else { 1 }),
             &inf.p.stop,
         );
         if inf.p.stop.load(Ordering::Relaxed) {
@@ -242,6 +299,9 @@ pub fn run(p: InferenceParts) -> InferenceExit {
         }
         if !obs.t_capture.is_set() {
             continue; // the control loop has not measured anything yet
+        }
+        if cycle.is_some_and(|c| obs.seq != c) {
+            inf.p.handoff.replay_late.fetch_add(1, Ordering::Relaxed);
         }
         if let Err(Skip::Exit(exit)) = inf.one_chunk(tick, obs) {
             return exit;
@@ -302,6 +362,8 @@ struct Drawn {
     cost_first: f64,
     /// Candidates drawn.
     drawn: u16,
+    /// The cycle the control loop takes it up in, replayed (0: as it arrives).
+    played: u64,
 }
 
 /// The inference thread's state between periods.
@@ -437,10 +499,14 @@ impl Inference {
         let mut drawn = 0u16;
         let mut result = Ok(Ok(chunkrt_core::InferInfo::default()));
         let sched = &self.p.draw_schedule;
-        let replay = sched.binary_search_by_key(&obs.seq, |d| d.0).ok().map(|k| {
+        let replayed = sched
+            .binary_search_by_key(&obs.seq, |d| d.cycle)
+            .ok()
+            .map(|k| sched[k]);
+        let replay = replayed.map(|r| {
             (
-                usize::from(sched[k].1).min(select.count()),
-                usize::from(sched[k].2),
+                usize::from(r.drawn).min(select.count()),
+                usize::from(r.chosen),
             )
         });
         for i in 0..select.count() {
@@ -487,6 +553,7 @@ impl Inference {
             seam_cost,
             cost_first,
             drawn,
+            played: replayed.map_or(0, |r| r.played),
         };
         (result, picked)
     }
@@ -545,6 +612,7 @@ impl Inference {
         chunk.t_obs = stamp.t_oldest;
         chunk.out_of_domain = info.out_of_domain;
         chunk.t_start = obs.t_capture.add_signed_ns(self.p.start_offset_ns);
+        chunk.play_at_cycle = drawn.played;
         let t_publish = os::now();
         chunk.t_publish = t_publish;
         if self.p.chunks.publish(chunk) {
@@ -716,13 +784,13 @@ mod tests {
             });
             publisher
         });
-        let obs = observation_at(&mut subscriber, tick, period, &stop);
+        let obs = observation_at(&mut subscriber, tick, None, period, &stop);
         assert_eq!(obs.seq, 2, "took the previous cycle's observation");
         assert!(obs.t_capture >= tick);
         let _publisher = writer.join().unwrap();
         // Nothing arrives: it gives up after a control period with the newest it has.
         let tick = os::now().add_ns(1_000_000);
-        let obs = observation_at(&mut subscriber, tick, period, &stop);
+        let obs = observation_at(&mut subscriber, tick, None, period, &stop);
         assert_eq!(obs.seq, 2);
         assert!(os::now() >= tick.add_ns(period));
     }

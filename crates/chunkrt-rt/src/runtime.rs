@@ -347,12 +347,7 @@ impl Built {
             ),
             handoff: shared.handoff.clone(),
             selection: selection_config(cfg),
-            draw_schedule: cfg
-                .policy
-                .draw_schedule
-                .iter()
-                .map(|&[seq, n, c]| (seq, n as u16, c as u16))
-                .collect(),
+            draw_schedule: crate::inference::Replayed::schedule(&cfg.policy),
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
         };
@@ -1244,7 +1239,11 @@ fn record_handoff(
         ),
         (
             "chunks_overwritten_in_handoff",
-            handoff.overwritten.load(Ordering::Relaxed),
+            handoff.overwritten.load(Ordering::Relaxed) + control.chunks_overwritten_waiting(),
+        ),
+        (
+            "replay_late",
+            handoff.replay_late.load(Ordering::Relaxed) + control.chunks_played_late(),
         ),
         ("chunks_unread_at_end", u64::from(unread_at_end)),
     ] {

@@ -26,6 +26,9 @@ pub struct SimArm {
     t_sim: MonoTime,
     /// Whether the sim clock has been set (by `start` or the first call).
     clock_set: bool,
+    /// The next exchange puts the sub-step grid in phase with its time (set by
+    /// `start`).
+    align_next: bool,
     /// Injected communication errors still to return, and which.
     errors_left: u32,
     injected: BackendError,
@@ -45,6 +48,7 @@ impl SimArm {
             joints,
             t_sim: MonoTime::ZERO,
             clock_set: false,
+            align_next: false,
             errors_left: 0,
             injected: BackendError::Injected,
         })
@@ -257,6 +261,7 @@ impl Backend for SimArm {
         fb: &mut Feedback,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         self.set_clock(now);
+        self.align_next = true;
         for joint in &mut self.joints[..self.params.joints] {
             if joint.state() != DriveState::Fault {
                 joint.enable_holding(now.as_ns());
@@ -281,6 +286,15 @@ impl Backend for SimArm {
         cmd: &Command,
         fb: &mut Feedback,
     ) -> Result<(), BackendError> {
+        if std::mem::take(&mut self.align_next) {
+            // The drives' sub-step clock starts in phase with the first exchange, as a
+            // drive synchronized to the bus does with SYNC0: the arm, held at rest
+            // since `start`, is integrated from less than a sub-step later. Every later
+            // exchange on the control grid then ends on a whole sub-step, so a run
+            // does not depend on when it was started between two of them.
+            let rem = now.saturating_since(self.t_sim) % self.params.substep_ns;
+            self.t_sim = self.t_sim.add_ns(rem);
+        }
         self.advance_to(now);
         if self.errors_left > 0 {
             self.errors_left -= 1;

@@ -97,8 +97,9 @@ pub struct RunData {
     /// that goal's index (the first published chunk's goal is the first entry).
     pub goal_changes: Vec<(u64, u16)>,
     /// The published chunks in the window and how they were drawn: the
-    /// observation's cycle, candidates drawn, the one published.
-    pub draws: Vec<(u64, u16, u16)>,
+    /// observation's cycle, candidates drawn, the one published, and the cycle
+    /// the control loop took it up in (0: never).
+    pub draws: Vec<(u64, u16, u16, u64)>,
     /// Latency histograms rebuilt from the records (no coordinated-omission
     /// correction: the report's figures have it).
     pub metrics: MetricSet,
@@ -109,6 +110,8 @@ pub struct RunData {
 /// One cycle as recorded, handed to the visitor of [`read_with`].
 #[derive(Debug)]
 pub struct CycleSample<'a> {
+    /// The cycle's number (0 when the record has none).
+    pub cycle: u64,
     /// The cycle's deadline (s since the run's start).
     pub t_s: f64,
     /// The executor's mode (parsed from its recorded name: an unknown name stops the read).
@@ -126,6 +129,8 @@ pub struct CycleSample<'a> {
 #[derive(Deserialize)]
 struct CycleMsg {
     t_s: f64,
+    #[serde(default)]
+    cycle: u64,
     t_deadline_ns: u64,
     #[serde(deserialize_with = "mode_by_name")]
     mode: Mode,
@@ -148,6 +153,9 @@ struct CycleMsg {
 #[derive(Deserialize)]
 struct InferMsg {
     t_s: f64,
+    /// The chunk's sequence number.
+    #[serde(default)]
+    seq: u64,
     latency_ms: f64,
     #[serde(default)]
     status: String,
@@ -299,6 +307,8 @@ struct Reader<'v> {
     data: RunData,
     t0_ns: Option<u64>,
     last_seq: u64,
+    /// Chunks drawn and not yet seen played: chunk seq -> index in `draws`.
+    awaiting_play: std::collections::HashMap<u64, usize>,
     visit: Option<&'v mut dyn FnMut(&CycleSample)>,
 }
 
@@ -327,6 +337,7 @@ impl Reader<'_> {
             },
             t0_ns: None,
             last_seq: 0,
+            awaiting_play: std::collections::HashMap::new(),
             visit: None,
         }
     }
@@ -399,7 +410,8 @@ impl Reader<'_> {
                         changes.push((obs.seq, goal));
                     }
                     if i.candidates >= 1 {
-                        self.data.draws.push((obs.seq, i.candidates, i.chosen));
+                        self.awaiting_play.insert(i.seq, self.data.draws.len());
+                        self.data.draws.push((obs.seq, i.candidates, i.chosen, 0));
                     }
                 }
             }
@@ -435,6 +447,9 @@ impl Reader<'_> {
         };
         let seam = seq != 0 && seq != self.last_seq;
         self.last_seq = seq;
+        if let Some(k) = self.awaiting_play.remove(&c.chunk_seq) {
+            self.data.draws[k].3 = c.cycle;
+        }
         if !self.inside(t) {
             if self.data.window.is_some_and(|(a, _)| t < a) {
                 self.data.first_mode = Some(c.mode);
@@ -443,6 +458,7 @@ impl Reader<'_> {
         }
         if let Some(visit) = self.visit.as_mut() {
             visit(&CycleSample {
+                cycle: c.cycle,
                 t_s: t,
                 mode: c.mode,
                 gate_mask: c.gate_mask,

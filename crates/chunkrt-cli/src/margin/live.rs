@@ -136,7 +136,7 @@ fn runtime_config(args: &MarginArgs) -> anyhow::Result<(Config, &Path)> {
         .config
         .as_ref()
         .context("--loop runtime needs --config (the loop it measures)")?;
-    let mut cfg = Config::load(path)?;
+    let mut cfg = crate::setup::load_config(path)?;
     if let Some(k) = args.servo_gain {
         if !(k.is_finite() && k > 0.0 && k <= 1000.0) {
             bail!("--servo-gain {k}: expected a gain in (0, 1000] 1/s");
@@ -507,6 +507,8 @@ fn report_json(
                 }),
                 "twin_mismatch_rad": r.twin_mismatch_rad,
                 "attempts": r.attempts,
+                "departed_rad": r.departed_rad,
+                "replay_late": r.replay_late,
                 "bode": r.points.iter().map(|p| json!({
                     "freq_hz": p.freq_hz, "mag": p.l.abs(), "phase_deg": p.phase_deg,
                 })).collect::<Vec<_>>(),

@@ -6,7 +6,6 @@
 use super::args::{parse_delays, MarginArgs};
 use super::figure::MarginFigure;
 use anyhow::{bail, Context};
-use chunkrt_config::Config;
 use chunkrt_margin::{
     bode, delay_at_threshold_ms, gain_crossover, model_loop, model_margins, phase_crossover,
     phase_margin_deg, pm_slope_deg_per_ms, sweep, unwrapped_phase_deg, DelayRow, LoopPoint,
@@ -19,7 +18,7 @@ fn setup(args: &MarginArgs) -> anyhow::Result<(MarginSetup, String)> {
     let mut setup = MarginSetup::reference();
     let name = match &args.config {
         Some(path) => {
-            let cfg = Config::load(path)?;
+            let cfg = crate::setup::load_config(path)?;
             if cfg.backend.kind != chunkrt_config::BackendKind::Sim {
                 bail!(
                     "--loop reference closes its own servo on a simulated joint, but {} names \

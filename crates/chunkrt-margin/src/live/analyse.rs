@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 /// One probed cycle read back from the recording.
 pub(super) struct Sample {
+    /// The control cycle's number.
+    pub(super) cycle: u64,
     /// Recording time (s).
     pub(super) t: f64,
     /// The executor's setpoint on the probed joint: the loop's own output `U` (rad).
@@ -40,7 +42,7 @@ pub(super) fn analyse(
         .first()
         .ok_or_else(|| MarginError::Run("the recording holds no cycles".into()))?;
     let tl = Timeline::new(setup, first.t);
-    let relative = reference.map(|r| relative_to(setup, s, r)).transpose()?;
+    let relative = reference.map(|r| relative_to(s, r)).transpose()?;
     let looped: &[Sample] = relative.as_deref().unwrap_or(s);
     let in_win = window_samples(setup, looped, &tl)?;
     // L at each probe frequency from detrended U and C over the window.
@@ -97,6 +99,8 @@ pub(super) fn analyse(
     Ok(LiveRow {
         twin_mismatch_rad: twin_mismatch,
         attempts: 1,
+        departed_rad: Vec::new(),
+        replay_late: 0,
         gain_margin: gain_margin(&points),
         points,
         verdict,
@@ -136,23 +140,18 @@ impl Timeline {
     }
 }
 
-/// The probed run `s` less its unprobed twin `reference`, cycle by cycle (cycles
-/// are matched on their deadline: both runs start on the same grid); a cycle plays
-/// when it played in both. Refused when under nine in ten of the probed cycles have
+/// The probed run `s` less its unprobed twin `reference`, cycle by cycle (matched
+/// by number: the runs' recording clocks start at different phases of their
+/// grids, under load by over half a period); a cycle plays when it played in both. Refused when under nine in ten of the probed cycles have
 /// a twin (the reference run ended early).
-fn relative_to(
-    setup: &LiveSetup,
-    s: &[Sample],
-    reference: &[Sample],
-) -> Result<Vec<Sample>, MarginError> {
-    let period = setup.cfg.period_ns() as f64 * 1e-9;
-    let index = |t: f64| (t / period).round() as i64;
-    let twins: std::collections::HashMap<i64, &Sample> =
-        reference.iter().map(|r| (index(r.t), r)).collect();
+fn relative_to(s: &[Sample], reference: &[Sample]) -> Result<Vec<Sample>, MarginError> {
+    let twins: std::collections::HashMap<u64, &Sample> =
+        reference.iter().map(|r| (r.cycle, r)).collect();
     let out: Vec<Sample> = s
         .iter()
         .filter_map(|x| {
-            twins.get(&index(x.t)).map(|r| Sample {
+            twins.get(&x.cycle).map(|r| Sample {
+                cycle: x.cycle,
                 t: x.t,
                 u: x.u - r.u,
                 c: x.c - r.c,
@@ -393,10 +392,11 @@ const MASKED_FACTOR: f64 = 5.0;
 /// the loop's response, and neither a margin nor a verdict on the free response
 /// (the motion itself) can be read from it.
 /// The share of the probe's amplitude past which the probed run, before its probe
-/// started, is taken to have departed from its twin: the runs repeat to 2-50 urad
-/// on sim.toml; at a bifurcation of the bundled flow policy's path (chosen by the
-/// microseconds the control thread wakes late) they part by 3-18 mrad, in about one
-/// pair in four.
+/// started, is taken to have departed from its twin. With the twin's timing
+/// replayed and the sim sampling on the control grid the two runs are one (0.0 rad
+/// apart before the probe, quiet and beside `stress-ng --cpu 2`); a run that cannot
+/// keep its twin's timing (`replay_late`) parts by 0.1 mrad and more, and at a
+/// bifurcation of the bundled flow policy's path by 3-18 mrad.
 pub(super) const DEPARTED_SHARE: f64 = 0.25;
 
 /// The probed run departed from its twin before the probe started (see
@@ -554,6 +554,7 @@ mod tests {
             .map(|k| {
                 let t = k as f64 * 1e-3;
                 Sample {
+                    cycle: k as u64,
                     t,
                     u: u(t),
                     c: c(t),
@@ -629,6 +630,7 @@ mod tests {
             fade * moving.amplitude_rad * sum
         };
         let sample = |k: usize, u: f64, c: f64| Sample {
+            cycle: k as u64,
             t: k as f64 * dt,
             u,
             c,

@@ -35,12 +35,14 @@ pub const REFERENCE_DIR: &str = "reference";
 /// reference's discrete decisions: its goals change at the observations where the
 /// reference's did (`policy.goal_schedule`: a goal reached a chunk earlier or later
 /// would move the rest of the run by a chunk's worth of motion) and it draws and
-/// publishes the candidates the reference did (`policy.draw_schedule`: one more
-/// candidate drawn shifts every later noise draw; another one chosen, a seam 0.1-3
-/// mrad away); the loop is measured on the difference of the two, cycle by
-/// cycle (the policy's own motion repeats to within 0.1 mrad between two runs of
-/// `sim.toml`, beside 0.46 rad RMS of motion), so what is left is the loop's
-/// answer to the probe.
+/// publishes the candidates the reference did, from the observation of the cycle
+/// it took, taken up by the control loop in the cycle it was
+/// (`policy.draw_schedule`: one more candidate drawn shifts every later noise draw;
+/// another one chosen, a seam 0.1-3 mrad away; a chunk taken up a cycle later moves
+/// its seam); the loop is measured on the difference of the two, cycle by cycle
+/// (on the simulated arm the two runs are one until the probe starts, beside 0.46
+/// rad RMS of motion), so what is left is the loop's answer to the probe. A pair
+/// that parted before the probe is set aside (`departed-N`) and made again.
 pub fn measure_with(
     setup: &LiveSetup,
     inject: &InjectConfig,
@@ -54,10 +56,11 @@ pub fn measure_with(
     let j = setup.joint;
     let goal = cfg.policy.goals_rad.first().and_then(|g| g.get(j).copied());
     let mut attempts = 0;
+    let mut departed_rad = Vec::new();
     let (probed, mut row) = loop {
         attempts += 1;
         if attempts > 1 {
-            clear_run(run_dir)?;
+            set_aside(run_dir, attempts - 1)?;
         }
         let reference = match setup.paired() {
             true => Some(twin_run(
@@ -81,8 +84,11 @@ pub fn measure_with(
         if !again || attempts >= PAIRED_ATTEMPTS {
             break (probed, row);
         }
+        departed_rad.extend(row.twin_mismatch_rad);
     };
     row.attempts = attempts;
+    row.departed_rad = departed_rad;
+    row.replay_late = probed.counter("replay_late");
     row.consequences.chunks_expired = probed.counter("chunks_expired");
     row.consequences.fallbacks = probed.counter("fallback_entries").saturating_sub(1);
     row.run_dir = run_dir.to_path_buf();
@@ -117,27 +123,33 @@ fn twin_run(
         cfg.policy.draw_schedule = r
             .draws
             .iter()
-            .map(|&(seq, n, c)| [seq, u64::from(n), u64::from(c)])
+            .map(|&(seq, n, c, played)| [seq, u64::from(n), u64::from(c), played])
             .collect();
     }
     Ok(r)
 }
 
 /// Removes a pair's runs from `run_dir` (the probed run and its twin).
-fn clear_run(run_dir: &Path) -> Result<(), MarginError> {
-    let entries = std::fs::read_dir(run_dir)
-        .map_err(|e| MarginError::Run(format!("{}: {e}", run_dir.display())))?;
+/// Moves a departed pair's runs (the probed run and its twin) out of `run_dir`
+/// into `run_dir/departed-N`, kept for a look at where they parted.
+fn set_aside(run_dir: &Path, n: u32) -> Result<(), MarginError> {
+    let err = |p: &Path, e: std::io::Error| MarginError::Run(format!("{}: {e}", p.display()));
+    let kept = run_dir.join(format!("{DEPARTED_DIR}-{n}"));
+    std::fs::create_dir(&kept).map_err(|e| err(&kept, e))?;
+    let entries = std::fs::read_dir(run_dir).map_err(|e| err(run_dir, e))?;
     for entry in entries.flatten() {
-        let path = entry.path();
-        let gone = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        gone.map_err(|e| MarginError::Run(format!("clearing {}: {e}", path.display())))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(DEPARTED_DIR) {
+            continue;
+        }
+        let to = kept.join(&name);
+        std::fs::rename(entry.path(), &to).map_err(|e| err(&to, e))?;
     }
     Ok(())
 }
+
+/// Where a departed pair is kept in its point's directory (`departed-N`).
+pub const DEPARTED_DIR: &str = "departed";
 
 /// One run's probed joint, read back from its recording.
 struct Recorded {
@@ -146,8 +158,8 @@ struct Recorded {
     gate_times: Vec<f64>,
     /// The policy's goal changes: (observation's cycle, goal).
     goal_changes: Vec<(u64, u16)>,
-    /// Candidate draws: (observation's cycle, drawn, chosen).
-    draws: Vec<(u64, u16, u16)>,
+    /// Published chunks: (observation's cycle, drawn, chosen, cycle first played).
+    draws: Vec<(u64, u16, u16, u64)>,
     counters: std::collections::BTreeMap<String, u64>,
 }
 
@@ -188,6 +200,7 @@ fn run_once(
     let data = chunkrt_telemetry::readback::read_with(&files, None, |c| {
         let get = |v: &[f64]| v.get(j).copied().unwrap_or(f64::NAN);
         samples.push(Sample {
+            cycle: c.cycle,
             t: c.t_s,
             u: get(c.setpoint_rad),
             c: get(c.command_rad),

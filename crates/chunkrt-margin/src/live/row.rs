@@ -166,6 +166,13 @@ pub struct LiveRow {
     /// probe started is made again, up to [`crate::live::PAIRED_ATTEMPTS`]); 1 when
     /// not paired.
     pub attempts: u32,
+    /// How far each pair made again had departed from its twin before the probe
+    /// (rad; empty: the first pair held).
+    pub departed_rad: Vec<f64>,
+    /// Chunks of the kept probed run that missed their twin's cycle (an
+    /// observation gone, or a chunk that arrived after the cycle its twin played
+    /// it in): where the replay could not keep the twin's timing.
+    pub replay_late: u64,
     /// The backend measured.
     pub backend: String,
 }

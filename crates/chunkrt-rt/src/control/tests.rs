@@ -251,6 +251,58 @@ fn take_newest_chunk_accepts_a_valid_chunk_and_ignores_chunks_once_stopping() {
     assert_eq!(r.control.chunk_counts().offered, 1, "not offered");
 }
 
+/// A replayed run (`policy.draw_schedule`): a chunk that arrives early waits for
+/// the cycle its twin first played it in; one that comes after that cycle is
+/// played at once and counted late; one replaced while it waits is counted
+/// overwritten, and one still waiting at the end is unread.
+#[test]
+fn a_replayed_chunk_waits_for_the_cycle_its_twin_played_it_in() {
+    let mut r = rig();
+    let t = r.at(1);
+    let mut chunk = r.still_chunk(1, t);
+    chunk.play_at_cycle = 4;
+    r.chunks.publish(&chunk);
+    let mut offered_in = None;
+    for i in 1..=8 {
+        let cycle = r.control.cycles_run();
+        let d = r.at(i);
+        r.control.cycle(d, d, 0);
+        if offered_in.is_none() && r.control.chunk_counts().offered == 1 {
+            offered_in = Some(cycle);
+        }
+    }
+    assert_eq!(
+        offered_in,
+        Some(4),
+        "taken up in the cycle it was played in"
+    );
+    assert_eq!(r.control.mode(), Mode::Playing);
+    assert_eq!(r.control.chunks_played_late(), 0);
+
+    // Arrives after its cycle (8 have run): played at once, late.
+    let t = r.at(9);
+    let mut late = r.still_chunk(2, t);
+    late.play_at_cycle = 6;
+    r.chunks.publish(&late);
+    r.control.cycle(t, t, 0);
+    assert_eq!(r.control.chunk_counts().offered, 2);
+    assert_eq!(r.control.chunks_played_late(), 1);
+
+    // Waits for cycle 30, is replaced by one for cycle 40, which is still waiting
+    // when the run ends.
+    for (seq, at) in [(3, 30), (4, 40)] {
+        let t = r.at(seq + 7);
+        let mut waiting = r.still_chunk(seq, t);
+        waiting.play_at_cycle = at;
+        r.chunks.publish(&waiting);
+        r.control.cycle(t, t, 0);
+    }
+    assert_eq!(r.control.chunk_counts().offered, 2, "neither offered");
+    assert_eq!(r.control.chunks_overwritten_waiting(), 1);
+    assert!(r.control.take_unread_chunk(), "the one waiting is unread");
+    assert!(!r.control.take_unread_chunk());
+}
+
 #[test]
 fn check_domain_takes_authority_outside_the_box_only() {
     let mut lo = [0.0; MAX_DOF];
