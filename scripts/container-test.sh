@@ -8,7 +8,7 @@
 #      (cgroup v1 cpu.rt_runtime_us), without which no container gets SCHED_FIFO;
 #   3. builds the image: a Debian bookworm base made by mmdebstrap from Debian's own
 #      packages (cached under target/container), then the Dockerfile's runtime stage
-#      as written, fed with the chunkrt binary and ONNX Runtime library built on this
+#      as written, fed with the chunkrt binary and the ONNX Runtime and MuJoCo libraries built on this
 #      host in place of the build stage's /out;
 #   4. `chunkrt check` in the container: once as compose runs it (the RT group budget,
 #      SCHED_FIFO, mlockall, capabilities and devices must PASS), once without the RT
@@ -99,6 +99,8 @@ fi
 [[ -x "$bin" ]] || die "$bin is not an executable"
 ort="$root/.ort/lib"
 [[ -d "$ort" ]] || ./scripts/bootstrap-ort.sh
+mujoco="$root/.mujoco/lib"
+[[ -d "$mujoco" ]] || ./scripts/bootstrap-mujoco.sh
 
 # The runtime stage: from its FROM to the end of the Dockerfile.
 stage="$(awk '/^FROM /{n=NR} {l[NR]=$0} END{for(i=n;i<=NR;i++) print l[i]}' docker/Dockerfile)"
@@ -129,9 +131,10 @@ fi
 
 ctx="$cache/context"
 rm -rf "$ctx"
-mkdir -p "$ctx/out/bin" "$ctx/out/ort" "$ctx/scripts"
+mkdir -p "$ctx/out/bin" "$ctx/out/ort" "$ctx/out/mujoco" "$ctx/scripts"
 cp -L "$bin" "$ctx/out/bin/chunkrt"
 cp -rL "$ort" "$ctx/out/ort/lib"
+cp -a "$mujoco" "$ctx/out/mujoco/lib"
 cp -r rt-config "$ctx/rt-config"
 cp scripts/ci-latency.sh "$ctx/scripts/ci-latency.sh"
 # The build stage's /out is this context's out/.

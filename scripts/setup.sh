@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for chunkrt's demo and tests. Idempotent.
 #   - the ONNX Runtime library (scripts/bootstrap-ort.sh, from the PyPI wheel)
+#   - the MuJoCo library (scripts/bootstrap-mujoco.sh, from the PyPI wheel) that chunkrt-mujoco
+#     links (a plain `cargo build` leaves that crate out; `--workspace` builds it)
 #   - a Python venv (.venv) with numpy + onnxruntime for the reference sampler test,
 #     and mcap for the independent reader of the recording
 #   - rt-tests (cyclictest), iproute2 and ethtool, when apt is available and we are root
@@ -9,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ./scripts/bootstrap-ort.sh
+./scripts/bootstrap-mujoco.sh
 
 if [[ -f scripts/requirements-test.txt ]]; then
     if [[ ! -x .venv/bin/python ]]; then

@@ -31,6 +31,9 @@ pub struct Config {
     /// The EtherCAT bus (required when `backend.kind = "ethercat"`).
     #[serde(default)]
     pub ethercat: Option<crate::ethercat::EthercatConfig>,
+    /// The physics-modelled arm (required when `backend.kind = "mujoco"`).
+    #[serde(default)]
+    pub mujoco: Option<MujocoConfig>,
     /// Telemetry rings and reports.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
@@ -366,13 +369,15 @@ pub enum BackendKind {
     Sim,
     /// EtherCAT drives (`[ethercat]`).
     Ethercat,
+    /// The physics-modelled arm: MuJoCo with an arm's model (`[mujoco]`).
+    Mujoco,
 }
 
 /// The backend.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
-    /// `sim` or `ethercat`.
+    /// `sim`, `ethercat` or `mujoco`.
     pub kind: BackendKind,
 }
 
@@ -410,6 +415,55 @@ impl Default for SimConfig {
             initial_pos_rad: None,
         }
     }
+}
+
+/// The physics-modelled arm (`chunkrt-mujoco`): an MJCF model stepped by MuJoCo, one CSP
+/// drive per hinge joint.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MujocoConfig {
+    /// The MJCF file of the arm, relative to this file.
+    pub model: PathBuf,
+    /// Its SHA-256 (hex): a different file is refused.
+    pub model_sha256: String,
+    /// Position-loop bandwidth of the drives (the velocity loop is 4 times faster).
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_hz: f64,
+    /// Load inertia each drive's velocity loop is tuned for (default: the model's
+    /// joint-space inertia at the start pose).
+    pub inertia_kg_m2: Option<PerJoint>,
+    /// Torque limit per joint (default: the model's `actuatorfrcrange`).
+    pub max_torque_nm: Option<PerJoint>,
+    /// Encoder counts per joint revolution (0: exact position and velocity).
+    #[serde(default = "default_encoder_counts")]
+    pub encoder_counts_per_rev: u64,
+    /// Corner of the filter on the velocity estimated from the encoder.
+    #[serde(default = "default_velocity_filter")]
+    pub velocity_filter_hz: f64,
+    /// Time from a setpoint's arrival to the drives acting on it.
+    #[serde(default)]
+    pub transport_delay_ms: f64,
+    /// Whether gravity acts.
+    #[serde(default = "default_true")]
+    pub gravity: bool,
+    /// Whether each joint has a holding brake, engaged while its drive is disabled or
+    /// faulted.
+    #[serde(default = "default_true")]
+    pub brakes: bool,
+    /// Starting pose (at rest).
+    pub initial_pos_rad: Option<PerJoint>,
+}
+
+fn default_encoder_counts() -> u64 {
+    1 << 27
+}
+
+fn default_velocity_filter() -> f64 {
+    1000.0
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Telemetry.

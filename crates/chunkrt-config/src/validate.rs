@@ -133,6 +133,16 @@ impl Config {
                     )
                 }
             },
+            BackendKind::Mujoco => match &self.mujoco {
+                Some(m) => m.validate(n, &self.limits)?,
+                None => {
+                    return fail(
+                        "mujoco",
+                        "`backend.kind = \"mujoco\"` needs a [mujoco] section (model and \
+                         model_sha256 at least)",
+                    )
+                }
+            },
         }
         if self.telemetry.ring_capacity < 64 || self.telemetry.ring_capacity > 1 << 22 {
             return fail(
@@ -730,6 +740,61 @@ impl SimConfig {
                          simulated arm cannot start there; give a pose inside the stops"
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::MujocoConfig {
+    fn validate(&self, n: usize, limits: &crate::LimitsConfig) -> Check {
+        let digest = &self.model_sha256;
+        if digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_hexdigit()) {
+            return fail(
+                "mujoco.model_sha256",
+                format!(
+                    "{digest:?} is not a SHA-256 (64 hex digits); `sha256sum` of the model \
+                     file gives it"
+                ),
+            );
+        }
+        range("mujoco.bandwidth_hz", self.bandwidth_hz, 0.1, 1000.0)?;
+        range(
+            "mujoco.velocity_filter_hz",
+            self.velocity_filter_hz,
+            1.0,
+            100_000.0,
+        )?;
+        range(
+            "mujoco.transport_delay_ms",
+            self.transport_delay_ms,
+            0.0,
+            100.0,
+        )?;
+        let pos = |v: f64| v > 0.0;
+        if let Some(v) = &self.inertia_kg_m2 {
+            v.check("mujoco.inertia_kg_m2", n, pos, "a positive inertia")?;
+        }
+        if let Some(v) = &self.max_torque_nm {
+            v.check("mujoco.max_torque_nm", n, pos, "a positive torque")?;
+        }
+        if let Some(v) = &self.initial_pos_rad {
+            v.check("mujoco.initial_pos_rad", n, |_| true, "a finite number")?;
+            for j in 0..n {
+                let (q, lo, hi) = (
+                    v.get(j),
+                    limits.pos_min_rad.get(j),
+                    limits.pos_max_rad.get(j),
+                );
+                if !(lo..=hi).contains(&q) {
+                    return fail(
+                        "mujoco.initial_pos_rad",
+                        format!(
+                            "joint {j}: the start pose {q} rad is outside the joint's limits \
+                             [{lo}, {hi}] rad (limits.pos_min_rad / limits.pos_max_rad)"
+                        ),
+                    );
+                }
             }
         }
         Ok(())

@@ -33,6 +33,35 @@ pub fn sim_params(cfg: &Config) -> chunkrt_sim::SimArmParams {
     p
 }
 
+/// The MuJoCo arm's parameters from `[mujoco]` (its model path resolved against the
+/// config's directory); `None` without the section.
+pub fn mujoco_params(cfg: &Config) -> Option<chunkrt_mujoco::MujocoParams> {
+    let m = cfg.mujoco.as_ref()?;
+    let n = cfg.control.joints;
+    let mut p = chunkrt_mujoco::MujocoParams::panda(cfg.resolve(&m.model));
+    p.model_sha256 = Some(m.model_sha256.clone());
+    p.joints = n;
+    p.bandwidth_hz = m.bandwidth_hz;
+    p.encoder_counts_per_rev = m.encoder_counts_per_rev;
+    p.velocity_filter_hz = m.velocity_filter_hz;
+    p.transport_delay_ns = ms_to_ns(m.transport_delay_ms);
+    p.gravity = m.gravity;
+    p.brakes = m.brakes;
+    let per_joint = |v: &chunkrt_config::PerJoint| {
+        let mut out = [0.0; chunkrt_core::MAX_DOF];
+        for (j, x) in out.iter_mut().enumerate().take(n) {
+            *x = v.get(j);
+        }
+        out
+    };
+    p.inertia_kg_m2 = m.inertia_kg_m2.as_ref().map(per_joint);
+    p.max_torque_nm = m.max_torque_nm.as_ref().map(per_joint);
+    if let Some(v) = &m.initial_pos_rad {
+        p.initial_pos_rad = per_joint(v);
+    }
+    Some(p)
+}
+
 /// The backend the config names.
 pub fn backend(cfg: &Config) -> Result<Box<dyn Backend>, RunError> {
     match cfg.backend.kind {
@@ -49,6 +78,14 @@ pub fn backend(cfg: &Config) -> Result<Box<dyn Backend>, RunError> {
             let bus = chunkrt_ethercat::EthercatBackend::open(params)
                 .map_err(|e| RunError::Backend(e.to_string()))?;
             Ok(Box::new(bus))
+        }
+        BackendKind::Mujoco => {
+            let params = mujoco_params(cfg).ok_or_else(|| {
+                RunError::Backend("backend.kind = \"mujoco\" needs a [mujoco] section".into())
+            })?;
+            let arm = chunkrt_mujoco::MujocoArm::new(params)
+                .map_err(|e| RunError::Backend(e.to_string()))?;
+            Ok(Box::new(arm))
         }
     }
 }

@@ -810,6 +810,7 @@ impl ControlLoop {
             setpoint_pos_rad: self.setpoint.pos_rad,
             cmd_pos_rad: self.cmd.pos_rad,
             fb_pos_rad: self.fb.pos_rad,
+            fb_torque_nm: self.fb.torque_nm,
         });
     }
 }

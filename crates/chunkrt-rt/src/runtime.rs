@@ -1294,6 +1294,14 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
     let mut conf = std::collections::BTreeMap::new();
     conf.insert("file".into(), json!(opts.config_name));
     conf.insert("backend".into(), json!(control.backend.name()));
+    if let (chunkrt_config::BackendKind::Mujoco, Some(m)) = (cfg.backend.kind, &cfg.mujoco) {
+        // The arm model the run was on: the file, and the digest it was checked against.
+        conf.insert(
+            "backend_model".into(),
+            json!(cfg.resolve(&m.model).display().to_string()),
+        );
+        conf.insert("backend_model_sha256".into(), json!(m.model_sha256));
+    }
     conf.insert(
         "policy".into(),
         json!(format!("{:?}", cfg.policy.kind).to_lowercase()),

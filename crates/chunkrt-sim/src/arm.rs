@@ -5,13 +5,9 @@ use chunkrt_core::{
     Backend, BackendError, Command, DriveRequest, DriveState, Feedback, MonoTime, MAX_DOF,
 };
 
+use crate::clock::StepClock;
 use crate::joint::{Joint, JointState};
 use crate::params::{SimArmParams, SimError};
-
-/// Longest gap between two calls that is integrated in full. A longer gap (a stopped
-/// or suspended process) is integrated as this long, so one call can never spend
-/// unbounded time catching up; the sim clock then jumps to `now`.
-pub const MAX_CATCH_UP_NS: u64 = 10_000_000_000;
 
 /// Longest simulated time `shutdown` lets the quick stop run before disabling.
 const SHUTDOWN_STOP_NS: u64 = 10_000_000_000;
@@ -22,10 +18,8 @@ pub struct SimArm {
     params: SimArmParams,
     joints: [Joint; MAX_DOF],
     /// Sim clock: advanced in whole sub-steps, lags `now` by less than one sub-step
-    /// (the remainder is carried into the next call).
-    t_sim: MonoTime,
-    /// Whether the sim clock has been set (by `start` or the first call).
-    clock_set: bool,
+    /// (the remainder is carried into the next call); set by `start` or the first call.
+    clock: StepClock,
     /// The next exchange puts the sub-step grid in phase with its time (set by
     /// `start`).
     align_next: bool,
@@ -46,8 +40,7 @@ impl SimArm {
         Ok(SimArm {
             params,
             joints,
-            t_sim: MonoTime::ZERO,
-            clock_set: false,
+            clock: StepClock::new(params.substep_ns),
             align_next: false,
             errors_left: 0,
             injected: BackendError::Injected,
@@ -61,13 +54,12 @@ impl SimArm {
 
     /// The sim clock (a whole number of sub-steps after the time it was set).
     pub fn sim_time(&self) -> MonoTime {
-        self.t_sim
+        self.clock.time()
     }
 
     /// Sets the sim clock to `now` without integrating (what `start` does).
     pub fn set_clock(&mut self, now: MonoTime) {
-        self.t_sim = now;
-        self.clock_set = true;
+        self.clock.set(now);
     }
 
     /// Integrates every joint in whole sub-steps from the sim clock up to `now`
@@ -75,32 +67,20 @@ impl SimArm {
     /// number of sub-steps taken. Times before the sim clock do nothing. Pure: the
     /// result depends only on the state and `now`. Never allocates.
     pub fn advance_to(&mut self, now: MonoTime) -> u64 {
-        if !self.clock_set {
-            self.set_clock(now);
-            return 0;
-        }
+        let (t0, steps) = self.clock.advance(now);
         let substep_ns = self.params.substep_ns;
-        let gap_ns = now.saturating_since(self.t_sim);
-        let steps = gap_ns.min(MAX_CATCH_UP_NS) / substep_ns;
-        if gap_ns > MAX_CATCH_UP_NS {
-            // Skip the part of the gap that is not integrated (see MAX_CATCH_UP_NS).
-            let skipped = gap_ns - steps * substep_ns - gap_ns % substep_ns;
-            self.t_sim = self.t_sim.add_ns(skipped);
-        }
         let dt_s = substep_ns as f64 * 1e-9;
-        let t0 = self.t_sim.as_ns();
         for joint in &mut self.joints[..self.params.joints] {
             for k in 0..steps {
                 joint.step(t0 + k * substep_ns, dt_s);
             }
         }
-        self.t_sim = self.t_sim.add_ns(steps * substep_ns);
         steps
     }
 
     /// Snapshot of joint `j` at the sim clock; `None` past the last joint.
     pub fn joint(&self, j: usize) -> Option<JointState> {
-        (j < self.params.joints).then(|| self.joints[j].snapshot(self.t_sim.as_ns()))
+        (j < self.params.joints).then(|| self.joints[j].snapshot(self.clock.time().as_ns()))
     }
 
     /// Sets a constant external load torque on joint `j` (gravity, contact, a probe
@@ -144,7 +124,7 @@ impl SimArm {
         for j in 0..MAX_DOF {
             if j < self.params.joints {
                 let joint = &self.joints[j];
-                let s = joint.snapshot(self.t_sim.as_ns());
+                let s = joint.snapshot(self.clock.time().as_ns());
                 fb.pos_rad[j] = s.pos_rad;
                 fb.vel_rad_s[j] = s.vel_rad_s;
                 fb.torque_nm[j] = s.torque_nm;
@@ -196,24 +176,7 @@ impl SimArm {
     }
 
     fn validate_command(&self, cmd: &Command) -> Result<(), BackendError> {
-        let n = self.params.joints;
-        if usize::from(cmd.dof) != n {
-            // The first joint index that is missing or extra.
-            return Err(BackendError::InvalidCommand {
-                joint: cmd.dof.min(n as u16),
-            });
-        }
-        // Stop requests do not use the setpoints, so garbage there must not keep the
-        // arm from stopping.
-        if matches!(cmd.request, DriveRequest::QuickStop | DriveRequest::Disable) {
-            return Ok(());
-        }
-        for j in 0..n {
-            if !(cmd.pos_rad[j].is_finite() && cmd.vel_rad_s[j].is_finite()) {
-                return Err(BackendError::InvalidCommand { joint: j as u16 });
-            }
-        }
-        Ok(())
+        check_command(cmd, self.params.joints)
     }
 
     fn first_fault(&self) -> Option<BackendError> {
@@ -237,6 +200,28 @@ impl SimArm {
             })
         }
     }
+}
+
+/// Checks `cmd` as a drive set of `joints` joints takes it: the joint count must match,
+/// and a `Track` or `FaultReset` command must have finite setpoints (stop requests do not
+/// use the setpoints, so garbage there must not keep the arm from stopping). Names the
+/// first joint that is wrong.
+pub fn check_command(cmd: &Command, joints: usize) -> Result<(), BackendError> {
+    if usize::from(cmd.dof) != joints {
+        // The first joint index that is missing or extra.
+        return Err(BackendError::InvalidCommand {
+            joint: cmd.dof.min(joints as u16),
+        });
+    }
+    if matches!(cmd.request, DriveRequest::QuickStop | DriveRequest::Disable) {
+        return Ok(());
+    }
+    for j in 0..joints {
+        if !(cmd.pos_rad[j].is_finite() && cmd.vel_rad_s[j].is_finite()) {
+            return Err(BackendError::InvalidCommand { joint: j as u16 });
+        }
+    }
+    Ok(())
 }
 
 impl Backend for SimArm {
@@ -292,8 +277,7 @@ impl Backend for SimArm {
             // since `start`, is integrated from less than a sub-step later. Every later
             // exchange on the control grid then ends on a whole sub-step, so a run
             // does not depend on when it was started between two of them.
-            let rem = now.saturating_since(self.t_sim) % self.params.substep_ns;
-            self.t_sim = self.t_sim.add_ns(rem);
+            self.clock.align(now);
         }
         self.advance_to(now);
         if self.errors_left > 0 {
@@ -317,9 +301,9 @@ impl Backend for SimArm {
             joint.quick_stop();
         }
         let step_ns = self.params.substep_ns;
-        let end = self.t_sim.add_ns(SHUTDOWN_STOP_NS);
-        while !self.at_rest() && self.t_sim < end {
-            let next = self.t_sim.add_ns(step_ns * 100);
+        let end = self.clock.time().add_ns(SHUTDOWN_STOP_NS);
+        while !self.at_rest() && self.clock.time() < end {
+            let next = self.clock.time().add_ns(step_ns * 100);
             self.advance_to(next);
         }
         for joint in &mut self.joints[..self.params.joints] {

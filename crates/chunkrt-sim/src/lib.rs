@@ -33,9 +33,13 @@
 //! wrapper.
 
 mod arm;
+mod clock;
+mod drive;
 mod joint;
 mod params;
 
-pub use arm::{SimArm, MAX_CATCH_UP_NS};
+pub use arm::{check_command, SimArm};
+pub use clock::{StepClock, MAX_CATCH_UP_NS};
+pub use drive::{Drive, DriveTuning, INTEGRAL_CORNER_RATIO};
 pub use joint::{JointState, REST_VEL_RAD_S};
 pub use params::{SimArmParams, SimError, MAX_LOOP_GAIN_PER_SUBSTEP, VELOCITY_LOOP_RATIO};

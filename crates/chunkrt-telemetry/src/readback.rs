@@ -32,8 +32,9 @@ pub const SERIES: [&str; 3] = ["setpoint", "command", "measured"];
 pub struct Bucket {
     /// Earliest and latest sample time in the bucket (s since the run's start).
     pub t: (f64, f64),
-    /// `[series][joint]` = (min, max).
-    pub range: [Vec<(f64, f64)>; 3],
+    /// `[series][joint]` = (min, max): setpoint, command and measured position (rad),
+    /// then the measured torque (N m; NaN where the recording has none).
+    pub range: [Vec<(f64, f64)>; 4],
 }
 
 impl Bucket {
@@ -73,8 +74,10 @@ pub struct RunData {
     pub cycles: u64,
     /// First and last deadline in the window (s since the run's start).
     pub span: (f64, f64),
-    /// Position envelopes in time order.
+    /// Position (and torque) envelopes in time order.
     pub buckets: Vec<Bucket>,
+    /// Whether some cycle recorded a non-zero drive torque (a backend that measures it).
+    pub has_torque: bool,
     /// Width of one bucket (s): 0 until buckets had to be merged.
     pub bucket_s: f64,
     /// Mode changes: (time, new mode, reason).
@@ -148,6 +151,9 @@ struct CycleMsg {
     setpoint_rad: Vec<f64>,
     command_rad: Vec<f64>,
     feedback_rad: Vec<f64>,
+    /// Absent in recordings made before it was recorded.
+    #[serde(default)]
+    feedback_torque_nm: Vec<f64>,
 }
 
 #[derive(Deserialize)]
@@ -322,6 +328,7 @@ impl Reader<'_> {
                 cycles: 0,
                 span: (f64::MAX, f64::MIN),
                 buckets: Vec::new(),
+                has_torque: false,
                 bucket_s: 0.0,
                 modes: Vec::new(),
                 first_mode: None,
@@ -496,12 +503,17 @@ impl Reader<'_> {
                 })
                 .collect()
         };
+        d.has_torque |= c
+            .feedback_torque_nm
+            .iter()
+            .any(|t| *t != 0.0 && t.is_finite());
         let b = Bucket {
             t: (t, t),
             range: [
                 point(&c.setpoint_rad),
                 point(&c.command_rad),
                 point(&c.feedback_rad),
+                point(&c.feedback_torque_nm),
             ],
         };
         self.push_bucket(b);

@@ -208,7 +208,8 @@ const CYCLE_SCHEMA: &str = r#"{
     "t_deadline_ns": {"type": "integer", "description": "the cycle's deadline, CLOCK_MONOTONIC ns"},
     "setpoint_rad": {"type": "array", "items": {"type": "number"}, "description": "the executor's proposal per joint"},
     "command_rad": {"type": "array", "items": {"type": "number"}, "description": "the command after the gate, as the backend received it"},
-    "feedback_rad": {"type": "array", "items": {"type": "number"}, "description": "the measured positions"}
+    "feedback_rad": {"type": "array", "items": {"type": "number"}, "description": "the measured positions"},
+    "feedback_torque_nm": {"type": "array", "items": {"type": "number"}, "description": "the torques the drives report (0x6077; 0 where the backend measures none)"}
   }
 }"#;
 
@@ -493,6 +494,7 @@ impl Recorder {
             "setpoint_rad": finite(&r.setpoint_pos_rad[..dof]),
             "command_rad": finite(&r.cmd_pos_rad[..dof]),
             "feedback_rad": finite(&r.fb_pos_rad[..dof]),
+            "feedback_torque_nm": finite(&r.fb_torque_nm[..dof]),
         });
         if let Some(e) = r.sync_phase_ns {
             v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);

@@ -50,6 +50,8 @@ pub struct CycleRecord {
     pub cmd_pos_rad: JointVec,
     /// The measured positions returned by this cycle's exchange, per joint.
     pub fb_pos_rad: JointVec,
+    /// The torques the drives report (0x6077; 0 where a backend has none), per joint.
+    pub fb_torque_nm: JointVec,
 }
 
 /// How an inference call ended.

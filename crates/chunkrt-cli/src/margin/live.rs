@@ -72,6 +72,13 @@ fn describe(cfg: &Config, joint: usize) -> String {
     };
     let backend = match cfg.backend.kind {
         chunkrt_config::BackendKind::Sim => "simulated arm".to_string(),
+        chunkrt_config::BackendKind::Mujoco => {
+            let model = cfg
+                .mujoco
+                .as_ref()
+                .map_or("?".to_string(), |m| m.model.display().to_string());
+            format!("MuJoCo arm ({model})")
+        }
         chunkrt_config::BackendKind::Ethercat => {
             let iface = cfg
                 .ethercat

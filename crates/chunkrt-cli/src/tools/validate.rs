@@ -283,6 +283,12 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
         })?;
         summary.push_str(" (start pose inside the stops)");
     }
+    if cfg.backend.kind == BackendKind::Mujoco {
+        // The model read, its digest checked and loaded by MuJoCo, as `run` does.
+        chunkrt_rt::build::backend(&cfg)
+            .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
+        summary.push_str(" (the arm model's digest, joints and torque limits checked)");
+    }
     if cfg.policy.kind == PolicyKind::Onnx {
         let path = cfg
             .policy

@@ -79,15 +79,25 @@ pub fn python_with_mcap() -> Option<PathBuf> {
 /// scripts/read_recording.py on `files` (`extra` arguments first): its JSON, after
 /// asserting that it exited 0.
 pub fn read_recording(py: &Path, extra: &[&str], files: &[PathBuf]) -> serde_json::Value {
+    let args: Vec<&std::ffi::OsStr> = extra
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain(files.iter().map(|f| f.as_os_str()))
+        .collect();
+    script_json(py, "read_recording.py", &args)
+}
+
+/// `scripts/<script> ARGS` run by `py`: its standard output as JSON, after asserting
+/// that it exited 0.
+pub fn script_json(py: &Path, script: &str, args: &[&std::ffi::OsStr]) -> serde_json::Value {
     let read = std::process::Command::new(py)
-        .arg(repo().join("scripts/read_recording.py"))
-        .args(extra)
-        .args(files)
+        .arg(repo().join("scripts").join(script))
+        .args(args)
         .output()
         .unwrap();
     assert!(
         read.status.success(),
-        "read_recording.py {files:?}: {}",
+        "{script} {args:?}: {}",
         String::from_utf8_lossy(&read.stderr)
     );
     serde_json::from_slice(&read.stdout).unwrap()

@@ -1,7 +1,8 @@
 //! A run's joints over time, from its recording: one panel per joint with the
 //! chunks the policy proposed (dots, when the window holds few enough), the
 //! executor's setpoint, the command the gate let through and the measured
-//! position; the gate's interventions on that joint as red ticks along the
+//! position; where the backend measures it, the drive's torque on a second axis on
+//! the right; the gate's interventions on that joint as red ticks along the
 //! bottom; mode changes as vertical lines. A strip on top shows the executor's mode
 //! and the seams (a tick per cycle that began playing a new chunk).
 //!
@@ -40,6 +41,11 @@ const CHUNK: RGBColor = RGBColor(0x99, 0x99, 0x99);
 const GATE: RGBColor = RGBColor(0xD0, 0x00, 0x00);
 const MODE_LINE: RGBColor = COLOURS[2];
 const SEAM: RGBColor = COLOURS[6];
+const TORQUE: RGBColor = COLOURS[3];
+
+/// Series in a bucket: the positions (rad), then the torque (N m).
+const POSITIONS: usize = 3;
+const TORQUE_SERIES: usize = 3;
 
 /// The figure of one run (or a window of it).
 pub struct Timeline<'a> {
@@ -216,7 +222,7 @@ impl Timeline<'_> {
         let d = self.data;
         let (mut lo, mut hi) = (f64::MAX, f64::MIN);
         for b in &d.buckets {
-            for s in &b.range {
+            for s in &b.range[..POSITIONS] {
                 if let Some(&(a, z)) = s.get(j) {
                     if a.is_finite() && z.is_finite() {
                         lo = lo.min(a);
@@ -231,14 +237,17 @@ impl Timeline<'_> {
         let pad = ((hi - lo) * 0.08).max(1e-3);
         let (lo, hi) = (lo - pad, hi + pad);
         let last = j + 1 == d.dof;
+        let (tlo, thi) = torque_range(d, j);
         let mut chart = ChartBuilder::on(area)
             .margin_left(8)
             .margin_right(16)
             .margin_top(6)
             .x_label_area_size(if last { 40 } else { 18 })
             .y_label_area_size(110)
+            .right_y_label_area_size(if d.has_torque { 70 } else { 0 })
             .build_cartesian_2d(t0..t1, lo..hi)
-            .map_err(err)?;
+            .map_err(err)?
+            .set_secondary_coord(t0..t1, tlo..thi);
         chart
             .configure_mesh()
             .y_labels(5)
@@ -252,6 +261,26 @@ impl Timeline<'_> {
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;
+        if d.has_torque {
+            chart
+                .configure_secondary_axes()
+                .y_labels(5)
+                .y_desc("torque (N m)")
+                .y_label_formatter(&|y| format!("{y:.1}"))
+                .label_style((FONT, 12))
+                .draw()
+                .map_err(err)?;
+            chart
+                .draw_secondary_series(LineSeries::new(
+                    envelope(d, TORQUE_SERIES, j),
+                    TORQUE.mix(0.8).stroke_width(1),
+                ))
+                .map_err(err)?
+                .label("torque (drive, right axis)")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], TORQUE.stroke_width(3))
+                });
+        }
         // Mode changes (few enough to tell apart).
         if d.modes.len() <= MAX_MODE_LINES {
             chart
@@ -315,6 +344,25 @@ impl Timeline<'_> {
         super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
         Ok(())
     }
+}
+
+/// The torque axis of joint `j`: the recorded torque's range, padded (a unit range
+/// where none was recorded).
+fn torque_range(d: &RunData, j: usize) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for b in &d.buckets {
+        if let Some(&(a, z)) = b.range[TORQUE_SERIES].get(j) {
+            if a.is_finite() && z.is_finite() {
+                lo = lo.min(a);
+                hi = hi.max(z);
+            }
+        }
+    }
+    if lo > hi {
+        return (-1.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.08).max(0.05);
+    (lo - pad, hi + pad)
 }
 
 /// Series `s` of joint `j` as a polyline: per bucket its min then its max (one
