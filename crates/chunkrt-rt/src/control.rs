@@ -659,6 +659,7 @@ impl ControlLoop {
                 &mut self.fb,
             ),
         };
+        let t_fb = (self.clock)();
         self.unsent = false;
         let backend_error = match result {
             Ok(()) => {
@@ -676,6 +677,7 @@ impl ControlLoop {
         self.prev_cmd_pos = self.cmd.pos_rad;
         Sent {
             t_cmd,
+            t_fb,
             backend_error,
         }
     }
@@ -793,6 +795,7 @@ impl ControlLoop {
             t_deadline: slot.deadline,
             t_wake: slot.wake,
             t_cmd: sent.t_cmd,
+            t_fb: sent.t_fb,
             t_done: (self.clock)(),
             missed: slot.missed,
             mode: mode as u8,
@@ -831,6 +834,8 @@ struct Slot {
 struct Sent {
     /// When the command was handed to the backend.
     t_cmd: MonoTime,
+    /// When the backend's exchange returned.
+    t_fb: MonoTime,
     /// The exchange failed.
     backend_error: bool,
 }

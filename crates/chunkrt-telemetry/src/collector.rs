@@ -354,6 +354,10 @@ impl Collector {
         self.last_wake = Some(r.t_wake);
         self.metrics
             .record(Metric::CycleTime, r.t_cmd.saturating_since(r.t_wake));
+        if r.t_fb > r.t_cmd {
+            self.metrics
+                .record(Metric::Exchange, r.t_fb.saturating_since(r.t_cmd));
+        }
         if r.bus_rtt_ns > 0 {
             self.metrics.record(Metric::BusRtt, r.bus_rtt_ns);
         }

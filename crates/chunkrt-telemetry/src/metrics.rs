@@ -12,6 +12,9 @@ pub enum Metric {
     PeriodJitter,
     /// Wake to command handed to the backend.
     CycleTime,
+    /// Command handed to the backend to its feedback back: the bus's process-data
+    /// exchange, or the simulated plant's steps up to the deadline.
+    Exchange,
     /// Bus round trip of the process-data exchange.
     BusRtt,
     /// Observation taken to chunk published, per chunk.
@@ -35,7 +38,7 @@ pub enum Metric {
 }
 
 /// Every metric, in report order, with its name and description.
-pub const METRICS: [(Metric, &str, &str); 13] = [
+pub const METRICS: [(Metric, &str, &str); 14] = [
     (
         Metric::WakeLatency,
         "wake_latency",
@@ -50,6 +53,11 @@ pub const METRICS: [(Metric, &str, &str); 13] = [
         Metric::CycleTime,
         "cycle_time",
         "wake -> command to backend",
+    ),
+    (
+        Metric::Exchange,
+        "exchange",
+        "command to backend -> feedback back (bus exchange, or the plant's steps)",
     ),
     (Metric::BusRtt, "bus_rtt", "bus round trip"),
     (

@@ -146,6 +146,9 @@ struct CycleMsg {
     wake_latency_us: f64,
     #[serde(default)]
     cycle_time_us: f64,
+    /// Absent in recordings made before it was recorded.
+    #[serde(default)]
+    exchange_us: f64,
     #[serde(default)]
     bus_rtt_us: f64,
     setpoint_rad: Vec<f64>,
@@ -488,6 +491,9 @@ impl Reader<'_> {
         let us = |v: f64| (v.max(0.0) * 1e3) as u64;
         d.metrics.record(Metric::WakeLatency, us(c.wake_latency_us));
         d.metrics.record(Metric::CycleTime, us(c.cycle_time_us));
+        if c.exchange_us > 0.0 {
+            d.metrics.record(Metric::Exchange, us(c.exchange_us));
+        }
         if c.bus_rtt_us > 0.0 {
             d.metrics.record(Metric::BusRtt, us(c.bus_rtt_us));
         }

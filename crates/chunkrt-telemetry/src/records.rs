@@ -15,6 +15,8 @@ pub struct CycleRecord {
     pub t_wake: MonoTime,
     /// When the command was handed to the backend.
     pub t_cmd: MonoTime,
+    /// When the backend's exchange returned (its feedback back).
+    pub t_fb: MonoTime,
     /// When the cycle's work ended.
     pub t_done: MonoTime,
     /// Deadlines skipped before this cycle because the loop was late (never ran).

@@ -122,6 +122,7 @@ pub fn standard_panels<'a>(
             Metric::WakeLatency,
             Metric::PeriodJitter,
             Metric::CycleTime,
+            Metric::Exchange,
             Metric::BusRtt,
         ],
     );
