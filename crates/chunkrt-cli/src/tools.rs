@@ -18,6 +18,11 @@ pub struct EcsimArgs {
     /// Simulator configuration (drive parameters, fault injection), TOML.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A run configuration whose `[mujoco]` arm moves the drives (one physics model of
+    /// the whole arm behind all of them), each joint on its drive as its
+    /// `[[ethercat.drive]]` says; e.g. rt-config/arm-ethercat-mujoco.toml.
+    #[arg(long)]
+    pub arm: Option<PathBuf>,
 }
 
 /// `chunkrt policy ...`.
@@ -72,19 +77,30 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
         );
     }
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
-    // Nothing to load: a stop request ends the simulator through its flag.
+    let mut sim = match &args.config {
+        Some(p) => chunkrt_ecsim::SimConfig::load(p)?,
+        None => chunkrt_ecsim::SimConfig::default(),
+    };
+    sim.drives = args.drives;
+    let mut net = chunkrt_ecsim::SimNetwork::new(sim)?;
+    if let Some(path) = &args.arm {
+        let cfg = chunkrt_config::Config::load(path)?;
+        let plant = chunkrt_rt::build::ecsim_arm(&cfg)
+            .map_err(|e| anyhow::anyhow!("--arm {}: {e}", path.display()))?;
+        errln!(
+            "chunkrt ecsim: the drives move {}",
+            chunkrt_ecsim::ChainPlant::describe(&plant)
+        );
+        net.set_plant(Box::new(plant))?;
+    }
+    // Loaded: a stop request from now on ends the simulator through its flag.
     chunkrt_rt::signals::loaded();
     errln!(
         "chunkrt ecsim: {} drive(s) on {}; Ctrl-C stops",
         args.drives,
         args.iface
     );
-    chunkrt_ecsim::run_af_packet(
-        &args.iface,
-        args.drives,
-        args.config.as_deref(),
-        chunkrt_rt::signals::flag(),
-    )?;
+    chunkrt_ecsim::run_af_packet_with(&args.iface, net, chunkrt_rt::signals::flag())?;
     Ok(0)
 }
 

@@ -316,16 +316,7 @@ fn a_killed_runs_recording_reads_to_its_last_flush_and_no_reserve_is_left() {
     println!("killed run: {cycles} cycles readable, the last status counted {status}");
 
     // And `chunkrt plot` draws it.
-    let plot = Command::new(common::bin())
-        .arg("plot")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        plot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plot.stderr)
-    );
+    common::plot(&out);
     assert!(out.join("timeline.png").exists());
 }
 

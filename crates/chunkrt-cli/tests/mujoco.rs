@@ -161,16 +161,7 @@ fn reaches_its_goals_on_mujoco(config: &str, name: &str) {
     );
 
     // The plots show it: the joints' figure has a torque axis on every joint's panel.
-    let plot = Command::new(common::bin())
-        .arg("plot")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        plot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plot.stderr)
-    );
+    common::plot(&out);
     let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
     assert_eq!(
         svg.matches("torque (N m)").count(),
@@ -217,4 +208,129 @@ fn an_arm_model_with_another_digest_is_refused_before_anything_moves() {
         assert!(err.contains("a different arm model"), "{args:?}: {err}");
     }
     assert!(!dir.join("run/report.json").exists(), "a run was written");
+}
+
+/// The probe's frequency, the probed joint (the elbow) and the probe's window.
+const PROBE_HZ: f64 = 2.0;
+const PROBE_JOINT: usize = 3;
+const PROBE_START_S: f64 = 2.0;
+const PROBE_S: f64 = 7.0;
+
+/// `chunkrt run` of the servo loop holding the MuJoCo arm (gravity off: linear about the
+/// pose) at a 1 ms bus, with the runtime's own probe (`[inject.probe]`, one component at
+/// `PROBE_HZ` on the elbow) and a transport delay of `delay_ms` in the drives; the lag
+/// (deg, positive: behind) of the measured position against the command the drives
+/// received, at `PROBE_HZ`, over whole periods of the probe's steady part, and the
+/// number of cycles it was taken over.
+fn probed_lag_deg(dir: &Path, delay_ms: f64) -> (f64, usize) {
+    let base = on_mujoco("sim-servo.toml", dir, None);
+    let text = std::fs::read_to_string(&base)
+        .unwrap()
+        .edit("transport_delay_ms = 0.0", &format!("transport_delay_ms = {delay_ms}"))
+        .edit("gravity = true", "gravity = false")
+        .edit(
+            "initial_pos_rad = [0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8]",
+            "initial_pos_rad = [0.05, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785]",
+        )
+        + &format!(
+            "\n[inject.probe]\njoint = {PROBE_JOINT}\namplitude_rad = 0.01\nfreqs_hz = [{PROBE_HZ}]\n\
+             start_s = {PROBE_START_S}\nduration_s = {PROBE_S}\nramp_s = 0.25\n"
+        );
+    let cfg_path = dir.join(format!("probe-{delay_ms}.toml"));
+    std::fs::write(&cfg_path, text).unwrap();
+    let out = dir.join(format!("probe-{delay_ms}"));
+    let status = Command::new(common::bin())
+        .args([
+            "run",
+            "--duration",
+            "10s",
+            "--no-plots",
+            "--bus-period-ms",
+            "1",
+            "--config",
+        ])
+        .arg(&cfg_path)
+        .arg("--out")
+        .arg(&out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(Stdio::null())
+        .status()
+        .expect("chunkrt starts");
+    assert_eq!(status.code(), Some(0), "probed run with {delay_ms} ms");
+    let (cycles, _) = chunkrt_tests::recording::read(&out.join("recording.mcap"))
+        .unwrap_or_else(|e| panic!("{delay_ms} ms: {e}"));
+    let t0 = cycles.first().expect("cycles recorded").t_deadline_ns;
+    // The probe's steady part (after its fade-in and a second for the loop to settle),
+    // cut to whole periods.
+    let from = PROBE_START_S + 1.25;
+    let periods = ((PROBE_START_S + PROBE_S - 0.25 - from) * PROBE_HZ).floor();
+    let to = from + periods / PROBE_HZ;
+    let w = 2.0 * std::f64::consts::PI * PROBE_HZ;
+    let win: Vec<_> = cycles
+        .iter()
+        .map(|c| ((c.t_deadline_ns - t0) as f64 * 1e-9, c))
+        .filter(|(t, _)| (from..to).contains(t))
+        .collect();
+    let mean = |f: &dyn Fn(&chunkrt_tests::recording::RecordedCycle) -> f64| {
+        win.iter().map(|(_, c)| f(c)).sum::<f64>() / win.len() as f64
+    };
+    let (c0, y0) = (
+        mean(&|c| c.command_rad[PROBE_JOINT]),
+        mean(&|c| c.feedback_rad[PROBE_JOINT]),
+    );
+    let (mut cz, mut yz) = ((0.0, 0.0), (0.0, 0.0));
+    for (t, c) in &win {
+        let (co, si) = ((w * t).cos(), (w * t).sin());
+        let (dc, dy) = (
+            c.command_rad[PROBE_JOINT] - c0,
+            c.feedback_rad[PROBE_JOINT] - y0,
+        );
+        cz = (cz.0 + dc * co, cz.1 + dc * si);
+        yz = (yz.0 + dy * co, yz.1 + dy * si);
+    }
+    let angle = |z: (f64, f64)| z.1.atan2(z.0);
+    let lag = (angle(yz) - angle(cz)).to_degrees();
+    ((lag + 540.0).rem_euclid(360.0) - 180.0, win.len())
+}
+
+/// Issue 39 with the runtime's own probe: a transport delay tau in the drives adds
+/// 360 f tau to the plant's lag from command to position at the probe's frequency, on
+/// top of the drive loop's own lag, which is the cascade's (P position loop around a
+/// velocity loop of 4x its bandwidth: `sim-mujoco.toml`'s 20 Hz) with the command's
+/// velocity fed forward (the runtime sends it: CSP with velocity offset, which cancels
+/// most of the P loop's lag), within the issue's 2 deg.
+#[test]
+fn the_runtime_probe_measures_a_drive_delay_as_360_f_tau_on_the_loops_own_lag() {
+    let dir = temp_dir("mujoco", "probe");
+    let (own, n0) = probed_lag_deg(&dir, 0.0);
+    let (delayed, n1) = probed_lag_deg(&dir, 25.0);
+    // A whole number of probe periods at 1 kHz: 5.5 s of the 7 s probe.
+    for n in [n0, n1] {
+        assert!(n >= 5000, "{n} cycles in the window");
+    }
+    let kp = 2.0 * std::f64::consts::PI * 20.0;
+    let kv = 4.0 * kp;
+    let w = 2.0 * std::f64::consts::PI * PROBE_HZ;
+    // T(jw) = (kp + jw) / (kp + jw - w^2 / kv): the feed-forward's zero against the
+    // cascade's poles.
+    let model = (w.atan2(kp - w * w / kv) - w.atan2(kp)).to_degrees();
+    let added = 360.0 * PROBE_HZ * 0.025;
+    eprintln!(
+        "lag at {PROBE_HZ} Hz through the probe: {own:.3} deg (cascade {model:.3} deg), \
+         with 25 ms: {delayed:.3} deg (own + 360 f tau = {:.3} deg)",
+        own + added
+    );
+    // The issue asks for 2 deg; measured: 0.025 deg from the model, and the 25 ms add
+    // 360 f tau to 0.001 deg. Gated at 0.25 deg, a third of what one 1 ms bus cycle
+    // more or less would shift (0.72 deg at 2 Hz).
+    assert!(
+        (own - model).abs() < 0.25,
+        "own lag {own} deg, cascade {model} deg"
+    );
+    assert!(
+        (delayed - own - added).abs() < 0.25,
+        "25 ms added {} deg, 360 f tau = {added} deg",
+        delayed - own
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

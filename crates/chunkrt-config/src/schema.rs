@@ -31,7 +31,8 @@ pub struct Config {
     /// The EtherCAT bus (required when `backend.kind = "ethercat"`).
     #[serde(default)]
     pub ethercat: Option<crate::ethercat::EthercatConfig>,
-    /// The physics-modelled arm (required when `backend.kind = "mujoco"`).
+    /// The physics-modelled arm (required when `backend.kind = "mujoco"`; with
+    /// `"ethercat"`, the arm `chunkrt ecsim --arm` simulates behind the drives).
     #[serde(default)]
     pub mujoco: Option<MujocoConfig>,
     /// Telemetry rings and reports.
@@ -124,13 +125,24 @@ pub enum PolicyKind {
     Servo,
     /// An ONNX denoiser with its manifest, run through ONNX Runtime.
     Onnx,
+    /// The policy a manifest describes, its sampler run by a policy server on another
+    /// machine (`[policy.remote]`); everything else as `onnx`.
+    Remote,
+}
+
+impl PolicyKind {
+    /// Whether the policy is a manifest's model (`onnx`, `remote`): goals from the
+    /// manifest, sampled chunks, a declared domain.
+    pub fn is_learned(self) -> bool {
+        matches!(self, PolicyKind::Onnx | PolicyKind::Remote)
+    }
 }
 
 /// The policy.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// `scripted`, `servo` or `onnx`.
+    /// `scripted`, `servo`, `onnx` or `remote`.
     pub kind: PolicyKind,
     /// Integral gain of the `servo` policy (1/s): its crossover is near
     /// `gain_per_s / 2 pi` Hz.
@@ -207,6 +219,94 @@ pub struct PolicyConfig {
     /// (removes setpoint-to-setpoint jitter a sampler run with few steps leaves; 0: off).
     #[serde(default = "default_smoothing_modes")]
     pub smoothing_modes: usize,
+    /// The policy server (`kind = "remote"`).
+    #[serde(default)]
+    pub remote: Option<RemoteConfig>,
+}
+
+/// A policy server (`[policy.remote]`): openpi's WebSocket protocol or the Open
+/// Inference Protocol v2 over gRPC.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// `openpi` (WebSocket, msgpack with NumPy arrays) or `oip` (Open Inference Protocol
+    /// v2 over gRPC: KServe, Triton, MLServer).
+    #[serde(default = "default_remote_protocol")]
+    pub protocol: String,
+    /// openpi: `ws://host:port[/path]` or `wss://...`; OIP: `http://host:port` or
+    /// `https://...` (its gRPC port). Plain text only to this host, unless
+    /// `allow_plaintext_remote`.
+    pub url: String,
+    /// The model's name on an OIP server (`protocol = "oip"`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The environment variable that holds the server's API token (openpi: sent as
+    /// `Authorization: Api-Key <token>`; OIP: `authorization: Bearer <token>`); the token
+    /// itself never sits in the file.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// PEM file of the certificate authorities a TLS server must chain to
+    /// (relative to this file; default: the Mozilla roots).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Allows `ws://` or `http://` to another host: observations in clear text on the
+    /// network.
+    #[serde(default)]
+    pub allow_plaintext_remote: bool,
+    /// Longest wait for a connection (TCP, TLS, handshake, the server's metadata).
+    #[serde(default = "default_remote_connect_ms")]
+    pub connect_timeout_ms: f64,
+    /// Longest wait for a chunk once asked.
+    #[serde(default = "default_remote_reply_ms")]
+    pub reply_timeout_ms: f64,
+    /// Largest message accepted from the server.
+    #[serde(default = "default_remote_max_mb")]
+    pub max_message_mb: f64,
+    /// What the reply's actions are: `absolute` joint positions or `delta` from the
+    /// observed ones.
+    #[serde(default = "default_remote_actions")]
+    pub actions: String,
+    /// The request's observation key (float32 [d_obs]; OIP: the input tensor's name).
+    #[serde(default = "default_remote_state_key")]
+    pub state_key: String,
+    /// The request's noise key (float32 [horizon, d_a]; OIP: the input tensor's name).
+    #[serde(default = "default_remote_noise_key")]
+    pub noise_key: String,
+    /// The reply's chunk key ([horizon, d_a]; OIP: the output tensor's name).
+    #[serde(default = "default_remote_actions_key")]
+    pub actions_key: String,
+}
+
+fn default_remote_protocol() -> String {
+    "openpi".into()
+}
+
+fn default_remote_connect_ms() -> f64 {
+    2000.0
+}
+
+fn default_remote_reply_ms() -> f64 {
+    1000.0
+}
+
+fn default_remote_max_mb() -> f64 {
+    16.0
+}
+
+fn default_remote_actions() -> String {
+    "absolute".into()
+}
+
+fn default_remote_state_key() -> String {
+    "observation/state".into()
+}
+
+fn default_remote_noise_key() -> String {
+    "noise".into()
+}
+
+fn default_remote_actions_key() -> String {
+    "actions".into()
 }
 
 fn default_servo_gain() -> f64 {
@@ -452,6 +552,15 @@ pub struct MujocoConfig {
     pub brakes: bool,
     /// Starting pose (at rest).
     pub initial_pos_rad: Option<PerJoint>,
+    /// Torsional stiffness of each joint's gear between motor and link (N m/rad; absent
+    /// or 0: rigid). With it the drive and its encoder sit on the motor side.
+    pub joint_stiffness_nm_rad: Option<PerJoint>,
+    /// Damping of the gear's twist (N m s/rad; compliant joints only).
+    pub joint_damping_nm_s_rad: Option<PerJoint>,
+    /// Play between the gear's teeth (rad at the joint; compliant joints only).
+    pub backlash_rad: Option<PerJoint>,
+    /// Motor-side inertia reflected to the joint (kg m^2; required on a compliant joint).
+    pub motor_inertia_kg_m2: Option<PerJoint>,
 }
 
 fn default_encoder_counts() -> u64 {

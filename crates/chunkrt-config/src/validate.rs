@@ -133,16 +133,19 @@ impl Config {
                     )
                 }
             },
-            BackendKind::Mujoco => match &self.mujoco {
-                Some(m) => m.validate(n, &self.limits)?,
-                None => {
-                    return fail(
-                        "mujoco",
-                        "`backend.kind = \"mujoco\"` needs a [mujoco] section (model and \
-                         model_sha256 at least)",
-                    )
-                }
-            },
+            BackendKind::Mujoco if self.mujoco.is_none() => {
+                return fail(
+                    "mujoco",
+                    "`backend.kind = \"mujoco\"` needs a [mujoco] section (model and \
+                     model_sha256 at least)",
+                )
+            }
+            BackendKind::Mujoco => {}
+        }
+        // Checked whatever the backend: with `kind = "ethercat"` it is the arm that
+        // `chunkrt ecsim --arm` puts behind the simulated drives.
+        if let Some(m) = &self.mujoco {
+            m.validate(n, &self.limits)?;
         }
         if self.telemetry.ring_capacity < 64 || self.telemetry.ring_capacity > 1 << 22 {
             return fail(
@@ -445,11 +448,28 @@ impl Config {
                 ),
             );
         }
-        if p.kind != PolicyKind::Onnx && !p.goal_schedule.is_empty() {
+        if !p.kind.is_learned() && !p.goal_schedule.is_empty() {
             return fail(
                 "policy.goal_schedule",
-                "applies to an `onnx` policy with a goal list only",
+                "applies to an `onnx` or `remote` policy with a goal list only",
             );
+        }
+        match (&p.remote, p.kind) {
+            (Some(r), PolicyKind::Remote) => r.validate()?,
+            (None, PolicyKind::Remote) => {
+                return fail(
+                    "policy.remote",
+                    "a `remote` policy needs its server: [policy.remote] with url = \
+                     \"ws://127.0.0.1:8765\" (or wss://...)",
+                )
+            }
+            (Some(_), _) => {
+                return fail(
+                    "policy.remote",
+                    "is read only with policy.kind = \"remote\": remove it, or set the kind",
+                )
+            }
+            (None, _) => {}
         }
         match p.kind {
             PolicyKind::Scripted if p.goals_rad.is_empty() => fail(
@@ -464,9 +484,10 @@ impl Config {
                     format!("expected a gain in (0, 1000] 1/s, got {}", p.gain_per_s),
                 )
             }
-            PolicyKind::Onnx if p.manifest.is_none() => fail(
+            PolicyKind::Onnx | PolicyKind::Remote if p.manifest.is_none() => fail(
                 "policy.manifest",
-                "an `onnx` policy needs the path of its manifest",
+                "an `onnx` or `remote` policy needs the path of its manifest (a remote \
+                 policy's says what the server serves: shapes, goals, domain)",
             ),
             _ => Ok(()),
         }
@@ -778,6 +799,7 @@ impl crate::MujocoConfig {
         if let Some(v) = &self.max_torque_nm {
             v.check("mujoco.max_torque_nm", n, pos, "a positive torque")?;
         }
+        self.validate_gears(n)?;
         if let Some(v) = &self.initial_pos_rad {
             v.check("mujoco.initial_pos_rad", n, |_| true, "a finite number")?;
             for j in 0..n {
@@ -795,6 +817,141 @@ impl crate::MujocoConfig {
                         ),
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::MujocoConfig {
+    /// The gears: values in range, and a rigid joint (no stiffness) given none of what
+    /// only a compliant one has, a compliant one given its motor inertia.
+    fn validate_gears(&self, n: usize) -> Check {
+        let nonneg = |v: f64| v >= 0.0;
+        let gear = [
+            (
+                "mujoco.joint_stiffness_nm_rad",
+                &self.joint_stiffness_nm_rad,
+            ),
+            (
+                "mujoco.joint_damping_nm_s_rad",
+                &self.joint_damping_nm_s_rad,
+            ),
+            ("mujoco.backlash_rad", &self.backlash_rad),
+            ("mujoco.motor_inertia_kg_m2", &self.motor_inertia_kg_m2),
+        ];
+        for (key, v) in gear {
+            if let Some(v) = v {
+                v.check(key, n, nonneg, "a number >= 0")?;
+            }
+        }
+        let at = |v: &Option<crate::PerJoint>, j: usize| v.as_ref().map_or(0.0, |v| v.get(j));
+        for j in 0..n {
+            let stiffness = at(&self.joint_stiffness_nm_rad, j);
+            if stiffness == 0.0 {
+                for (key, v) in &gear[1..] {
+                    if at(v, j) != 0.0 {
+                        return fail(
+                            key,
+                            format!(
+                                "joint {j}: {} on a rigid joint (mujoco.joint_stiffness_nm_rad \
+                                 absent or 0): a gear's damping, backlash and motor inertia act \
+                                 through its stiffness; give the stiffness too",
+                                at(v, j)
+                            ),
+                        );
+                    }
+                }
+            } else if at(&self.motor_inertia_kg_m2, j) == 0.0 {
+                return fail(
+                    "mujoco.motor_inertia_kg_m2",
+                    format!(
+                        "joint {j} is compliant (joint_stiffness_nm_rad = {stiffness}): its \
+                         motor side needs an inertia (the rotor's, reflected through the gear)"
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::RemoteConfig {
+    fn validate(&self) -> Check {
+        let (plain, tls) = match self.protocol.as_str() {
+            "openpi" => ("ws", "wss"),
+            "oip" => ("http", "https"),
+            other => {
+                return fail(
+                    "policy.remote.protocol",
+                    format!("{other:?}: expected \"openpi\" or \"oip\""),
+                )
+            }
+        };
+        let scheme_ok = [plain, tls]
+            .iter()
+            .any(|s| self.url.starts_with(&format!("{s}://")));
+        if !scheme_ok {
+            return fail(
+                "policy.remote.url",
+                format!(
+                    "{:?}: with protocol = {:?} the URL is {plain}://host:port or \
+                     {tls}://host:port",
+                    self.url, self.protocol
+                ),
+            );
+        }
+        match (self.protocol.as_str(), &self.model) {
+            ("oip", None) => {
+                return fail(
+                    "policy.remote.model",
+                    "an OIP server needs the model's name (its model-settings name)",
+                )
+            }
+            ("oip", Some(m)) if m.is_empty() || m.contains('/') => {
+                return fail(
+                    "policy.remote.model",
+                    format!("{m:?} is not a model's name"),
+                )
+            }
+            ("openpi", Some(_)) => {
+                return fail(
+                    "policy.remote.model",
+                    "is read only with protocol = \"oip\" (an openpi server serves one policy)",
+                )
+            }
+            _ => {}
+        }
+        range(
+            "policy.remote.connect_timeout_ms",
+            self.connect_timeout_ms,
+            1.0,
+            60_000.0,
+        )?;
+        range(
+            "policy.remote.reply_timeout_ms",
+            self.reply_timeout_ms,
+            1.0,
+            60_000.0,
+        )?;
+        range(
+            "policy.remote.max_message_mb",
+            self.max_message_mb,
+            0.01,
+            1024.0,
+        )?;
+        if !matches!(self.actions.as_str(), "absolute" | "delta") {
+            return fail(
+                "policy.remote.actions",
+                format!("{:?}: expected \"absolute\" or \"delta\"", self.actions),
+            );
+        }
+        if let Some(v) = &self.token_env {
+            if v.is_empty() || v.contains('=') {
+                return fail(
+                    "policy.remote.token_env",
+                    format!("{v:?} is not an environment variable's name"),
+                );
             }
         }
         Ok(())

@@ -28,6 +28,14 @@ pub struct InferInfo {
     /// The goal (its index in the policy's goal list) this chunk was computed toward;
     /// `None`: the policy keeps no goal list.
     pub goal: Option<u16>,
+    /// A chunk a policy server sampled: its request's round trip, network and server
+    /// together (ns; 0: sampled in this process).
+    pub remote_rtt_ns: u64,
+    /// The server's own time for it, as the server said (ns; 0: not said, or sampled in
+    /// this process).
+    pub server_ns: u64,
+    /// Connections to the policy server made again before this chunk was served.
+    pub reconnects: u16,
 }
 
 /// A policy error. Inference runs off the real-time path, so errors may carry text.

@@ -3,6 +3,7 @@
 //! and fault handling with an error code in 0x603F.
 
 use crate::config::DriveParams;
+use crate::plant::{ShaftCommand, ShaftState};
 
 /// CSP, the only mode of operation the drive runs (0x6502 says so).
 pub const MODE_CSP: i8 = 8;
@@ -87,6 +88,14 @@ pub struct Drive {
     accel: f64,
     limiting: bool,
     fe_over_ns: u64,
+    /// The shaft is moved by a [`ChainPlant`](crate::plant::ChainPlant), not the motor
+    /// model: `cycle` leaves the motion and the supervision to `finish_cycle`.
+    external: bool,
+    /// With an external shaft: the torque it reported (per mille of rated).
+    shaft_torque: f64,
+    /// With an external shaft: the cycle `cycle` began and `finish_cycle` ends (its
+    /// length and the state at its start).
+    pending_cycle: Option<(u64, PowerState)>,
 }
 
 impl Drive {
@@ -112,7 +121,69 @@ impl Drive {
             accel: 0.0,
             limiting: false,
             fe_over_ns: 0,
+            external: false,
+            shaft_torque: 0.0,
+            pending_cycle: None,
         }
+    }
+
+    /// From now on the shaft is moved by a plant outside the drive, which starts at
+    /// `shaft`: each `cycle` is ended by `finish_cycle` with the shaft's measurement.
+    pub fn attach_shaft(&mut self, shaft: ShaftState) {
+        self.external = true;
+        self.pending_cycle = None;
+        self.take_shaft(shaft);
+        self.target = self.position();
+        self.prev_target = self.target;
+    }
+
+    /// What the drive asks of an external shaft for the cycle `cycle` began: follow
+    /// the interpolated target (operation enabled, CSP), ramp to rest (quick stop, fault
+    /// reaction, or enabled in a mode it does not run), or nothing (power stage off).
+    pub fn shaft_command(&self) -> ShaftCommand {
+        match self.state {
+            PowerState::OperationEnabled if self.mode == MODE_CSP => ShaftCommand::Track {
+                from_counts: f64::from(self.prev_target),
+                to_counts: f64::from(self.target),
+            },
+            PowerState::OperationEnabled
+            | PowerState::QuickStopActive
+            | PowerState::FaultReactionActive => ShaftCommand::Stop,
+            _ => ShaftCommand::Off,
+        }
+    }
+
+    /// Ends the cycle `cycle` began, with the external shaft's measurement after it:
+    /// the following error supervised, the quick stop or fault reaction ended where the
+    /// shaft came to rest. Returns whether a cycle was pending (its inputs are then due);
+    /// without one only the measurement is taken.
+    pub fn finish_cycle(&mut self, shaft: ShaftState) -> bool {
+        self.take_shaft(shaft);
+        let Some((dt_ns, at_start)) = self.pending_cycle.take() else {
+            return false;
+        };
+        self.supervise(dt_ns, at_start);
+        self.prev_target = self.target;
+        true
+    }
+
+    fn take_shaft(&mut self, shaft: ShaftState) {
+        let finite = shaft.pos_counts.is_finite() && shaft.vel_counts_s.is_finite();
+        if finite {
+            self.pos = shaft.pos_counts;
+            self.vel = if shaft.at_rest {
+                0.0
+            } else {
+                shaft.vel_counts_s
+            };
+        }
+        self.shaft_torque = if shaft.torque_per_mille.is_finite() {
+            shaft.torque_per_mille
+        } else {
+            0.0
+        };
+        // The drive reports its current loop in limitation when it asks for its peak.
+        self.limiting = self.shaft_torque.abs() >= 1000.0;
     }
 
     /// Current power state.
@@ -146,7 +217,11 @@ impl Drive {
 
     /// 0x6077 torque actual value (per mille of rated torque; rated = the acceleration limit).
     pub fn torque(&self) -> i16 {
-        let t = (self.accel / self.params.max_accel_counts_s2 * 1000.0).round();
+        let t = if self.external {
+            self.shaft_torque.round()
+        } else {
+            (self.accel / self.params.max_accel_counts_s2 * 1000.0).round()
+        };
         t.clamp(-3000.0, 3000.0) as i16
     }
 
@@ -194,7 +269,9 @@ impl Drive {
         }
     }
 
-    /// One cycle of `dt_ns`: evaluate the controlword, then run the motor and supervision.
+    /// One cycle of `dt_ns`: evaluate the controlword, then run the motor and supervision
+    /// (with an attached shaft, [`Drive::finish_cycle`] does the latter once the plant
+    /// has moved).
     /// `outputs_valid` is false in SAFE-OP, where the master's outputs must be ignored.
     pub fn cycle(&mut self, dt_ns: u64, outputs_valid: bool) {
         // States entered during this cycle last at least until the next one, so the master sees
@@ -207,6 +284,12 @@ impl Drive {
             self.apply_controlword();
         } else if self.state == PowerState::NotReadyToSwitchOn {
             self.state = PowerState::SwitchOnDisabled;
+        }
+        if self.external {
+            // The plant moves the shaft once every drive of the frame has taken its
+            // outputs; `finish_cycle` supervises on what it measured.
+            self.pending_cycle = Some((dt_ns, at_start));
+            return;
         }
         self.step_motor(dt_ns);
         self.supervise(dt_ns, at_start);

@@ -7,6 +7,7 @@ use crate::coe::MailboxServer;
 use crate::config::{DriveParams, RefuseTransition};
 use crate::esc::{reg, Esc};
 use crate::od::{Identity, Objects};
+use crate::plant::ShaftState;
 use crate::sii::{self, MBX_IN_ADDR, MBX_LEN, MBX_OUT_ADDR, SM_CONTROL};
 
 /// AL states.
@@ -403,6 +404,20 @@ impl Device {
         let dst = self.esc.ram_mut(usize::from(start), n);
         let k = dst.len();
         dst.copy_from_slice(&image[..k]);
+    }
+
+    /// Its shaft is moved by the chain's plant from now on, starting at `shaft` (see
+    /// [`crate::plant`]).
+    pub fn attach_shaft(&mut self, shaft: ShaftState) {
+        self.objs.drive.attach_shaft(shaft);
+    }
+
+    /// The chain's plant moved: the drive ends the cycle this frame began on `shaft`, and
+    /// its inputs are written again with what it measured.
+    pub fn finish_cycle(&mut self, shaft: ShaftState) {
+        if self.objs.drive.finish_cycle(shaft) {
+            self.write_inputs();
+        }
     }
 
     /// Communication to this drive was lost while it was enabled (cable cut): the drive faults

@@ -48,12 +48,14 @@ pub mod esc;
 pub mod network;
 pub mod od;
 pub mod pdo;
+pub mod plant;
 pub mod sii;
 pub mod transport;
 
 pub use config::{ClockMode, DriveParams, SimConfig};
 pub use error::EcsimError;
 pub use network::{FrameOutcome, Garble, SimNetwork, WireStats};
+pub use plant::{ChainPlant, ShaftCommand, ShaftState};
 pub use transport::af_packet::{run_af_packet, run_af_packet_with};
 pub use transport::in_process::{spawn_in_process, SimHandle};
 

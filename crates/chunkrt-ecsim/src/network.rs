@@ -5,6 +5,7 @@ use crate::config::{ClockMode, DriveParams, SimConfig};
 use crate::device::{al, Device};
 use crate::error::EcsimError;
 use crate::esc::{cmd, Hop};
+use crate::plant::{ChainPlant, ShaftCommand};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -106,6 +107,13 @@ pub struct SimNetwork {
     garble_next: (u32, Garble),
     /// Replies to other frames (no logical command) still to garble (`garble_other_replies`).
     garble_other: (u32, Garble),
+    /// The plant that moves every drive's shaft, when not their own motor models
+    /// ([`SimNetwork::set_plant`]).
+    plant: Option<Box<dyn ChainPlant>>,
+    /// When the plant was last stepped (simulated time).
+    plant_stepped_ns: Option<u64>,
+    /// Each drive's command to the plant for the frame being processed.
+    shaft_commands: Vec<ShaftCommand>,
 }
 
 /// Process-data frames whose SYNC0 phase is kept (about 17 minutes at 1 ms).
@@ -134,6 +142,9 @@ impl SimNetwork {
             sync_phases: Vec::new(),
             garble_next: (0, Garble::PduLength),
             garble_other: (0, Garble::PduLength),
+            plant: None,
+            plant_stepped_ns: None,
+            shaft_commands: vec![ShaftCommand::Off; cfg.drives],
             cfg,
         };
         for d in &mut net.devices {
@@ -141,6 +152,58 @@ impl SimNetwork {
         }
         net.update_reach();
         Ok(net)
+    }
+
+    /// Every drive's shaft is moved by `plant` from now on (one model of the whole arm:
+    /// coupled inertia, gravity, torque limits), stepped once per process-data frame over
+    /// the time since the previous one, after every drive has taken its outputs. The
+    /// drives' positions start where the plant's shafts are. Refused unless it moves
+    /// exactly one shaft per drive.
+    pub fn set_plant(&mut self, plant: Box<dyn ChainPlant>) -> Result<(), EcsimError> {
+        if plant.shafts() != self.devices.len() {
+            return Err(EcsimError::ConfigValue(format!(
+                "the plant ({}) moves {} joint(s), the chain has {} drive(s): give one drive \
+                 per joint (--drives {})",
+                plant.describe(),
+                plant.shafts(),
+                self.devices.len(),
+                plant.shafts()
+            )));
+        }
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            d.attach_shaft(plant.shaft(i));
+        }
+        self.plant = Some(plant);
+        self.plant_stepped_ns = None;
+        Ok(())
+    }
+
+    /// The plant behind the drives, if one was set.
+    pub fn plant(&self) -> Option<&dyn ChainPlant> {
+        self.plant.as_deref()
+    }
+
+    /// Steps the plant (if there is one) to now with every drive's command, and ends each
+    /// drive's cycle on its shaft's measurement. A drive without power asks for nothing.
+    fn step_plant(&mut self) {
+        let Some(plant) = self.plant.as_mut() else {
+            return;
+        };
+        let dt_ns = self
+            .plant_stepped_ns
+            .map_or(0, |t| self.now_ns.saturating_sub(t));
+        self.plant_stepped_ns = Some(self.now_ns);
+        let drives = self.devices.iter().zip(&self.off_until);
+        for (c, (d, off)) in self.shaft_commands.iter_mut().zip(drives) {
+            *c = match off {
+                Some(_) => ShaftCommand::Off,
+                None => d.drive().shaft_command(),
+            };
+        }
+        plant.step(dt_ns, &self.shaft_commands);
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            d.finish_cycle(plant.shaft(i));
+        }
     }
 
     /// Number of drives (reachable or not).
@@ -295,6 +358,10 @@ impl SimNetwork {
                     Some(p) => *d = Device::new(&p, i, &self.cfg.refuse_transition),
                     None => d.restart_after_power_loss(&self.cfg.drive, i, self.now_ns),
                 }
+                if let Some(plant) = &self.plant {
+                    // The shaft did not go anywhere: the new drive reads it where it is.
+                    d.attach_shaft(plant.shaft(i));
+                }
                 d.esc.set_drift_ppm(self.cfg.dc_drift_ppm);
                 changed = true;
             }
@@ -445,6 +512,9 @@ impl SimNetwork {
             if off.is_none() {
                 d.after_frame(self.now_ns);
             }
+        }
+        if process_data {
+            self.step_plant();
         }
         if self.op_epoch_ns.is_none() && self.devices.iter().any(|d| d.al_state() == al::OP) {
             self.op_epoch_ns = Some(self.now_ns);

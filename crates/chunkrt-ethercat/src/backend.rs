@@ -595,7 +595,7 @@ impl EthercatBackend {
             let j = dp.joint;
             fb.pos_rad[j] = dp.scale.pos_rad(d.actual);
             fb.vel_rad_s[j] = dp.scale.vel_rad_s(d.vel);
-            fb.torque_nm[j] = f64::from(d.torque) * 1e-3 * dp.rated_torque_nm;
+            fb.torque_nm[j] = dp.scale.torque_nm(d.torque, dp.rated_torque_nm);
             fb.state[j] = if self.not_op & (1 << i) != 0 {
                 DriveState::Missing
             } else {

@@ -60,6 +60,13 @@ impl JointScale {
             .clamp(-REL_MAX, REL_MAX) as i32
     }
 
+    /// Joint torque of a drive's torque actual value (0x6077, per mille of its rated
+    /// torque): a drive reports torque in its own (counting) direction, so a joint mounted
+    /// with `direction = -1` turns its sign.
+    pub fn torque_nm(&self, per_mille: i16, rated_torque_nm: f64) -> f64 {
+        f64::from(per_mille) * 1e-3 * rated_torque_nm * self.direction
+    }
+
     /// A distance in counts no shorter than `rad` (a window: rounded up, saturated to
     /// u32; NaN gives 0, callers refuse it before this).
     pub fn window_counts(&self, rad: f64) -> u32 {
@@ -91,6 +98,9 @@ mod tests {
         assert_eq!(s.pos_rad(-500), 1.0);
         assert_eq!(s.vel_rad_s(2000), -2.0);
         assert_eq!(s.vel_counts_s(-2.0), 2000);
+        // A drive mounted reversed reports a joint's positive torque as negative.
+        assert_eq!(s.torque_nm(-500, 87.0), 43.5);
+        assert_eq!(JointScale::new(1000.0, 500, 1).torque_nm(-500, 87.0), -43.5);
     }
 
     #[test]

@@ -6,10 +6,14 @@ use chunkrt_core::{
     Backend, BackendError, Command, DriveRequest, DriveState, Feedback, JointVec, MonoTime, MAX_DOF,
 };
 use chunkrt_sim::{
-    check_command, Drive, DriveTuning, StepClock, INTEGRAL_CORNER_RATIO, REST_VEL_RAD_S,
+    check_command, Drive, DriveTuning, InjectedErrors, StepClock, INTEGRAL_CORNER_RATIO,
+    REST_VEL_RAD_S,
 };
 
-use crate::params::{MujocoError, MujocoParams, MAX_LOOP_GAIN_PER_STEP, VELOCITY_LOOP_RATIO};
+use crate::gear::Gears;
+use crate::params::{
+    MujocoError, MujocoParams, MAX_GEAR_RAD_PER_STEP, MAX_LOOP_GAIN_PER_STEP, VELOCITY_LOOP_RATIO,
+};
 use crate::plant::Plant;
 use crate::sense::{Brakes, DelayLine, Encoder, Setpoint};
 
@@ -24,12 +28,16 @@ pub struct MujocoArm {
     encoder: Encoder,
     delay: DelayLine,
     brakes: Brakes,
+    /// The motor side of each compliant joint's gear.
+    gears: Gears,
+    /// The torque applied to each link in the last step (the drive's and brake's, or
+    /// what the gear transmitted).
     torque_nm: JointVec,
     /// Physics clock: a whole number of steps after the time it was set.
     clock: StepClock,
     align_next: bool,
-    errors_left: u32,
-    injected: BackendError,
+    /// Injected communication errors still to return, and which.
+    injected: InjectedErrors,
 }
 
 impl MujocoArm {
@@ -51,6 +59,7 @@ impl MujocoArm {
                 ),
             });
         }
+        check_gears(&params, &plant)?;
         let tunings = tunings(&params, &plant)?;
         let mut drives = [Drive::new(tunings[0], 0.0); MAX_DOF];
         let mut encoder = Encoder::new(
@@ -58,14 +67,26 @@ impl MujocoArm {
             params.velocity_filter_hz,
             plant.dt_s,
         );
+        let mut gears = Gears::new(&params.gears);
+        // A brake sits on the motor shaft: on a compliant joint it holds the motor side.
+        let mut braked_inertia = tunings.map(|t| t.inertia_kg_m2);
         for j in 0..params.joints {
-            drives[j] = Drive::new(tunings[j], params.initial_pos_rad[j]);
-            encoder.reset(j, plant.joint(j).0);
+            let q = plant.joint(j).0;
+            // At rest on its brake, the gear carries the static load.
+            gears.reset(j, q, plant.bias_torque(j));
+            let motor = if gears.compliant(j) {
+                braked_inertia[j] = params.gears[j].motor_inertia_kg_m2;
+                gears.motor_pos_rad[j]
+            } else {
+                q
+            };
+            drives[j] = Drive::new(tunings[j], motor);
+            encoder.reset(j, motor);
         }
         let delay = DelayLine::new(params.transport_delay_ns / plant.step_ns * plant.step_ns);
         let brakes = Brakes::new(
             params.brakes,
-            &tunings.map(|t| t.inertia_kg_m2),
+            &braked_inertia,
             &tunings.map(|t| t.max_torque_nm),
         );
         let clock = StepClock::new(plant.step_ns);
@@ -76,11 +97,11 @@ impl MujocoArm {
             encoder,
             delay,
             brakes,
+            gears,
             torque_nm: [0.0; MAX_DOF],
             clock,
             align_next: false,
-            errors_left: 0,
-            injected: BackendError::Injected,
+            injected: InjectedErrors::default(),
         })
     }
 
@@ -128,6 +149,7 @@ impl MujocoArm {
             JointTruth {
                 pos_rad,
                 vel_rad_s,
+                motor_pos_rad: self.shaft(j).0,
                 torque_nm: self.drives[j].torque_nm(),
                 bias_torque_nm: self.plant.bias_torque(j),
             }
@@ -155,18 +177,37 @@ impl MujocoArm {
         for j in 0..n {
             let drive = &mut self.drives[j];
             let powered = matches!(drive.state(), DriveState::Enabled | DriveState::QuickStop);
-            let (q, v) = self.plant.joint(j);
-            self.torque_nm[j] = drive.step(
+            let drive_nm = drive.step(
                 t_ns,
                 dt_s,
                 self.encoder.pos_rad[j],
                 self.encoder.vel_rad_s[j],
-            ) + self.brakes.torque(j, !powered, q, v);
+            );
+            let (q, v) = self.plant.joint(j);
+            self.torque_nm[j] = if self.gears.compliant(j) {
+                let (qm, vm) = (self.gears.motor_pos_rad[j], self.gears.motor_vel_rad_s[j]);
+                let motor_nm = drive_nm + self.brakes.torque(j, !powered, qm, vm);
+                let gear_nm = self.gears.transmitted(j, q, v);
+                self.gears.step_motor(j, motor_nm, gear_nm, dt_s);
+                gear_nm
+            } else {
+                drive_nm + self.brakes.torque(j, !powered, q, v)
+            };
         }
         self.plant.step(&self.torque_nm);
         for j in 0..n {
-            let (q, v) = self.plant.joint(j);
+            let (q, v) = self.shaft(j);
             self.encoder.read(j, q, v, dt_s);
+        }
+    }
+
+    /// Where the drive's encoder sits: the motor side of a compliant joint's gear, the
+    /// link of a rigid one (position, velocity).
+    fn shaft(&self, j: usize) -> (f64, f64) {
+        if self.gears.compliant(j) {
+            (self.gears.motor_pos_rad[j], self.gears.motor_vel_rad_s[j])
+        } else {
+            self.plant.joint(j)
         }
     }
 
@@ -176,7 +217,7 @@ impl MujocoArm {
     fn enable_holding(&mut self, j: usize, t_ns: u64) {
         let static_load = match self.brakes.held(j) {
             Some(held) => held,
-            None if self.plant.joint(j).1 == 0.0 => self.plant.bias_torque(j),
+            None if self.shaft(j).1 == 0.0 => self.plant.bias_torque(j),
             None => 0.0,
         };
         self.drives[j].enable_holding(self.encoder.pos_rad[j], t_ns);
@@ -194,8 +235,7 @@ impl MujocoArm {
     /// Makes the next `cycles` exchanges fail with `error` (a lost frame): the drives
     /// keep the previous command and `fb` is left untouched.
     pub fn inject_error_for(&mut self, cycles: u32, error: BackendError) {
-        self.errors_left = cycles;
-        self.injected = error;
+        self.injected.set(cycles, error);
     }
 
     /// Puts the drive of joint `j` into fault with `code` (torque off at once).
@@ -257,9 +297,70 @@ impl MujocoArm {
                 (DriveRequest::Disable, _) => self.drives[j].disable(),
             }
         }
+        self.hand_over(t_ns, track, &cmd.pos_rad, &cmd.vel_rad_s);
+        Ok(())
+    }
+
+    /// Hands each joint its own request at `now`, as the CiA 402 drives of a chain take
+    /// them one by one (`chunkrt ecsim` with this arm behind its drives, where each
+    /// drive runs its own state machine): `Track` enables a drive that is not enabled
+    /// (holding its measured position; a fault is cleared, since the chain's drive has
+    /// been through its fault reset) and hands it the setpoint, `QuickStop` starts its
+    /// stop ramp, `Disable` removes its torque. Setpoints pass the transport delay as
+    /// `apply`'s do. A wrong count of requests or a non-finite setpoint is refused,
+    /// naming the joint, before anything changes. Never allocates.
+    pub fn apply_joints(
+        &mut self,
+        now: MonoTime,
+        requests: &[JointRequest],
+    ) -> Result<(), BackendError> {
+        let n = self.params.joints;
+        if requests.len() != n {
+            return Err(BackendError::InvalidCommand {
+                joint: requests.len().min(n) as u16,
+            });
+        }
+        for (j, r) in requests.iter().enumerate() {
+            if let JointRequest::Track { pos_rad, vel_rad_s } = *r {
+                if !(pos_rad.is_finite() && vel_rad_s.is_finite()) {
+                    return Err(BackendError::InvalidCommand { joint: j as u16 });
+                }
+            }
+        }
+        let t_ns = now.as_ns();
+        let mut pos_sp = self.encoder.pos_rad;
+        let mut vel_sp = [0.0; MAX_DOF];
+        let mut track = false;
+        for (j, r) in requests.iter().enumerate() {
+            let (pos, vel) = (self.encoder.pos_rad[j], self.encoder.vel_rad_s[j]);
+            match *r {
+                JointRequest::Track { pos_rad, vel_rad_s } => {
+                    match self.drives[j].state() {
+                        DriveState::Enabled => {}
+                        DriveState::Fault => {
+                            self.drives[j].reset_fault();
+                            self.enable_holding(j, t_ns);
+                        }
+                        _ => self.enable_holding(j, t_ns),
+                    }
+                    (pos_sp[j], vel_sp[j]) = (pos_rad, vel_rad_s);
+                    track = true;
+                }
+                JointRequest::QuickStop => self.drives[j].quick_stop(pos, vel),
+                JointRequest::Disable => self.drives[j].disable(),
+            }
+        }
+        self.hand_over(t_ns, track, &pos_sp, &vel_sp);
+        Ok(())
+    }
+
+    /// Setpoints handed over at `t_ns` enter the transport delay (or, without one, are
+    /// latched at once by the enabled drives); with no joint tracking, what was still in
+    /// flight is dropped.
+    fn hand_over(&mut self, t_ns: u64, track: bool, pos_rad: &JointVec, vel_rad_s: &JointVec) {
         if !track {
             self.delay.clear();
-        } else if let Some(early) = self.delay.push(t_ns, &cmd.pos_rad, &cmd.vel_rad_s) {
+        } else if let Some(early) = self.delay.push(t_ns, pos_rad, vel_rad_s) {
             self.latch(&early);
         }
         if self.delay.delay_ns() == 0 {
@@ -267,13 +368,20 @@ impl MujocoArm {
                 self.latch(&sp);
             }
         }
-        Ok(())
+    }
+
+    /// Whether joint `j` is at rest and its drive's quick-stop ramp (if one runs) has
+    /// ended; `false` past the last joint.
+    pub fn joint_at_rest(&self, j: usize) -> bool {
+        j < self.params.joints
+            && self.plant.joint(j).1.abs() < REST_VEL_RAD_S
+            && self.shaft(j).1.abs() < REST_VEL_RAD_S
+            && self.drives[j].ramp_at_rest()
     }
 
     /// Whether every joint is at rest and no drive's quick-stop ramp is still moving.
     pub fn at_rest(&self) -> bool {
-        (0..self.params.joints)
-            .all(|j| self.plant.joint(j).1.abs() < REST_VEL_RAD_S && self.drives[j].ramp_at_rest())
+        (0..self.params.joints).all(|j| self.joint_at_rest(j))
     }
 
     fn first_fault(&self) -> Option<BackendError> {
@@ -286,6 +394,23 @@ impl MujocoArm {
     }
 }
 
+/// What one joint's drive is asked to do (see [`MujocoArm::apply_joints`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JointRequest {
+    /// Operation enabled, tracking `pos_rad` (moving at `vel_rad_s` from the time it is
+    /// handed over: the drive's interpolation to the next setpoint).
+    Track {
+        /// Position setpoint.
+        pos_rad: f64,
+        /// Velocity (feed-forward and interpolation).
+        vel_rad_s: f64,
+    },
+    /// Quick stop: the drive's own ramp to rest, then holding.
+    QuickStop,
+    /// Torque off (the holding brake, where there is one, engages).
+    Disable,
+}
+
 /// Joint `j` as the physics holds it (see [`MujocoArm::joint`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JointTruth {
@@ -293,6 +418,8 @@ pub struct JointTruth {
     pub pos_rad: f64,
     /// Exact velocity.
     pub vel_rad_s: f64,
+    /// The motor side of its gear (the link's position on a rigid joint).
+    pub motor_pos_rad: f64,
     /// The torque the drive applies.
     pub torque_nm: f64,
     /// Gravity + Coriolis torque on the joint (`qfrc_bias`).
@@ -301,10 +428,55 @@ pub struct JointTruth {
 
 /// Each drive's tuning: the velocity loop tuned for the configured inertia (or the
 /// model's at the initial pose), the torque limit configured or the model's.
+/// Refuses a gear whose twist is too fast for the physics step (its motor side is
+/// integrated explicitly against the link), naming the stiffness it would take.
+fn check_gears(params: &MujocoParams, plant: &Plant) -> Result<(), MujocoError> {
+    let link = plant.inertia_diagonal();
+    let joints = params
+        .gears
+        .iter()
+        .zip(link)
+        .enumerate()
+        .take(params.joints);
+    for (j, (g, link_kg_m2)) in joints {
+        if g.is_rigid() {
+            continue;
+        }
+        let w = g.natural_rad_s(link_kg_m2);
+        let damping_per_step = g.damping_nm_s_rad * plant.dt_s / g.motor_inertia_kg_m2;
+        if w * plant.dt_s > MAX_GEAR_RAD_PER_STEP || damping_per_step > 1.0 {
+            let k_max = (MAX_GEAR_RAD_PER_STEP / plant.dt_s).powi(2)
+                / (1.0 / g.motor_inertia_kg_m2 + 1.0 / link_kg_m2);
+            return Err(MujocoError::Param {
+                field: "joint_stiffness_nm_rad",
+                joint: Some(j),
+                why: format!(
+                    "{} N m/rad with {} N m s/rad on a motor inertia of {} kg m^2: the gear \
+                     twists at {:.0} rad/s, too fast for the model's {} us timestep (at most \
+                     {k_max:.0} N m/rad, and damping at most {:.1} N m s/rad)",
+                    g.stiffness_nm_rad,
+                    g.damping_nm_s_rad,
+                    g.motor_inertia_kg_m2,
+                    w,
+                    plant.step_ns as f64 * 1e-3,
+                    g.motor_inertia_kg_m2 / plant.dt_s
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn tunings(params: &MujocoParams, plant: &Plant) -> Result<[DriveTuning; MAX_DOF], MujocoError> {
-    let inertia = params
+    let mut inertia = params
         .inertia_kg_m2
         .unwrap_or_else(|| plant.inertia_diagonal());
+    if params.inertia_kg_m2.is_none() {
+        // The drive's auto-tuning sees the motor side too.
+        for (i, g) in inertia.iter_mut().zip(&params.gears) {
+            *i += g.motor_inertia_kg_m2;
+        }
+    }
     let model_limits = plant.torque_limits();
     let kv = params.velocity_loop_rad_s();
     let mut out = [DriveTuning::cascade(1.0, kv, VELOCITY_LOOP_RATIO, 1.0); MAX_DOF];
@@ -387,9 +559,8 @@ impl Backend for MujocoArm {
             self.clock.set(now);
         }
         self.advance_to(now);
-        if self.errors_left > 0 {
-            self.errors_left -= 1;
-            return Err(self.injected);
+        if let Some(error) = self.injected.take() {
+            return Err(error);
         }
         let applied = self.apply(now, cmd);
         self.fill_feedback(now, fb);

@@ -26,18 +26,28 @@
 //!   a stiff, critically damped spring to where the joint was, saturated at the drive's
 //!   torque limit; a drive enabled takes over the load its brake held.
 //!
-//! Not modelled yet: backlash and joint compliance between drive and link.
+//! - **Gears** (`gears`, per joint; rigid by default): torsional compliance and backlash
+//!   between the drive's motor and the link, a two-mass model with a motor-side inertia;
+//!   the drive and the brake act on the motor side and the encoder reads it (`gear.rs`).
+//! - **Behind `chunkrt ecsim`'s drives** ([`MujocoChain`], `chain.rs`): the whole arm as
+//!   the plant of a simulated EtherCAT chain, each joint mounted on its drive as the
+//!   master's configuration says.
 //!
 //! The library is linked through `mujoco-rs` (built against MuJoCo 3.17.0);
 //! `scripts/bootstrap-mujoco.sh` places it, from PyPI's `mujoco` wheel.
 
 mod arm;
+mod chain;
+mod gear;
 mod params;
 mod plant;
 mod sense;
 
-pub use arm::{JointTruth, MujocoArm};
+pub use arm::{JointRequest, JointTruth, MujocoArm};
+pub use chain::{MujocoChain, ShaftMount};
+pub use gear::GearParams;
 pub use params::{
-    MujocoError, MujocoParams, MAX_LOOP_GAIN_PER_STEP, MAX_TRANSPORT_DELAY_NS, VELOCITY_LOOP_RATIO,
+    MujocoError, MujocoParams, MAX_GEAR_RAD_PER_STEP, MAX_LOOP_GAIN_PER_STEP,
+    MAX_TRANSPORT_DELAY_NS, VELOCITY_LOOP_RATIO,
 };
 pub use plant::file_sha256;

@@ -5,6 +5,12 @@ use std::path::PathBuf;
 
 use chunkrt_core::{JointVec, MAX_DOF};
 
+use crate::gear::GearParams;
+
+/// Largest `gear natural frequency (rad/s) x physics step (s)` accepted: the gear's
+/// motor side is integrated explicitly against the link, stable with room below 2.
+pub const MAX_GEAR_RAD_PER_STEP: f64 = 0.5;
+
 /// Longest transport delay a drive may be given (the delay line holds this much).
 pub const MAX_TRANSPORT_DELAY_NS: u64 = 100_000_000;
 
@@ -56,6 +62,9 @@ pub struct MujocoParams {
     pub velocity_feedforward: bool,
     /// How long a drive extrapolates its target after the last command.
     pub max_extrapolation_ns: u64,
+    /// Each joint's gear between motor and link (compliance, backlash; see
+    /// [`GearParams`]); all rigid by default.
+    pub gears: [GearParams; MAX_DOF],
 }
 
 impl MujocoParams {
@@ -84,6 +93,7 @@ impl MujocoParams {
             quick_stop_decel_rad_s2: decel,
             velocity_feedforward: true,
             max_extrapolation_ns: 50_000_000,
+            gears: [GearParams::default(); MAX_DOF],
         }
     }
 
@@ -134,6 +144,13 @@ impl MujocoParams {
             if let Some(v) = &self.max_torque_nm {
                 positive("max_torque_nm", Some(j), v[j])?;
             }
+            self.gears[j]
+                .check()
+                .map_err(|(field, why)| MujocoError::Param {
+                    field,
+                    joint: Some(j),
+                    why,
+                })?;
         }
         Ok(())
     }

@@ -736,6 +736,7 @@ impl Policy for ImportedPolicy {
             step_ns: step_ns as u64,
             out_of_domain,
             goal: self.goals.as_ref().map(|g| g.index() as u16),
+            ..InferInfo::default()
         })
     }
 

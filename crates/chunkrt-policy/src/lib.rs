@@ -9,9 +9,12 @@
 //!   Diffusion Policy under its diffusers scheduler, ACT-style chunk models), with named
 //!   observation inputs, history and LeRobot's normalisation.
 //! - [`sample_chunks`]: offline sampling for `chunkrt policy sample`.
+//! - [`RemoteSampler`]: an [`OnnxPolicy`]'s sampler on a policy server
+//!   ([`OnnxPolicy::remote`]; the client is `chunkrt-remote`'s).
 
 pub mod diffusers;
 pub mod domain;
+mod engine;
 pub mod error;
 pub mod goals;
 pub mod graph;
@@ -33,6 +36,7 @@ pub mod smoothing;
 pub mod verify;
 
 pub use domain::{Domain, DomainError, DomainVerdict};
+pub use engine::{RemoteSampler, Served};
 pub use error::PolicyLoadError;
 pub use goals::{GoalError, GoalSequence, Settler};
 pub use imported::{ImportedModel, ImportedPolicy, ImportedPolicyConfig};

@@ -27,6 +27,36 @@ pub struct PolicyModel {
     obs_n: Vec<f32>,
 }
 
+/// Checks that `method` at `steps` can run on the model `manifest` describes (kind, step
+/// range), wherever it runs.
+pub fn check_sampler(
+    manifest: &Manifest,
+    method: SamplerMethod,
+    steps: usize,
+) -> Result<(), SamplerError> {
+    if !method.fits(manifest.kind) {
+        return Err(SamplerError::WrongKind {
+            method: method.name(),
+            kind: match manifest.kind {
+                PolicyKind::Flow => "Flow",
+                PolicyKind::Ddim => "Ddim",
+            },
+        });
+    }
+    let max = manifest
+        .schedule
+        .as_ref()
+        .map_or(10_000, |s| DdimSchedule::new(s).train_timesteps());
+    if steps == 0 || steps > max {
+        return Err(SamplerError::Steps {
+            steps,
+            max,
+            method: method.name(),
+        });
+    }
+    Ok(())
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -158,27 +188,7 @@ impl PolicyModel {
 
     /// Checks that `method` at `steps` can run on this model (kind, step range).
     pub fn check_sampler(&self, method: SamplerMethod, steps: usize) -> Result<(), SamplerError> {
-        if !method.fits(self.manifest.kind) {
-            return Err(SamplerError::WrongKind {
-                method: method.name(),
-                kind: match self.manifest.kind {
-                    PolicyKind::Flow => "Flow",
-                    PolicyKind::Ddim => "Ddim",
-                },
-            });
-        }
-        let max = self
-            .ddim
-            .as_ref()
-            .map_or(10_000, DdimSchedule::train_timesteps);
-        if steps == 0 || steps > max {
-            return Err(SamplerError::Steps {
-                steps,
-                max,
-                method: method.name(),
-            });
-        }
-        Ok(())
+        check_sampler(&self.manifest, method, steps)
     }
 
     /// Runs the sampler on observation vector `obs` (raw, d_obs values) from `noise`

@@ -11,6 +11,7 @@ use std::time::Instant;
 use chunkrt_core::{Chunk, InferInfo, JointVec, Observation, Policy, PolicyError, PolicySpec};
 
 use crate::domain::{Domain, DomainVerdict};
+use crate::engine::{Engine, RemoteModel, RemoteSampler, Served};
 use crate::error::{ManifestProblem, PolicyConfigProblem, PolicyLoadError};
 use crate::goals::{GoalSequence, Settler};
 pub use crate::manifest::StateSource;
@@ -117,7 +118,7 @@ pub struct AnytimeStats {
 /// A learned policy run through ONNX Runtime; see the module docs.
 #[derive(Debug)]
 pub struct OnnxPolicy {
-    model: PolicyModel,
+    engine: Engine,
     goals: GoalSequence,
     method: SamplerMethod,
     steps: usize,
@@ -135,6 +136,8 @@ pub struct OnnxPolicy {
     smoother: Option<ChunkSmoother>,
     stats: AnytimeStats,
     last_verdict: Option<DomainVerdict>,
+    /// What the server said of the last chunk (nothing when sampled here).
+    last_served: Served,
 }
 
 impl OnnxPolicy {
@@ -143,6 +146,36 @@ impl OnnxPolicy {
     /// and the anytime sampler starts with a measured step latency.
     pub fn new(cfg: &OnnxPolicyConfig) -> Result<OnnxPolicy, PolicyLoadError> {
         let model = PolicyModel::load(&cfg.manifest, &cfg.session)?;
+        OnnxPolicy::with_engine(cfg, Engine::Local(Box::new(model)))
+    }
+
+    /// The policy `cfg.manifest` describes, its chunks sampled by `server` (a policy
+    /// server serving that model): the manifest is loaded and checked here (its model
+    /// file need not be on this host; `cfg.session` is not used), everything but the
+    /// sampler runs here, and one warm-up chunk is asked of the server, so an unreachable
+    /// or wrong server is refused at load, not found at the first chunk.
+    pub fn remote(
+        cfg: &OnnxPolicyConfig,
+        server: Box<dyn RemoteSampler>,
+    ) -> Result<OnnxPolicy, PolicyLoadError> {
+        let manifest = Manifest::load(&cfg.manifest)?;
+        let domain =
+            Domain::new(&manifest.domain).map_err(|e| PolicyLoadError::ManifestInvalid {
+                path: cfg.manifest.clone(),
+                what: e.into(),
+            })?;
+        OnnxPolicy::with_engine(
+            cfg,
+            Engine::Remote(Box::new(RemoteModel {
+                manifest,
+                manifest_path: cfg.manifest.clone(),
+                domain,
+                server,
+            })),
+        )
+    }
+
+    fn with_engine(cfg: &OnnxPolicyConfig, model: Engine) -> Result<OnnxPolicy, PolicyLoadError> {
         let m = model.manifest();
         let invalid = |what: ManifestProblem| PolicyLoadError::ManifestInvalid {
             path: cfg.manifest.clone(),
@@ -185,7 +218,7 @@ impl OnnxPolicy {
         let (d_obs, len) = (m.d_obs, m.chunk_len());
         let state_source = cfg.state.unwrap_or(m.encoding.state);
         let mut policy = OnnxPolicy {
-            model,
+            engine: model,
             goals,
             method,
             steps,
@@ -203,9 +236,10 @@ impl OnnxPolicy {
             smoother,
             stats: AnytimeStats::default(),
             last_verdict: None,
+            last_served: Served::default(),
         };
         policy.warm_up().map_err(|e| PolicyLoadError::Runtime {
-            path: policy.model.model_path().to_path_buf(),
+            path: policy.engine.origin().to_path_buf(),
             message: e.0,
         })?;
         Ok(policy)
@@ -214,19 +248,25 @@ impl OnnxPolicy {
     /// Samples one chunk at the manifest's domain mean with a separate noise stream, to
     /// prime ONNX Runtime and measure the step latency.
     fn warm_up(&mut self) -> Result<(), PolicyError> {
-        let mean = self.model.manifest().domain.mean.clone();
+        let mean = self.engine.manifest().domain.mean.clone();
         let mut noise = vec![0.0f32; self.noise_buf.len()];
         GaussianNoise::new(u64::MAX).fill(&mut noise);
         let start = Instant::now();
-        self.model
-            .sample(&mean, &noise, self.method, self.steps, &mut |_| {})?;
+        self.engine
+            .positions(&mean, &noise, self.method, self.steps, &mut self.pos_buf)?;
         self.step_ns_est = start.elapsed().as_nanos() as f64 / self.steps as f64;
         Ok(())
     }
 
     /// The declared operating domain (for the gate's support monitor).
     pub fn domain(&self) -> &Domain {
-        self.model.domain()
+        self.engine.domain()
+    }
+
+    /// The policy server's own time for the last chunk (ns), when a server sampled it
+    /// and said; `None` for a chunk sampled here.
+    pub fn last_server_ns(&self) -> Option<u64> {
+        self.last_served.server_ns
     }
 
     /// The verdict of the last observation checked by `infer`.
@@ -246,7 +286,7 @@ impl OnnxPolicy {
 
     /// The checked manifest.
     pub fn manifest(&self) -> &Manifest {
-        self.model.manifest()
+        self.engine.manifest()
     }
 
     /// Anytime/domain counters.
@@ -263,10 +303,10 @@ impl OnnxPolicy {
     /// velocities and the current goal, into `out` (d_obs values). The gate can use it
     /// with [`Self::domain`].
     pub fn observation_vector(&self, pos_rad: &JointVec, vel_rad_s: &JointVec, out: &mut [f64]) {
-        let d_a = self.model.manifest().d_a;
+        let d_a = self.engine.manifest().d_a;
         out[..d_a].copy_from_slice(&pos_rad[..d_a]);
         out[d_a..2 * d_a].copy_from_slice(&self.goals.current()[..d_a]);
-        match self.model.manifest().encoding.observation {
+        match self.engine.manifest().encoding.observation {
             ObservationEncoding::JointPosAndGoal => {}
             ObservationEncoding::JointPosGoalVel => {
                 out[2 * d_a..3 * d_a].copy_from_slice(&vel_rad_s[..d_a]);
@@ -293,7 +333,7 @@ impl OnnxPolicy {
 
 impl Policy for OnnxPolicy {
     fn spec(&self) -> PolicySpec {
-        let m = self.model.manifest();
+        let m = self.engine.manifest();
         PolicySpec {
             dof: m.d_a,
             horizon: m.horizon,
@@ -304,7 +344,7 @@ impl Policy for OnnxPolicy {
     /// Setpoint `i` is for `obs.t_capture + i * dt` (setpoint 0 is "now").
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
         let (d_a, horizon, dt_ns) = {
-            let m = self.model.manifest();
+            let m = self.engine.manifest();
             (m.d_a, m.horizon, m.dt_ns())
         };
         if obs.dof as usize != d_a {
@@ -330,7 +370,7 @@ impl Policy for OnnxPolicy {
         let goal = Some(self.goals.index() as u16);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
         self.observation_vector(state, vel, &mut obs_vec);
-        let verdict = self.model.domain().check(&obs_vec);
+        let verdict = self.engine.domain().check(&obs_vec);
         self.last_verdict = Some(verdict);
 
         let steps = self.planned_steps();
@@ -342,15 +382,23 @@ impl Policy for OnnxPolicy {
             self.noise_fresh = true;
         }
         let start = Instant::now();
-        let result = self
-            .model
-            .sample(&obs_vec, &self.noise_buf, self.method, steps, &mut |_| {});
-        if let Err(e) = result {
-            self.obs_vec = obs_vec;
-            return Err(e);
+        let remote = matches!(self.engine, Engine::Remote(_));
+        let result = self.engine.positions(
+            &obs_vec,
+            &self.noise_buf,
+            self.method,
+            steps,
+            &mut self.pos_buf,
+        );
+        match result {
+            Ok(served) => self.last_served = served,
+            Err(e) => {
+                self.obs_vec = obs_vec;
+                return Err(e);
+            }
         }
-        let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
-        self.model.positions_into(&obs_vec, &mut self.pos_buf);
+        let took_ns = start.elapsed().as_nanos() as u64;
+        let step_ns = took_ns as f64 / steps as f64;
         if let Some(sm) = self.smoother.as_mut() {
             sm.apply(&mut self.pos_buf, d_a, &state[..d_a]);
         }
@@ -386,6 +434,9 @@ impl Policy for OnnxPolicy {
             step_ns: step_ns as u64,
             out_of_domain,
             goal,
+            remote_rtt_ns: if remote { took_ns.max(1) } else { 0 },
+            server_ns: self.last_served.server_ns.unwrap_or(0),
+            reconnects: self.last_served.reconnects.min(u32::from(u16::MAX)) as u16,
         })
     }
 }

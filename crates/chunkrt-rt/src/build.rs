@@ -56,10 +56,73 @@ pub fn mujoco_params(cfg: &Config) -> Option<chunkrt_mujoco::MujocoParams> {
     };
     p.inertia_kg_m2 = m.inertia_kg_m2.as_ref().map(per_joint);
     p.max_torque_nm = m.max_torque_nm.as_ref().map(per_joint);
+    let gear = |v: &Option<chunkrt_config::PerJoint>| v.as_ref().map(per_joint).unwrap_or_default();
+    let (k, c, b, jm) = (
+        gear(&m.joint_stiffness_nm_rad),
+        gear(&m.joint_damping_nm_s_rad),
+        gear(&m.backlash_rad),
+        gear(&m.motor_inertia_kg_m2),
+    );
+    for j in 0..n {
+        p.gears[j] = chunkrt_mujoco::GearParams {
+            stiffness_nm_rad: k[j],
+            damping_nm_s_rad: c[j],
+            backlash_rad: b[j],
+            motor_inertia_kg_m2: jm[j],
+        };
+    }
     if let Some(v) = &m.initial_pos_rad {
         p.initial_pos_rad = per_joint(v);
     }
     Some(p)
+}
+
+/// The arm that `chunkrt ecsim --arm CONFIG` puts behind its simulated drives: the
+/// `[mujoco]` arm of a run configuration, each joint mounted on its drive as the
+/// configuration's `[[ethercat.drive]]` says (counts per radian, offset, direction, rated
+/// torque), so the master reads back the arm it commands. Refused, with what is missing,
+/// without both sections or without a drive for every joint.
+pub fn ecsim_arm(cfg: &Config) -> Result<chunkrt_mujoco::MujocoChain, RunError> {
+    let params = mujoco_params(cfg).ok_or_else(|| {
+        RunError::Backend(
+            "no [mujoco] section: the arm to simulate behind the drives is the \
+             configuration's [mujoco] (see rt-config/arm-ethercat-mujoco.toml)"
+                .into(),
+        )
+    })?;
+    let ec = cfg.ethercat.as_ref().ok_or_else(|| {
+        RunError::Backend(
+            "no [ethercat] section: its [[ethercat.drive]] entries say how each joint sits \
+             on its drive (counts_per_rad, offset_counts, direction, rated_torque_nm)"
+                .into(),
+        )
+    })?;
+    let n = cfg.control.joints;
+    let mut mounts = vec![None; n];
+    for d in &ec.drive {
+        if let Some(m) = mounts.get_mut(d.joint) {
+            *m = Some(chunkrt_mujoco::ShaftMount {
+                counts_per_rad: d.counts_per_rad,
+                offset_counts: d.offset_counts as f64,
+                direction: if d.direction < 0 { -1.0 } else { 1.0 },
+                rated_torque_nm: d.rated_torque_nm,
+            });
+        }
+    }
+    let mounts = mounts
+        .into_iter()
+        .enumerate()
+        .map(|(j, m)| {
+            m.ok_or_else(|| {
+                RunError::Backend(format!(
+                    "joint {j} has no [[ethercat.drive]]: every joint of the arm sits on a drive"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let arm =
+        chunkrt_mujoco::MujocoArm::new(params).map_err(|e| RunError::Backend(e.to_string()))?;
+    chunkrt_mujoco::MujocoChain::new(arm, &mounts).map_err(|e| RunError::Backend(e.to_string()))
 }
 
 /// The backend the config names.
@@ -129,31 +192,184 @@ pub fn policy(cfg: &Config) -> Result<Box<dyn Policy>, RunError> {
             if format == 2 {
                 return imported(cfg, manifest);
             }
-            let mut oc = chunkrt_policy::OnnxPolicyConfig::new(manifest);
-            oc.session = session_options(cfg)?;
-            oc.method = p
-                .sampler
-                .as_deref()
-                .map(|s| {
-                    chunkrt_policy::SamplerMethod::parse(s)
-                        .ok_or_else(|| RunError::Policy(format!("policy.sampler: unknown `{s}`")))
-                })
-                .transpose()?;
-            oc.steps = p.steps;
-            oc.min_steps = p.min_steps;
-            oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
-            oc.seed = Some(p.seed);
-            oc.state = state_source(&p.state_source);
-            oc.smoothing_modes = p.smoothing_modes;
-            if !p.goals_rad.is_empty() {
-                oc.goals = Some(p.goals_rad.clone());
-            }
-            oc.goal_schedule = goal_schedule(p);
+            let oc = onnx_config(cfg, manifest)?;
             let policy = chunkrt_policy::OnnxPolicy::new(&oc)
                 .map_err(|e| RunError::Policy(e.to_string()))?;
             Ok(Box::new(policy))
         }
+        PolicyKind::Remote => {
+            let manifest = p
+                .manifest
+                .as_ref()
+                .map(|m| cfg.resolve(m))
+                .ok_or_else(|| RunError::Policy("policy.manifest is not set".into()))?;
+            let oc = onnx_config(cfg, manifest)?;
+            let m = chunkrt_policy::Manifest::load(&oc.manifest)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            let server = remote_config(cfg)?.connect(m.horizon, m.d_a, &m.model_sha256)?;
+            let policy = chunkrt_policy::OnnxPolicy::remote(&oc, server)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            Ok(Box::new(policy))
+        }
     }
+}
+
+/// The sampler settings of an `onnx` (or `remote`) policy.
+fn onnx_config(
+    cfg: &Config,
+    manifest: std::path::PathBuf,
+) -> Result<chunkrt_policy::OnnxPolicyConfig, RunError> {
+    let p = &cfg.policy;
+    let mut oc = chunkrt_policy::OnnxPolicyConfig::new(manifest);
+    if p.kind == PolicyKind::Onnx {
+        oc.session = session_options(cfg)?;
+    }
+    oc.method = p
+        .sampler
+        .as_deref()
+        .map(|s| {
+            chunkrt_policy::SamplerMethod::parse(s)
+                .ok_or_else(|| RunError::Policy(format!("policy.sampler: unknown `{s}`")))
+        })
+        .transpose()?;
+    oc.steps = p.steps;
+    oc.min_steps = p.min_steps;
+    oc.deadline_ms = (p.deadline_ms > 0.0).then_some(p.deadline_ms);
+    oc.seed = Some(p.seed);
+    oc.state = state_source(&p.state_source);
+    oc.smoothing_modes = p.smoothing_modes;
+    if !p.goals_rad.is_empty() {
+        oc.goals = Some(p.goals_rad.clone());
+    }
+    oc.goal_schedule = goal_schedule(p);
+    Ok(oc)
+}
+
+/// The policy server of `[policy.remote]`, checked but not contacted.
+#[derive(Clone, Debug)]
+pub struct RemoteServer {
+    /// Its protocol, and for OIP the model's name.
+    pub protocol: RemoteProtocol,
+    /// Where and how (token from its environment variable, CA file, timeouts, sizes).
+    pub server: chunkrt_remote::ServerConfig,
+    /// The message keys (openpi) or tensor names (OIP).
+    pub keys: chunkrt_remote::MessageKeys,
+    /// How the reply's actions are read.
+    pub actions: chunkrt_remote::ActionsAre,
+}
+
+/// The protocols a policy server speaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RemoteProtocol {
+    /// openpi's WebSocket protocol.
+    Openpi,
+    /// The Open Inference Protocol v2 over gRPC, and the model's name on the server.
+    Oip {
+        /// The model's name.
+        model: String,
+    },
+}
+
+impl RemoteServer {
+    /// Connects, as the sampler of chunks of `horizon` x `d_a` of the model with SHA-256
+    /// `model_sha256`: a server that cannot be reached, or serves another model, is
+    /// refused with the reason.
+    pub fn connect(
+        self,
+        horizon: usize,
+        d_a: usize,
+        model_sha256: &str,
+    ) -> Result<Box<dyn chunkrt_policy::RemoteSampler>, RunError> {
+        let sha = Some(model_sha256.to_string());
+        let refused = |e: chunkrt_remote::RemoteError| RunError::Policy(e.to_string());
+        Ok(match self.protocol {
+            RemoteProtocol::Openpi => Box::new(
+                chunkrt_remote::OpenpiSampler::connect(
+                    self.server,
+                    self.keys,
+                    self.actions,
+                    horizon,
+                    d_a,
+                    sha,
+                )
+                .map_err(refused)?,
+            ),
+            RemoteProtocol::Oip { model } => Box::new(
+                chunkrt_remote::OipSampler::connect(
+                    chunkrt_remote::OipConfig {
+                        server: self.server,
+                        model,
+                    },
+                    self.keys,
+                    self.actions,
+                    horizon,
+                    d_a,
+                    sha,
+                )
+                .map_err(refused)?,
+            ),
+        })
+    }
+}
+
+/// The policy server of `[policy.remote]`: its protocol, where, how (token from its
+/// environment variable, CA file, timeouts, sizes), the message keys and how to read the
+/// actions; the URL is checked against the protocol, the server is not contacted.
+pub fn remote_config(cfg: &Config) -> Result<RemoteServer, RunError> {
+    let r = cfg
+        .policy
+        .remote
+        .as_ref()
+        .ok_or_else(|| RunError::Policy("policy.remote is not set".into()))?;
+    let mut server = chunkrt_remote::ServerConfig::new(r.url.clone());
+    if let Some(var) = &r.token_env {
+        let token = std::env::var(var).map_err(|_| {
+            RunError::Policy(format!(
+                "policy.remote.token_env names {var}, which is not set: export the server's \
+                 token in it"
+            ))
+        })?;
+        server.token = Some(token);
+    }
+    server.ca_file = r.ca_file.as_ref().map(|f| cfg.resolve(f));
+    server.allow_plaintext_remote = r.allow_plaintext_remote;
+    server.connect_timeout = std::time::Duration::from_secs_f64(r.connect_timeout_ms * 1e-3);
+    server.reply_timeout = std::time::Duration::from_secs_f64(r.reply_timeout_ms * 1e-3);
+    server.max_message_bytes = (r.max_message_mb * 1024.0 * 1024.0) as usize;
+    let protocol = match r.protocol.as_str() {
+        "oip" => {
+            let model = r.model.clone().ok_or_else(|| {
+                RunError::Policy("policy.remote.model: an OIP server needs the model's name".into())
+            })?;
+            chunkrt_remote::OipClient::check(&chunkrt_remote::OipConfig {
+                server: server.clone(),
+                model: model.clone(),
+            })
+            .map_err(|e| RunError::Policy(e.to_string()))?;
+            RemoteProtocol::Oip { model }
+        }
+        _ => {
+            chunkrt_remote::OpenpiClient::check(&server)
+                .map_err(|e| RunError::Policy(e.to_string()))?;
+            RemoteProtocol::Openpi
+        }
+    };
+    let keys = chunkrt_remote::MessageKeys {
+        state: r.state_key.clone(),
+        noise: r.noise_key.clone(),
+        actions: r.actions_key.clone(),
+    };
+    let actions = if r.actions == "delta" {
+        chunkrt_remote::ActionsAre::DeltaFromObserved
+    } else {
+        chunkrt_remote::ActionsAre::Absolute
+    };
+    Ok(RemoteServer {
+        protocol,
+        server,
+        keys,
+        actions,
+    })
 }
 
 /// `policy.goal_schedule` as the policies take it: (observation, goal index).

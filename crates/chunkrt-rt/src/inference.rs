@@ -592,6 +592,9 @@ impl Inference {
             step_ns: info.step_ns,
             out_of_domain: info.out_of_domain,
             goal: info.goal,
+            remote_rtt_ns: info.remote_rtt_ns,
+            server_ns: info.server_ns,
+            reconnects: info.reconnects,
             ..stamp.record(obs, t_begin, os::now(), InferStatus::Dropped)
         });
         Err(Skip::Period)
@@ -634,6 +637,9 @@ impl Inference {
             seam_cost: drawn.seam_cost as f32,
             seam_cost_first: drawn.cost_first as f32,
             goal: info.goal,
+            remote_rtt_ns: info.remote_rtt_ns,
+            server_ns: info.server_ns,
+            reconnects: info.reconnects,
             ..stamp.record(obs, t_begin, t_publish, InferStatus::Published)
         });
     }

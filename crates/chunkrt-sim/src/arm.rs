@@ -6,6 +6,7 @@ use chunkrt_core::{
 };
 
 use crate::clock::StepClock;
+use crate::inject::InjectedErrors;
 use crate::joint::{Joint, JointState};
 use crate::params::{SimArmParams, SimError};
 
@@ -24,8 +25,7 @@ pub struct SimArm {
     /// `start`).
     align_next: bool,
     /// Injected communication errors still to return, and which.
-    errors_left: u32,
-    injected: BackendError,
+    injected: InjectedErrors,
 }
 
 impl SimArm {
@@ -42,8 +42,7 @@ impl SimArm {
             joints,
             clock: StepClock::new(params.substep_ns),
             align_next: false,
-            errors_left: 0,
-            injected: BackendError::Injected,
+            injected: InjectedErrors::default(),
         })
     }
 
@@ -103,8 +102,7 @@ impl SimArm {
     /// corrupted frame would: the plant keeps running on the previously latched
     /// commands, the new command is not applied and `fb` is left untouched.
     pub fn inject_error_for(&mut self, cycles: u32, error: BackendError) {
-        self.errors_left = cycles;
-        self.injected = error;
+        self.injected.set(cycles, error);
     }
 
     /// Puts the drive of joint `j` into fault with error `code` (torque off at once).
@@ -280,9 +278,8 @@ impl Backend for SimArm {
             self.clock.align(now);
         }
         self.advance_to(now);
-        if self.errors_left > 0 {
-            self.errors_left -= 1;
-            return Err(self.injected);
+        if let Some(error) = self.injected.take() {
+            return Err(error);
         }
         let applied = self.apply(now, cmd);
         self.fill_feedback(now, fb);

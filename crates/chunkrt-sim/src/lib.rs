@@ -35,11 +35,13 @@
 mod arm;
 mod clock;
 mod drive;
+mod inject;
 mod joint;
 mod params;
 
 pub use arm::{check_command, SimArm};
 pub use clock::{StepClock, MAX_CATCH_UP_NS};
 pub use drive::{Drive, DriveTuning, INTEGRAL_CORNER_RATIO};
+pub use inject::InjectedErrors;
 pub use joint::{JointState, REST_VEL_RAD_S};
 pub use params::{SimArmParams, SimError, MAX_LOOP_GAIN_PER_SUBSTEP, VELOCITY_LOOP_RATIO};

@@ -437,6 +437,16 @@ impl Collector {
         if r.step_ns > 0 {
             self.metrics.record(Metric::InferenceStep, r.step_ns);
         }
+        // A chunk a policy server sampled: its round trip, and the server's own share.
+        if r.remote_rtt_ns > 0 {
+            self.metrics.record(Metric::NetworkRtt, r.remote_rtt_ns);
+        }
+        if r.server_ns > 0 {
+            self.metrics.record(Metric::ServerTime, r.server_ns);
+        }
+        if r.reconnects > 0 {
+            self.bump("policy_reconnects", u64::from(r.reconnects));
+        }
         if r.steps < r.steps_nominal {
             self.bump("anytime_reduced", 1);
         }

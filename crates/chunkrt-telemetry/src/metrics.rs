@@ -35,10 +35,14 @@ pub enum Metric {
     FrameInterval,
     /// With DC: |arrival of the cycle's frame at the reference clock - (SYNC0 + shift)|.
     SyncPhase,
+    /// A policy server's chunk: request sent to reply read (network and server).
+    NetworkRtt,
+    /// A policy server's own time for a chunk, as it said (openpi's `server_timing`).
+    ServerTime,
 }
 
 /// Every metric, in report order, with its name and description.
-pub const METRICS: [(Metric, &str, &str); 14] = [
+pub const METRICS: [(Metric, &str, &str); 16] = [
     (
         Metric::WakeLatency,
         "wake_latency",
@@ -96,6 +100,16 @@ pub const METRICS: [(Metric, &str, &str); 14] = [
         Metric::SyncPhase,
         "sync0_phase",
         "|frame at reference clock - SYNC0 - shift|",
+    ),
+    (
+        Metric::NetworkRtt,
+        "network_rtt",
+        "policy server: request -> reply (network + server)",
+    ),
+    (
+        Metric::ServerTime,
+        "server_time",
+        "policy server: its own time per chunk",
     ),
 ];
 

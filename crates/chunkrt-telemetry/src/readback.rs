@@ -176,6 +176,11 @@ struct InferMsg {
     chosen: u16,
     #[serde(default)]
     obs: Option<ObsSeq>,
+    /// A policy server's chunk (recordings before them have none).
+    #[serde(default)]
+    network_rtt_ms: Option<f64>,
+    #[serde(default)]
+    server_ms: Option<f64>,
 }
 
 /// The cycle that captured an inference call's observation.
@@ -410,6 +415,15 @@ impl Reader<'_> {
                     self.data
                         .metrics
                         .record(Metric::InferenceLatency, (i.latency_ms * 1e6) as u64);
+                }
+                for (metric, ms) in [
+                    (Metric::NetworkRtt, i.network_rtt_ms),
+                    (Metric::ServerTime, i.server_ms),
+                ] {
+                    if let Some(ms) = ms.filter(|v| self.inside(i.t_s) && v.is_finite() && *v > 0.0)
+                    {
+                        self.data.metrics.record(metric, (ms * 1e6) as u64);
+                    }
                 }
                 if let (true, "published", Some(obs)) =
                     (self.inside(i.t_s), i.status.as_str(), &i.obs)

@@ -231,6 +231,8 @@ const INFERENCE_SCHEMA: &str = r#"{
     "candidates": {"type": "integer", "description": "candidate chunks drawn (0 or 1: no selection)"},
     "chosen": {"type": "integer", "description": "the candidate published, its index among those drawn"},
     "goal": {"type": ["integer", "null"], "description": "the goal (index in the policy's goal list) the chunk was computed toward; null: no goal list"},
+    "network_rtt_ms": {"type": ["number", "null"], "description": "a policy server's chunk: request sent to reply read; null: sampled in this process"},
+    "server_ms": {"type": ["number", "null"], "description": "the policy server's own time for it, as it said; null: not said or sampled here"},
     "obs": {"type": "object", "description": "the observation the policy was given: seq (its cycle), t_capture_s, t_cycle_s, per joint pos_rad and vel_rad_s (measured), cmd_pos_rad and cmd_vel_rad_s (the gate's commanded state), plan_pos_rad and plan_vel_rad_s (the trajectory being played)"}
   }
 }"#;
@@ -541,6 +543,8 @@ impl Recorder {
             "candidates": r.candidates,
             "chosen": r.chosen,
             "goal": r.goal,
+            "network_rtt_ms": (r.remote_rtt_ns > 0).then_some(r.remote_rtt_ns as f64 * 1e-6),
+            "server_ms": (r.server_ns > 0).then_some(r.server_ns as f64 * 1e-6),
             "obs": self.observation(&r.obs),
             "t_image_s": if r.t_image.is_set() { json!(self.t_rel(r.t_image)) } else { json!(null) },
             "image_seq": r.image_seq,

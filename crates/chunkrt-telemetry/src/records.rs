@@ -109,6 +109,12 @@ pub struct InferRecord {
     pub image_seq: u64,
     /// The goal the policy computed toward (its index; `None`: no goal list).
     pub goal: Option<u16>,
+    /// A chunk a policy server sampled: the request's round trip (ns; 0: sampled here).
+    pub remote_rtt_ns: u64,
+    /// The server's own time for it, as it said (ns; 0: not said or sampled here).
+    pub server_ns: u64,
+    /// Connections to the policy server made again before this chunk.
+    pub reconnects: u16,
 }
 
 /// What became of a camera frame.

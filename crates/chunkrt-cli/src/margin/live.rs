@@ -69,6 +69,15 @@ fn describe(cfg: &Config, joint: usize) -> String {
                 .map_or("?".into(), |m| m.display().to_string()),
             cfg.policy.state_source
         ),
+        chunkrt_config::PolicyKind::Remote => format!(
+            "remote policy {} at {} (state source {})",
+            cfg.policy
+                .manifest
+                .as_ref()
+                .map_or("?".into(), |m| m.display().to_string()),
+            cfg.policy.remote.as_ref().map_or("?", |r| r.url.as_str()),
+            cfg.policy.state_source
+        ),
     };
     let backend = match cfg.backend.kind {
         chunkrt_config::BackendKind::Sim => "simulated arm".to_string(),

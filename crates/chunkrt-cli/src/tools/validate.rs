@@ -8,7 +8,7 @@
 //! at its start pose (inside the stops). Where a check cannot be made (no ONNX Runtime
 //! library) the file is not called OK: exit status 1 and what was not checked.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use chunkrt_config::{BackendKind, Config, FileKind, PolicyKind};
@@ -290,14 +290,7 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
         summary.push_str(" (the arm model's digest, joints and torque limits checked)");
     }
     if cfg.policy.kind == PolicyKind::Onnx {
-        let path = cfg
-            .policy
-            .manifest
-            .as_ref()
-            .map(|m| cfg.resolve(m))
-            .ok_or_else(|| {
-                Refused::Load(anyhow!("{}: policy.manifest is not set", file.display()))
-            })?;
+        let path = manifest_path(&cfg, file)?;
         // The manifest read with its bound before `build::policy` reads it (a manifest
         // path naming /dev/zero or a FIFO is refused here, at once).
         chunkrt_policy::manifest::read_manifest_text(&path)
@@ -316,6 +309,20 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
                 unchecked: v.unchecked,
             });
         }
+    }
+    if cfg.policy.kind == PolicyKind::Remote {
+        // What the host holds is checked (the manifest, the server's URL, its token's
+        // variable); the server itself is not contacted by a check of a file.
+        let path = manifest_path(&cfg, file)?;
+        chunkrt_policy::Manifest::load(&path)
+            .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
+        chunkrt_rt::build::remote_config(&cfg)
+            .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
+        return Ok(Verdict::checked(format!(
+            "{summary} (remote policy: its manifest and the server's URL checked; the \
+             server is not contacted: `run` connects and refuses one that is unreachable \
+             or serves another model)"
+        )));
     }
     // The policy as `run` builds it (for an ONNX policy: manifest, model digest,
     // graph, and the config's sampler, steps and history against the manifest).
@@ -342,4 +349,13 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
         summary.push_str(" (policy loaded as `run` loads it: model digest and graph checked)");
     }
     Ok(Verdict::checked(summary))
+}
+
+/// The policy's manifest, resolved against the config's folder.
+fn manifest_path(cfg: &Config, file: &Path) -> Result<PathBuf, Refused> {
+    cfg.policy
+        .manifest
+        .as_ref()
+        .map(|m| cfg.resolve(m))
+        .ok_or_else(|| Refused::Load(anyhow!("{}: policy.manifest is not set", file.display())))
 }

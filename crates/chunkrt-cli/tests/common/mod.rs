@@ -58,6 +58,22 @@ pub fn bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_chunkrt")))
 }
 
+/// `chunkrt plot run_dir` (plots beside the report); fails the test with its stderr
+/// unless it succeeds.
+pub fn plot(run_dir: &Path) {
+    let o = std::process::Command::new(bin())
+        .arg("plot")
+        .arg(run_dir)
+        .output()
+        .expect("chunkrt starts");
+    assert!(
+        o.status.success(),
+        "chunkrt plot {}: {}",
+        run_dir.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A Python that has the `mcap` package (for scripts/read_recording.py):
 /// `CHUNKRT_PYTHON`, the repository's `.venv`, or `python3`.
 pub fn python_with_mcap() -> Option<PathBuf> {

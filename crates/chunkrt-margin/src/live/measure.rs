@@ -114,7 +114,7 @@ fn twin_run(
     twin.policy.goal_schedule.clear();
     twin.policy.draw_schedule.clear();
     let r = run_once(setup, &twin, &run_dir.join(REFERENCE_DIR), stop, build)?;
-    if cfg.policy.kind == chunkrt_config::PolicyKind::Onnx {
+    if cfg.policy.kind.is_learned() {
         cfg.policy.goal_schedule = r
             .goal_changes
             .iter()

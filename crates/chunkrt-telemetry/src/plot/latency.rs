@@ -136,6 +136,8 @@ pub fn standard_panels<'a>(
             Metric::ChunkAge,
             Metric::ObsAge,
             Metric::E2eLatency,
+            Metric::NetworkRtt,
+            Metric::ServerTime,
         ],
     );
     vec![
