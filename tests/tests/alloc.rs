@@ -141,10 +141,12 @@ fn ten_thousand_cycles_at_1ms_allocate_nothing() {
 #[test]
 fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
     // Transport, feedback and observation delay lines on the control thread (issue 8),
-    // and the margin probe (issue 14) on from the second cycle to the last.
+    // the margin probe (issue 14) on from the second cycle to the last, and the
+    // offset on the measured positions (issue 41, `chunkrt gap`'s sensing channel).
     let inject = chunkrt_config::InjectConfig {
         transport_delay_ms: 5.0,
         feedback_delay_ms: 3.0,
+        feedback_bias_rad: Some(chunkrt_config::PerJoint::All(1e-3)),
         observation_delay_ms: 30.0,
         probe: Some(chunkrt_config::ProbeConfig {
             joint: 0,

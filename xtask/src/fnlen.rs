@@ -10,13 +10,14 @@ pub const LIMIT: usize = 80;
 
 /// The source folders whose functions are limited: the core, the runtime's threads,
 /// the EtherCAT backend (bring-up and the cyclic exchange) with its raw socket, and
-/// the margin instrument.
+/// the margin and gap instruments.
 pub const LIMITED: &[&str] = &[
     "crates/chunkrt-core/src",
     "crates/chunkrt-rt/src",
     "crates/chunkrt-ethercat/src",
     "crates/chunkrt-afpacket/src",
     "crates/chunkrt-margin/src",
+    "crates/chunkrt-gap/src",
 ];
 
 pub struct FnLen {

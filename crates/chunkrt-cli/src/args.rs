@@ -30,6 +30,10 @@ pub enum Command {
     /// How much delay can the loop take? Phase margin on the simulated arm, swept
     /// against injected delay (writes margin.json, margin.svg and margin.png).
     Margin(crate::margin::MarginArgs),
+    /// The reality gap between two plants: the same excitations on both, sized channel
+    /// by channel (actuator, coupling, load, sensing, timing) against tolerances (writes
+    /// gap.json, gap.svg and gap.png; exit 1 when a channel is over).
+    Gap(crate::gap::GapArgs),
     /// EtherCAT SubDevice simulator: CiA 402 servo drives answering on a network
     /// interface (AF_PACKET; root or CAP_NET_RAW), e.g. inside a network namespace.
     Ecsim(crate::tools::EcsimArgs),

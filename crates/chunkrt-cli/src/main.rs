@@ -38,6 +38,7 @@ mod bench;
 mod check;
 mod console;
 mod exit;
+mod gap;
 mod margin;
 mod paths;
 mod plot;
@@ -98,6 +99,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Bench(args) => crate::bench::bench(&args),
         Command::Check(args) => crate::check::check(&args),
         Command::Margin(args) => crate::margin::margin(&args),
+        Command::Gap(args) => crate::gap::gap(&args),
         Command::Plot(args) => crate::plot::plot(&args),
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),

@@ -6,6 +6,7 @@
 //! observation_delay_ms = 30.0   # inference sees an observation this much older
 //! transport_delay_ms = 4.0      # commands reach the drives this much later
 //! feedback_delay_ms = 2.0       # the loop sees measurements this much older
+//! feedback_bias_rad = [0.0, 0.01, 0, 0, 0, 0, 0]  # added to each measured position (an encoder offset)
 //! drop_chunk_probability = 0.05 # computed chunks that are never published
 //! inference_delay = { kind = "spikes", base_ms = 0.0, spike_ms = 120.0, probability = 0.02 }
 //! cycle_stall_ms = 2.0          # the control thread busy for 2 ms ...
@@ -56,6 +57,13 @@ pub struct InjectConfig {
     /// The control loop sees measurements this much older (a slow sensor path).
     #[serde(default)]
     pub feedback_delay_ms: f64,
+    /// Added to every position the loop measures, per joint, from its first exchange:
+    /// the drives track the commands, the host reads their positions through this
+    /// offset (a miscalibrated sensing path: the mechanism `chunkrt gap`'s sensing
+    /// channel sizes). Everything downstream of the measurement sees it: the
+    /// following-error check, the observation, the recording.
+    #[serde(default)]
+    pub feedback_bias_rad: Option<crate::PerJoint>,
     /// The control thread stays busy this long (spinning, before the command leaves)
     /// every `cycle_stall_every`-th cycle: a periodic stall of the tick.
     #[serde(default)]
@@ -270,6 +278,7 @@ impl Default for InjectConfig {
             drop_chunk_probability: 0.0,
             transport_delay_ms: 0.0,
             feedback_delay_ms: 0.0,
+            feedback_bias_rad: None,
             cycle_stall_ms: 0.0,
             cycle_stall_every: default_stall_every(),
             cycle_slowdown: default_slowdown(),
@@ -363,12 +372,27 @@ impl InjectConfig {
         self.observation_delay_ms > 0.0
             || self.transport_delay_ms > 0.0
             || self.feedback_delay_ms > 0.0
+            || self.biases_feedback()
             || self.drop_chunk_probability > 0.0
             || !self.inference_delay.model().is_zero()
             || self.burns_control_thread()
             || self.probe.is_some()
             || self.camera_is_disturbed()
             || self.panic.is_some()
+    }
+
+    /// Whether a measured position is offset (`feedback_bias_rad` not all zero).
+    pub fn biases_feedback(&self) -> bool {
+        match &self.feedback_bias_rad {
+            None => false,
+            Some(crate::PerJoint::All(v)) => *v != 0.0,
+            Some(crate::PerJoint::Each(v)) => v.iter().any(|b| *b != 0.0),
+        }
+    }
+
+    /// The offset added to joint `j`'s measured position (0 without one).
+    pub fn feedback_bias(&self, j: usize) -> f64 {
+        self.feedback_bias_rad.as_ref().map_or(0.0, |b| b.get(j))
     }
 
     /// Whether camera frames are delayed or stalled.

@@ -501,6 +501,9 @@ pub struct SimConfig {
     pub max_torque_nm: Option<PerJoint>,
     /// Starting pose.
     pub initial_pos_rad: Option<PerJoint>,
+    /// Play between each drive's motor (and its encoder) and the link the host reads
+    /// (a link-side encoder), per joint (rad; absent or 0: none).
+    pub backlash_rad: Option<PerJoint>,
 }
 
 impl Default for SimConfig {
@@ -513,6 +516,7 @@ impl Default for SimConfig {
             coulomb_nm: None,
             max_torque_nm: None,
             initial_pos_rad: None,
+            backlash_rad: None,
         }
     }
 }
@@ -608,6 +612,26 @@ pub struct TelemetryConfig {
     /// (`chunkrt run --record FILE`; not a key of the file).
     #[serde(skip)]
     pub record_file: Option<PathBuf>,
+    /// Write an intervention record (`interventions/<sha256>.jsonl`: the full-rate
+    /// cycles around it, whether or not the recording is on) at every withdrawal of
+    /// the policy's authority, gate saturation, following-error excursion and
+    /// backend fault.
+    #[serde(default = "yes")]
+    pub intervention_records: bool,
+    /// The cycles kept before the intervention (s).
+    #[serde(default = "default_intervention_before")]
+    pub intervention_before_s: f64,
+    /// ... and after it (s).
+    #[serde(default = "default_intervention_after")]
+    pub intervention_after_s: f64,
+}
+
+fn default_intervention_before() -> f64 {
+    2.0
+}
+
+fn default_intervention_after() -> f64 {
+    1.0
 }
 
 impl Default for TelemetryConfig {
@@ -622,6 +646,9 @@ impl Default for TelemetryConfig {
             record_segment_s: default_record_segment_s(),
             record_max_mb: default_record_max_mb(),
             record_file: None,
+            intervention_records: true,
+            intervention_before_s: default_intervention_before(),
+            intervention_after_s: default_intervention_after(),
         }
     }
 }

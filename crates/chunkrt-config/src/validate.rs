@@ -189,7 +189,27 @@ impl Config {
         ] {
             range(key, v, lo, 1_000_000.0)?;
         }
+        range(
+            "telemetry.intervention_before_s",
+            self.telemetry.intervention_before_s,
+            0.0,
+            30.0,
+        )?;
+        range(
+            "telemetry.intervention_after_s",
+            self.telemetry.intervention_after_s,
+            0.0,
+            30.0,
+        )?;
         self.inject.validate(self.control.period_ms)?;
+        if let Some(b) = &self.inject.feedback_bias_rad {
+            b.check(
+                "inject.feedback_bias_rad",
+                self.control.joints,
+                |v| v.abs() <= 0.5,
+                "an offset within +-0.5 rad",
+            )?;
+        }
         if let Some(c) = &self.camera {
             c.validate()?;
         } else if self.inject.camera_is_disturbed() {
@@ -734,6 +754,14 @@ impl SimConfig {
         }
         if let Some(v) = &self.initial_pos_rad {
             v.check("sim.initial_pos_rad", n, |_| true, "a finite number")?;
+        }
+        if let Some(v) = &self.backlash_rad {
+            v.check(
+                "sim.backlash_rad",
+                n,
+                |b| (0.0..=0.1).contains(&b),
+                "a play in [0, 0.1] rad",
+            )?;
         }
         Ok(())
     }

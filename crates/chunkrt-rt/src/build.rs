@@ -27,6 +27,9 @@ pub fn sim_params(cfg: &Config) -> chunkrt_sim::SimArmParams {
         if let Some(v) = &sim.initial_pos_rad {
             p.initial_pos_rad[j] = v.get(j);
         }
+        if let Some(v) = &sim.backlash_rad {
+            p.backlash_rad[j] = v.get(j);
+        }
         p.pos_min_rad[j] = cfg.limits.pos_min_rad.get(j);
         p.pos_max_rad[j] = cfg.limits.pos_max_rad.get(j);
     }

@@ -71,6 +71,8 @@ pub struct ControlInjection {
     feedback: Option<Delayed<Feedback>>,
     observation: Option<Delayed<Observation>>,
     raw_fb: Feedback,
+    /// `inject.feedback_bias_rad` per joint (`None`: no offset).
+    bias: Option<chunkrt_core::JointVec>,
     burn: Burn,
     probe: Option<Probe>,
     /// `inject.panic` in the control cycle or in the backend's exchange.
@@ -180,6 +182,13 @@ impl ControlInjection {
             observation: (cfg.observation_delay_ns() > 0)
                 .then(|| Delayed::new(cfg.observation_delay_ns(), obs)),
             raw_fb: *first,
+            bias: cfg.biases_feedback().then(|| {
+                let mut b = chunkrt_core::JointVec::default();
+                for (j, v) in b.iter_mut().enumerate().take(usize::from(first.dof)) {
+                    *v = cfg.feedback_bias(j);
+                }
+                b
+            }),
             probe: cfg.probe.as_ref().map(Probe::new),
             control_panic: crate::supervise::PanicPoint::for_thread(
                 cfg,
@@ -255,14 +264,20 @@ impl ControlInjection {
             Some(line) => line.pass(at, cmd),
             None => cmd,
         };
-        match &mut self.feedback {
+        let result = match &mut self.feedback {
             None => backend.exchange(now, wire, fb),
             Some(line) => {
                 let result = backend.exchange(now, wire, &mut self.raw_fb);
                 *fb = *line.pass(at, &self.raw_fb);
                 result
             }
+        };
+        if let Some(bias) = &self.bias {
+            for (p, b) in fb.pos_rad.iter_mut().zip(bias).take(usize::from(fb.dof)) {
+                *p += b;
+            }
         }
+        result
     }
 
     /// Adds the probe of `[inject.probe]` at `deadline` to `sp` when `playing` (the
@@ -425,6 +440,7 @@ impl InferenceInjection {
 pub fn acts_on_control(cfg: &InjectConfig) -> bool {
     cfg.transport_delay_ns() != 0
         || cfg.feedback_delay_ns() != 0
+        || cfg.biases_feedback()
         || cfg.observation_delay_ns() != 0
         || cfg.burns_control_thread()
         || cfg.probe.is_some()
@@ -451,6 +467,7 @@ pub fn describe(
         "observation_delay_ms": cfg.observation_delay_ms,
         "transport_delay_ms": cfg.transport_delay_ms,
         "feedback_delay_ms": cfg.feedback_delay_ms,
+        "feedback_bias_rad": cfg.feedback_bias_rad,
         "effective_ms": {
             "observation_delay": cycles_ms(cfg.observation_delay_ns()),
             "transport_delay": cycles_ms(cfg.transport_delay_ns()),

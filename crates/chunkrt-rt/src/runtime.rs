@@ -382,6 +382,17 @@ fn collector(cfg: &Config, opts: &RunOptions, t_start: MonoTime) -> Result<Colle
         (Some(dir), true) => collector.with_recorder(recorder(cfg, dir, t_start)?),
         _ => collector,
     };
+    if cfg.telemetry.intervention_records {
+        let t = &cfg.telemetry;
+        // The window before, plus two drains: a trigger drained late still finds it.
+        let span_ms = t.intervention_before_s * 1e3 + 2.0 * t.drain_interval_ms;
+        let ring_cycles = (span_ms / cfg.control.period_ms).ceil() as usize + 1;
+        collector = collector.with_interventions(
+            t.intervention_before_s,
+            t.intervention_after_s,
+            ring_cycles,
+        );
+    }
     collector.set_chunk_age_check(chunkrt_telemetry::age_check::ChunkAgeCheck::new(
         cfg.control.period_ms,
         cfg.inference.chunk_period_ms,

@@ -123,7 +123,7 @@ impl SimArm {
             if j < self.params.joints {
                 let joint = &self.joints[j];
                 let s = joint.snapshot(self.clock.time().as_ns());
-                fb.pos_rad[j] = s.pos_rad;
+                fb.pos_rad[j] = s.link_pos_rad;
                 fb.vel_rad_s[j] = s.vel_rad_s;
                 fb.torque_nm[j] = s.torque_nm;
                 fb.state[j] = s.state;

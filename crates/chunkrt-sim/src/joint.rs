@@ -14,8 +14,10 @@ pub const REST_VEL_RAD_S: f64 = 1e-4;
 /// A snapshot of one joint, for tests and analysis tools.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JointState {
-    /// Position.
+    /// Position (of the motor, where the drive's encoder sits).
     pub pos_rad: f64,
+    /// The link's position, which the host reads: `pos_rad` but for the backlash.
+    pub link_pos_rad: f64,
     /// Velocity.
     pub vel_rad_s: f64,
     /// Torque the drive applies (after saturation).
@@ -42,8 +44,12 @@ pub(crate) struct Joint {
     coulomb_nm: f64,
     pos_min_rad: f64,
     pos_max_rad: f64,
+    /// Play between motor and link.
+    backlash_rad: f64,
     // Plant state.
     pos_rad: f64,
+    /// The link behind the backlash.
+    link_pos_rad: f64,
     vel_rad_s: f64,
     external_torque_nm: f64,
     drive: Drive,
@@ -70,7 +76,9 @@ impl Joint {
             coulomb_nm: params.coulomb_nm[j],
             pos_min_rad: params.pos_min_rad[j],
             pos_max_rad: params.pos_max_rad[j],
+            backlash_rad: params.backlash_rad[j],
             pos_rad: pos,
+            link_pos_rad: pos,
             vel_rad_s: 0.0,
             external_torque_nm: 0.0,
             drive: Drive::new(tuning, pos),
@@ -89,6 +97,7 @@ impl Joint {
         let (target_pos_rad, target_vel_rad_s) = self.drive.target(t_ns, self.pos_rad);
         JointState {
             pos_rad: self.pos_rad,
+            link_pos_rad: self.link_pos_rad,
             vel_rad_s: self.vel_rad_s,
             torque_nm: self.drive.torque_nm(),
             external_torque_nm: self.external_torque_nm,
@@ -143,6 +152,10 @@ impl Joint {
     pub(crate) fn step(&mut self, t_ns: u64, dt_s: f64) {
         self.drive.step(t_ns, dt_s, self.pos_rad, self.vel_rad_s);
         self.integrate(dt_s);
+        let half = 0.5 * self.backlash_rad;
+        self.link_pos_rad = self
+            .link_pos_rad
+            .clamp(self.pos_rad - half, self.pos_rad + half);
     }
 
     /// Semi-implicit Euler on `J dv/dt = tau + tau_ext - b v - friction`, with

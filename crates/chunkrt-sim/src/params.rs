@@ -59,6 +59,10 @@ pub struct SimArmParams {
     /// the commanded velocity before it holds it (a drive that misses setpoints must
     /// not run away).
     pub max_extrapolation_ns: u64,
+    /// Play between the motor, where the drive and its encoder sit, and the link,
+    /// whose position the host reads (a link-side encoder): the link stays put until
+    /// the motor has crossed the gap, then is carried at its edge (rad; 0: none).
+    pub backlash_rad: JointVec,
 }
 
 impl Default for SimArmParams {
@@ -94,6 +98,7 @@ impl SimArmParams {
             quick_stop_decel_rad_s2: table(&DEFAULT_QUICK_STOP_RAD_S2),
             velocity_feedforward: true,
             max_extrapolation_ns: 40_000_000,
+            backlash_rad: [0.0; MAX_DOF],
         }
     }
 
@@ -145,6 +150,7 @@ impl SimArmParams {
             ">= 0",
         )?;
         check(n, "coulomb_nm", &self.coulomb_nm, non_negative, ">= 0")?;
+        check(n, "backlash_rad", &self.backlash_rad, non_negative, ">= 0")?;
         check(n, "max_torque_nm", &self.max_torque_nm, positive, "> 0")?;
         check(
             n,

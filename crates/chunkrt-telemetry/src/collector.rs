@@ -66,6 +66,8 @@ pub struct Collector {
     warnings: Vec<String>,
     /// The run directory: the report names the recording's files relative to it.
     out_dir: Option<std::path::PathBuf>,
+    /// Intervention records (`interventions/`), cut from a ring of recent cycles.
+    interventions: Option<crate::interventions::InterventionLog>,
 }
 
 /// `f` relative to `run_dir` when it lies inside it, else absolute.
@@ -138,7 +140,17 @@ impl Collector {
             age_check: None,
             warnings: Vec::new(),
             out_dir: out_dir.map(Path::to_path_buf),
+            interventions: None,
         })
+    }
+
+    /// Writes intervention records into the run directory (see
+    /// [`crate::interventions`]); without one, nothing.
+    pub fn with_interventions(mut self, before_s: f64, after_s: f64, ring_cycles: usize) -> Self {
+        self.interventions = self.out_dir.as_deref().map(|d| {
+            crate::interventions::InterventionLog::new(d, self.t0, before_s, after_s, ring_cycles)
+        });
+        self
     }
 
     /// Judges the chunk age at the inference time the run measures (see
@@ -321,6 +333,9 @@ impl Collector {
 
     fn on_cycle(&mut self, r: &CycleRecord) {
         self.bump("cycles", 1);
+        if let Some(log) = &mut self.interventions {
+            log.cycle(r);
+        }
         if let Some(o) = &mut self.oracle {
             o.cycle(r);
         }
@@ -465,6 +480,9 @@ impl Collector {
     }
 
     fn on_event(&mut self, e: &EventRecord) {
+        if let Some(log) = &mut self.interventions {
+            log.event(e);
+        }
         if self.recorder.is_some() {
             let v = self.event_json(e);
             if let Some(rec) = self.recorder.as_mut() {
@@ -639,6 +657,30 @@ impl Collector {
     }
 
     /// What the recording wrote and dropped, in the counters and a `recording` block.
+    /// The intervention records still open written (the run ended), and the list in
+    /// the report (`interventions`, counters `intervention_records` and
+    /// `intervention_records_dropped`).
+    fn intervention_summary(&mut self, report: &mut Report) {
+        let Some(log) = &mut self.interventions else {
+            return;
+        };
+        log.finish();
+        let written = log.written().len() as u64;
+        report
+            .counters
+            .insert("intervention_records".into(), written);
+        report
+            .counters
+            .insert("intervention_records_dropped".into(), log.dropped);
+        report
+            .extra
+            .insert("interventions".into(), json!(log.written()));
+        if let Some(e) = &log.error {
+            self.warnings
+                .push(format!("an intervention record was not written: {e}"));
+        }
+    }
+
     fn recording_summary(&mut self, report: &mut Report) {
         let Some(rec) = self.recorder.take() else {
             return;
@@ -787,6 +829,7 @@ impl Collector {
         }
         self.log_summary(&mut report);
         self.recording_summary(&mut report);
+        self.intervention_summary(&mut report);
         if self.losses.is_empty() {
             return (report, None);
         }

@@ -12,6 +12,7 @@ pub mod baseline;
 pub mod budget;
 pub mod collector;
 pub mod hgrm;
+pub mod interventions;
 pub mod logfile;
 pub mod metrics;
 pub mod names;

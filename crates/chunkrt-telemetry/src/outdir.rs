@@ -75,6 +75,25 @@ pub fn clear_run(dir: &Path) -> std::io::Result<()> {
             _ => {}
         }
     }
+    clear_interventions(&dir.join("interventions"))
+}
+
+/// The old run's intervention records (`<sha256>.jsonl`), and their directory once
+/// empty (a file of the user's there keeps it).
+fn clear_interventions(d: &Path) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(d) else {
+        return Ok(());
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let record = name.len() == 64 + ".jsonl".len()
+            && name.ends_with(".jsonl")
+            && name[..64].bytes().all(|b| b.is_ascii_hexdigit());
+        if record {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    let _ = std::fs::remove_dir(d);
     Ok(())
 }
 
@@ -214,5 +233,20 @@ mod tests {
         clear_run(&d).unwrap();
         assert!(run_files_in(&d).is_empty());
         assert!(d.join("notes.txt").exists(), "only run files are removed");
+        // The old run's intervention records go, a user's file beside them stays.
+        let iv = d.join("interventions");
+        std::fs::create_dir(&iv).unwrap();
+        std::fs::write(iv.join(format!("{}.jsonl", "ab".repeat(32))), "{}").unwrap();
+        clear_run(&d).unwrap();
+        assert!(!iv.exists(), "the emptied directory goes too");
+        std::fs::create_dir(&iv).unwrap();
+        std::fs::write(iv.join(format!("{}.jsonl", "cd".repeat(32))), "{}").unwrap();
+        std::fs::write(iv.join("mine.jsonl"), "{}").unwrap();
+        clear_run(&d).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&iv)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["mine.jsonl"]);
     }
 }

@@ -127,6 +127,9 @@ pub struct CycleSample<'a> {
     pub command_rad: &'a [f64],
     /// The measurement per joint.
     pub feedback_rad: &'a [f64],
+    /// The drives' measured torque per joint (empty in recordings made before it was
+    /// recorded).
+    pub feedback_torque_nm: &'a [f64],
 }
 
 #[derive(Deserialize)]
@@ -489,6 +492,7 @@ impl Reader<'_> {
                 setpoint_rad: &c.setpoint_rad,
                 command_rad: &c.command_rad,
                 feedback_rad: &c.feedback_rad,
+                feedback_torque_nm: &c.feedback_torque_nm,
             });
         }
         let d = &mut self.data;

@@ -476,36 +476,45 @@ impl Recorder {
 
     /// One control cycle.
     pub fn cycle(&mut self, r: &CycleRecord) {
-        let mode = crate::collector::mode_from_u8(r.mode);
-        let dof = (r.dof as usize).min(r.cmd_pos_rad.len());
-        let mut v = json!({
-            "t_s": self.t_rel(r.t_wake),
-            "cycle": r.cycle,
-            "mode": mode_name(mode),
-            "mode_id": r.mode,
-            "gate_mask": r.gate_mask,
-            "chunk_seq": r.chunk_seq,
-            "chunk_age_ms": r.chunk_age_ns as f64 * 1e-6,
-            "wake_latency_us": r.t_wake.saturating_since(r.t_deadline) as f64 * 1e-3,
-            "cycle_time_us": r.t_cmd.saturating_since(r.t_wake) as f64 * 1e-3,
-            "exchange_us": r.t_fb.saturating_since(r.t_cmd) as f64 * 1e-3,
-            "missed": r.missed,
-            "bus_rtt_us": r.bus_rtt_ns as f64 * 1e-3,
-            "backend_error": r.backend_error,
-            "feedback_held": r.fb_held,
-            "track_err_rad": if r.track_err_rad.is_finite() { r.track_err_rad } else { -1.0 },
-            "t_deadline_ns": r.t_deadline.as_ns(),
-            "setpoint_rad": finite(&r.setpoint_pos_rad[..dof]),
-            "command_rad": finite(&r.cmd_pos_rad[..dof]),
-            "feedback_rad": finite(&r.fb_pos_rad[..dof]),
-            "feedback_torque_nm": finite(&r.fb_torque_nm[..dof]),
-        });
-        if let Some(e) = r.sync_phase_ns {
-            v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
-        }
+        let v = cycle_json(r, self.t_rel(r.t_wake));
         self.write(0, r.t_wake, &v);
     }
+}
 
+/// A control cycle as the recording's `cycle` channel writes it (and an intervention
+/// record's lines); `t_s`: its wake, in seconds from the run's start.
+pub(crate) fn cycle_json(r: &CycleRecord, t_s: f64) -> serde_json::Value {
+    let mode = crate::collector::mode_from_u8(r.mode);
+    let dof = (r.dof as usize).min(r.cmd_pos_rad.len());
+    let mut v = json!({
+        "t_s": t_s,
+        "cycle": r.cycle,
+        "mode": mode_name(mode),
+        "mode_id": r.mode,
+        "gate_mask": r.gate_mask,
+        "chunk_seq": r.chunk_seq,
+        "chunk_age_ms": r.chunk_age_ns as f64 * 1e-6,
+        "wake_latency_us": r.t_wake.saturating_since(r.t_deadline) as f64 * 1e-3,
+        "cycle_time_us": r.t_cmd.saturating_since(r.t_wake) as f64 * 1e-3,
+        "exchange_us": r.t_fb.saturating_since(r.t_cmd) as f64 * 1e-3,
+        "missed": r.missed,
+        "bus_rtt_us": r.bus_rtt_ns as f64 * 1e-3,
+        "backend_error": r.backend_error,
+        "feedback_held": r.fb_held,
+        "track_err_rad": if r.track_err_rad.is_finite() { r.track_err_rad } else { -1.0 },
+        "t_deadline_ns": r.t_deadline.as_ns(),
+        "setpoint_rad": finite(&r.setpoint_pos_rad[..dof]),
+        "command_rad": finite(&r.cmd_pos_rad[..dof]),
+        "feedback_rad": finite(&r.fb_pos_rad[..dof]),
+        "feedback_torque_nm": finite(&r.fb_torque_nm[..dof]),
+    });
+    if let Some(e) = r.sync_phase_ns {
+        v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
+    }
+    v
+}
+
+impl Recorder {
     /// What the policy was given, as JSON.
     fn observation(&self, o: &chunkrt_core::Observation) -> serde_json::Value {
         let dof = (o.dof as usize).min(o.pos_rad.len());

@@ -1,0 +1,177 @@
+//! `chunkrt gap`: the reality gap between two plants, channel by channel
+//! (`chunkrt-gap`), as a table, `gap.json` and a figure.
+
+mod figure;
+
+use anyhow::{bail, Context};
+use chunkrt_gap::{compare, measure_plant, GapRow, GapSetup, Tolerances};
+use clap::Parser;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// `chunkrt gap`.
+#[derive(Parser, Debug, Clone)]
+pub struct GapArgs {
+    /// The reference plant's run config (e.g. the simulator the policy was trained on).
+    #[arg(long)]
+    pub reference: PathBuf,
+    /// The plant compared with it (another simulator, EtherCAT, the real arm).
+    #[arg(long)]
+    pub plant: PathBuf,
+    /// Where gap.json, gap.svg, gap.png and every excitation run go
+    /// (`reference/joint-N`, `plant/joint-N`).
+    #[arg(long, default_value = "runs/gap")]
+    pub out: PathBuf,
+    /// The joints excited, one run each on each plant: `0,3` or `all`.
+    #[arg(long, default_value = "0")]
+    pub joints: String,
+    /// Probe frequencies (Hz), whole multiples of 1 / --window-s.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10")]
+    pub freqs_hz: Vec<f64>,
+    /// The window the frequency response is read over (s).
+    #[arg(long, default_value_t = 5.0)]
+    pub window_s: f64,
+    /// Time before the probe, its last half the hold (s).
+    #[arg(long, default_value_t = 3.0)]
+    pub settle_s: f64,
+}
+
+/// The joints `--joints` names on an arm of `n` joints.
+fn parse_joints(s: &str, n: usize) -> anyhow::Result<Vec<usize>> {
+    if s == "all" {
+        return Ok((0..n).collect());
+    }
+    s.split(',')
+        .map(|j| {
+            j.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&j| j < n)
+                .with_context(|| {
+                    format!(
+                        "--joints {s}: `{j}` is not a joint of this arm (0 to {})",
+                        n - 1
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Runs `chunkrt gap`.
+pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
+    let reference = crate::setup::load_config(&args.reference)?;
+    let plant = crate::setup::load_config(&args.plant)?;
+    if reference.control.joints != plant.control.joints {
+        bail!(
+            "{} has {} joints, {} has {}: the plants must be the same arm",
+            args.reference.display(),
+            reference.control.joints,
+            args.plant.display(),
+            plant.control.joints
+        );
+    }
+    let setup = GapSetup {
+        joints: parse_joints(&args.joints, reference.control.joints)?,
+        freqs_hz: args.freqs_hz.clone(),
+        window_s: args.window_s,
+        settle_s: args.settle_s,
+        hold_s: args.settle_s / 2.0,
+        ..GapSetup::default()
+    };
+    setup.check(&reference)?;
+    setup.check(&plant)?;
+    chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
+    chunkrt_rt::signals::loaded();
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    outln!(
+        "gap: {} joint(s) excited, {:.1} s each, on {} then {}",
+        setup.joints.len(),
+        setup.run_s(),
+        args.reference.display(),
+        args.plant.display()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let name = |p: &Path| p.display().to_string();
+    let r = measure_plant(
+        &reference,
+        &name(&args.reference),
+        &setup,
+        &args.out.join("reference"),
+        stop.clone(),
+    )?;
+    let p = measure_plant(
+        &plant,
+        &name(&args.plant),
+        &setup,
+        &args.out.join("plant"),
+        stop,
+    )?;
+    let tol = Tolerances::default();
+    let rows = compare(&r, &p, &tol);
+    print_table(&rows);
+    let over = rows.iter().filter(|r| r.over).count();
+    let path = args.out.join("gap.json");
+    let doc = json!({
+        "reference": r,
+        "plant": p,
+        "setup": {
+            "joints": setup.joints,
+            "freqs_hz": setup.freqs_hz,
+            "window_s": setup.window_s,
+            "settle_s": setup.settle_s,
+            "hold_s": setup.hold_s,
+            "servo_gain_per_s": setup.servo_gain_per_s,
+        },
+        "tolerances": tol,
+        "rows": rows,
+        "over": over,
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    let fig = figure::GapFigure::new(&r, &p);
+    let written =
+        chunkrt_telemetry::plot::save(&fig, &args.out.join("gap")).map_err(anyhow::Error::msg)?;
+    outln!(
+        "{over} of {} rows over tolerance; wrote {}, {} and {}",
+        rows.len(),
+        path.display(),
+        written[0].display(),
+        written[1].display()
+    );
+    Ok(if over == 0 { 0 } else { crate::exit::EXIT_FAIL })
+}
+
+fn print_table(rows: &[GapRow]) {
+    outln!(
+        "{:<9} {:<22} {:>5} {:>12} {:>12} {:>12} {:>10}  verdict",
+        "channel",
+        "metric",
+        "joint",
+        "reference",
+        "plant",
+        "difference",
+        "tolerance"
+    );
+    for r in rows {
+        let joint = r.joint.map_or("-".to_string(), |j| j.to_string());
+        let tol = r.tolerance.map_or("-".to_string(), |t| format!("{t:.4}"));
+        let verdict = match (r.tolerance, r.over) {
+            (None, _) => "not judged",
+            (_, true) => "OVER",
+            _ => "ok",
+        };
+        outln!(
+            "{:<9} {:<22} {:>5} {:>12.5} {:>12.5} {:>12.5} {:>10}  {verdict}",
+            r.channel,
+            r.metric,
+            joint,
+            r.reference,
+            r.plant,
+            r.difference,
+            tol
+        );
+    }
+}

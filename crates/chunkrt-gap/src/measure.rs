@@ -1,0 +1,354 @@
+//! One plant measured: each excitation run by the real runtime, its recording read
+//! back into the channels' figures.
+
+use crate::error::GapError;
+use crate::setup::GapSetup;
+use crate::signal::{abs, bin, div, lag_deg, mean};
+use chunkrt_config::Config;
+use chunkrt_rt::{RunOptions, Runtime};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One plant's figures, from one excitation run per joint.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlantMeasurement {
+    /// The plant's name (its config file).
+    pub name: String,
+    /// Its backend (`sim`, `mujoco`, `ethercat`).
+    pub backend: String,
+    /// Its bus period (ms).
+    pub period_ms: f64,
+    /// The answer to each excited joint's probe.
+    pub responses: Vec<JointResponse>,
+    /// Every joint at rest (from the first run's hold).
+    pub hold: Vec<HoldStats>,
+    /// The policy path's timing (over every run).
+    pub timing: Timing,
+    /// The runs, one per excited joint.
+    pub run_dirs: Vec<PathBuf>,
+}
+
+/// A joint's answer to its probe.
+#[derive(Clone, Debug, Serialize)]
+pub struct JointResponse {
+    /// The excited joint.
+    pub joint: usize,
+    /// The probe's amplitude per component (rad).
+    pub amplitude_rad: f64,
+    /// `Y / C` at each probe frequency.
+    pub points: Vec<ResponsePoint>,
+    /// Every joint's largest `|Y_k / C_j|` over the probe frequencies (the excited
+    /// joint's own entry is 0): how much the probe moved the others.
+    pub coupling: Vec<f64>,
+    /// The play of the joint (rad), from the reversal run: the width of the
+    /// hysteresis of measured minus commanded position between the two directions.
+    pub backlash_rad: f64,
+}
+
+/// The measured position over the command that left the gate at one frequency.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResponsePoint {
+    /// The frequency (Hz).
+    pub freq_hz: f64,
+    /// `20 log10 |Y / C|`.
+    pub gain_db: f64,
+    /// `-arg(Y / C)` (degrees, in (-180, 180]).
+    pub phase_lag_deg: f64,
+}
+
+/// One joint held at rest.
+#[derive(Clone, Debug, Serialize)]
+pub struct HoldStats {
+    /// The joint.
+    pub joint: usize,
+    /// The mean of measured minus commanded position (rad): an encoder's offset, or
+    /// what the drive cannot pull in against a load.
+    pub bias_rad: f64,
+    /// The RMS of the rest of measured minus commanded (rad).
+    pub noise_rms_rad: f64,
+    /// The mean measured torque (N m): what holding the arm there takes.
+    pub torque_nm: f64,
+    /// Measured minus commanded, less its mean, per cycle.
+    #[serde(skip)]
+    pub residual_rad: Vec<f64>,
+}
+
+/// The policy path's timing.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timing {
+    /// End-to-end latency (observation to first command on the bus) P99 - P50 (ms).
+    pub e2e_jitter_ms: f64,
+    /// The oldest observation an inference started from (ms).
+    pub obs_age_max_ms: f64,
+    /// Deadlines the control loop missed.
+    pub overruns: u64,
+}
+
+/// One recorded cycle, every joint.
+struct Cycle {
+    t: f64,
+    playing: bool,
+    c: Vec<f64>,
+    y: Vec<f64>,
+    torque: Vec<f64>,
+}
+
+/// Measures the plant `cfg` names: one excitation run per joint of `setup`, each in
+/// `dir/joint-N`. `name` names the plant in figures and errors.
+pub fn measure_plant(
+    cfg: &Config,
+    name: &str,
+    setup: &GapSetup,
+    dir: &Path,
+    stop: Arc<AtomicBool>,
+) -> Result<PlantMeasurement, GapError> {
+    setup.check(cfg)?;
+    let mut m = PlantMeasurement {
+        name: name.to_string(),
+        backend: format!("{:?}", cfg.backend.kind).to_lowercase(),
+        period_ms: cfg.control.period_ms,
+        responses: Vec::new(),
+        hold: Vec::new(),
+        timing: Timing::default(),
+        run_dirs: Vec::new(),
+    };
+    for &j in &setup.joints {
+        let run_cfg = setup.excitation(cfg, j)?;
+        let run_dir = dir.join(format!("joint-{j}"));
+        let (cycles, timing) = run_once(&run_cfg, name, setup.run_s(), &run_dir, stop.clone())?;
+        let amplitude = run_cfg
+            .inject
+            .probe
+            .as_ref()
+            .map_or(0.0, |p| p.amplitude_rad);
+        let mut r = response(setup, &cycles, j, amplitude, name)?;
+        if m.hold.is_empty() {
+            m.hold = hold(setup, &cycles, name)?;
+        }
+        m.timing.e2e_jitter_ms = m.timing.e2e_jitter_ms.max(timing.e2e_jitter_ms);
+        m.timing.obs_age_max_ms = m.timing.obs_age_max_ms.max(timing.obs_age_max_ms);
+        m.timing.overruns += timing.overruns;
+        m.run_dirs.push(run_dir);
+        let rev_cfg = setup.reversal(cfg, j)?;
+        let rev_dir = dir.join(format!("joint-{j}-reversal"));
+        let (rev, _) = run_once(
+            &rev_cfg,
+            name,
+            setup.reversal_run_s(),
+            &rev_dir,
+            stop.clone(),
+        )?;
+        r.backlash_rad = backlash(setup, &rev, j, name)?;
+        m.responses.push(r);
+        m.run_dirs.push(rev_dir);
+    }
+    Ok(m)
+}
+
+/// Runs one excitation and reads its recording back.
+fn run_once(
+    cfg: &Config,
+    plant: &str,
+    run_s: f64,
+    run_dir: &Path,
+    stop: Arc<AtomicBool>,
+) -> Result<(Vec<Cycle>, Timing), GapError> {
+    let failed = |message: String| GapError::Run {
+        plant: plant.to_string(),
+        message,
+    };
+    let opts = RunOptions {
+        duration: Some(Duration::from_secs_f64(run_s)),
+        out_dir: Some(run_dir.to_path_buf()),
+        live_status: false,
+        stop,
+        config_name: plant.to_string(),
+    };
+    let outcome = Runtime::from_config(cfg)
+        .map_err(|e| failed(e.to_string()))?
+        .run(&opts)
+        .map_err(|e| failed(e.to_string()))?;
+    if outcome.ending() != chunkrt_rt::Ending::Normal {
+        return Err(GapError::Ended {
+            plant: plant.to_string(),
+            ending: outcome.ending(),
+            message: outcome.describe_ending(),
+        });
+    }
+    let report = &outcome.report;
+    let ms = |metric: &str, f: fn(&chunkrt_telemetry::MetricSummary) -> f64| {
+        report.metrics.get(metric).map_or(0.0, |s| f(s) * 1e-6)
+    };
+    let timing = Timing {
+        e2e_jitter_ms: ms("e2e_latency", |s| s.p99 as f64 - s.p50 as f64),
+        obs_age_max_ms: ms("obs_age", |s| s.max as f64),
+        overruns: report
+            .counters
+            .get("deadline_overruns")
+            .copied()
+            .unwrap_or(0),
+    };
+    let unreadable = |message: String| GapError::Recording {
+        plant: plant.to_string(),
+        message,
+    };
+    let files =
+        chunkrt_telemetry::readback::segments(run_dir).map_err(|e| unreadable(e.to_string()))?;
+    let mut cycles = Vec::new();
+    chunkrt_telemetry::readback::read_with(&files, None, |c| {
+        cycles.push(Cycle {
+            t: c.t_s,
+            playing: c.mode == chunkrt_core::Mode::Playing,
+            c: c.command_rad.to_vec(),
+            y: c.feedback_rad.to_vec(),
+            torque: c.feedback_torque_nm.to_vec(),
+        })
+    })
+    .map_err(|e| unreadable(e.to_string()))?;
+    Ok((cycles, timing))
+}
+
+/// The cycles in `[from, from + len)` s after the first one, each playing; an error
+/// names the first that was not (the policy lost authority while measured).
+fn window<'a>(
+    cycles: &'a [Cycle],
+    from: f64,
+    len: f64,
+    what: &str,
+    plant: &str,
+) -> Result<Vec<&'a Cycle>, GapError> {
+    let t0 = cycles.first().map_or(0.0, |c| c.t);
+    let w: Vec<&Cycle> = cycles
+        .iter()
+        .filter(|c| c.t - t0 >= from - 1e-9 && c.t - t0 < from + len - 1e-9)
+        .collect();
+    let err = |message: String| {
+        Err(GapError::Recording {
+            plant: plant.to_string(),
+            message,
+        })
+    };
+    if w.len() < 8 {
+        return err(format!(
+            "the {what} window ({from} s to {} s) holds {} recorded cycles",
+            from + len,
+            w.len()
+        ));
+    }
+    if let Some(c) = w.iter().find(|c| !c.playing) {
+        return err(format!(
+            "the policy lost authority during the {what} (at {:.3} s): the run's \
+             events.jsonl says why",
+            c.t - t0
+        ));
+    }
+    Ok(w)
+}
+
+/// Joint `j`'s answer to its probe, and every other joint's.
+fn response(
+    setup: &GapSetup,
+    cycles: &[Cycle],
+    j: usize,
+    amplitude_rad: f64,
+    plant: &str,
+) -> Result<JointResponse, GapError> {
+    let from = setup.settle_s + setup.ramp_s;
+    let w = window(cycles, from, setup.window_s, "probe", plant)?;
+    let t: Vec<f64> = w.iter().map(|c| c.t).collect();
+    let col = |f: &dyn Fn(&Cycle) -> f64| -> Vec<f64> { w.iter().map(|c| f(c)).collect() };
+    let c_j = col(&|c| c.c.get(j).copied().unwrap_or(f64::NAN));
+    let joints = w[0].y.len();
+    let mut coupling = vec![0.0f64; joints];
+    let mut points = Vec::new();
+    for &f in &setup.freqs_hz {
+        let cb = bin(&t, &c_j, f);
+        for (k, cpl) in coupling.iter_mut().enumerate() {
+            let y_k = col(&|c| c.y[k]);
+            let h = div(bin(&t, &y_k, f), cb);
+            if k == j {
+                points.push(ResponsePoint {
+                    freq_hz: f,
+                    gain_db: 20.0 * abs(h).log10(),
+                    phase_lag_deg: lag_deg(h),
+                });
+            } else {
+                *cpl = f64::max(*cpl, abs(h));
+            }
+        }
+    }
+    Ok(JointResponse {
+        joint: j,
+        amplitude_rad,
+        points,
+        coupling,
+        backlash_rad: 0.0,
+    })
+}
+
+/// Joint `j`'s play from its reversal run. Over the middle of each stroke (the
+/// command within half the amplitude of its centre, where the motion since the last
+/// reversal has crossed any play up to that), measured minus commanded position is
+/// fitted as `b0 + b1 v - (w / 2) sign(v)` (`v` the commanded velocity: the drive's
+/// following error grows with it; a link behind play trails the motor by half of it
+/// either way); the play is `w`.
+fn backlash(setup: &GapSetup, cycles: &[Cycle], j: usize, plant: &str) -> Result<f64, GapError> {
+    let from = crate::setup::REVERSAL_SETTLE_S + setup.ramp_s;
+    let w = window(cycles, from, setup.reversal_window_s(), "reversal", plant)?;
+    let c: Vec<f64> = w.iter().map(|x| x.c[j]).collect();
+    let (lo, hi) = c
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+            (l.min(x), h.max(x))
+        });
+    let (mid, half) = (0.5 * (lo + hi), 0.25 * (hi - lo));
+    let mut normal = [[0.0; 3]; 3];
+    let mut rhs = [0.0; 3];
+    for n in 1..w.len().saturating_sub(1) {
+        if (c[n] - mid).abs() >= half {
+            continue;
+        }
+        let v = (c[n + 1] - c[n - 1]) / (w[n + 1].t - w[n - 1].t);
+        let x = [1.0, v, 0.5 * v.signum()];
+        let e = w[n].y[j] - c[n];
+        for a in 0..3 {
+            rhs[a] += x[a] * e;
+            for b in 0..3 {
+                normal[a][b] += x[a] * x[b];
+            }
+        }
+    }
+    crate::signal::solve3(normal, rhs)
+        .map(|b| -b[2])
+        .ok_or_else(|| GapError::Recording {
+            plant: plant.to_string(),
+            message: format!(
+                "joint {j}'s reversal run did not move it both ways (command from {lo} to {hi} rad)"
+            ),
+        })
+}
+
+/// Every joint during the hold before the probe.
+fn hold(setup: &GapSetup, cycles: &[Cycle], plant: &str) -> Result<Vec<HoldStats>, GapError> {
+    let from = setup.settle_s - setup.hold_s;
+    let w = window(cycles, from, setup.hold_s, "hold", plant)?;
+    let joints = w[0].y.len();
+    Ok((0..joints)
+        .map(|k| {
+            let e: Vec<f64> = w.iter().map(|c| c.y[k] - c.c[k]).collect();
+            let bias = mean(&e);
+            let residual: Vec<f64> = e.iter().map(|x| x - bias).collect();
+            let torque: Vec<f64> = w.iter().filter_map(|c| c.torque.get(k).copied()).collect();
+            HoldStats {
+                joint: k,
+                bias_rad: bias,
+                noise_rms_rad: mean(&residual.iter().map(|x| x * x).collect::<Vec<_>>()).sqrt(),
+                torque_nm: mean(&torque),
+                residual_rad: residual,
+            }
+        })
+        .collect())
+}
