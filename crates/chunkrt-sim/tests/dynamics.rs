@@ -246,3 +246,43 @@ fn feedback_reports_state_at_now() {
     );
     assert_eq!(fb.state[7], DriveState::Disabled);
 }
+
+#[test]
+fn behind_backlash_the_link_the_host_reads_trails_the_motor_by_half_the_play_each_way() {
+    let play = 0.004;
+    let mut p = single_joint(20.0);
+    p.backlash_rad[0] = play;
+    let mut sim = arm(p);
+    let mut fb = Feedback::default();
+    sim.start(T0, &mut fb).expect("start");
+    let ms = |k: u64| T0.add_ns(k * 1_000_000);
+    // A slow ramp out to 0.05 rad and back, a setpoint every millisecond: the link is
+    // carried at the gap's far edge on the way out and at its near edge on the way
+    // back, and the host reads the link.
+    let (mut k, mut x) = (0, sim.joint(0).unwrap().pos_rad);
+    for (v, trail) in [(0.05, -0.5 * play), (-0.05, 0.5 * play)] {
+        for _ in 0..1000 {
+            x += v * 1e-3;
+            sim.apply(ms(k), &command(1, DriveRequest::Track, &[x], &[v]))
+                .expect("valid command");
+            k += 1;
+            sim.advance_to(ms(k));
+        }
+        let j = sim.joint(0).unwrap();
+        assert!(j.vel_rad_s * v > 0.0, "still moving: {j:?}");
+        assert!(
+            (j.link_pos_rad - (j.pos_rad + trail)).abs() < 1e-12,
+            "{j:?}"
+        );
+        sim.fill_feedback(ms(k), &mut fb);
+        assert_eq!(fb.pos_rad[0], j.link_pos_rad, "the host reads the link");
+    }
+    // Without play the link is the motor.
+    let mut sim = arm(single_joint(20.0));
+    sim.start(T0, &mut fb).expect("start");
+    sim.apply(T0, &command(1, DriveRequest::Track, &[0.05], &[0.0]))
+        .unwrap();
+    sim.advance_to(ms(1000));
+    let j = sim.joint(0).unwrap();
+    assert_eq!(j.link_pos_rad, j.pos_rad);
+}

@@ -676,8 +676,13 @@ impl Collector {
             .extra
             .insert("interventions".into(), json!(log.written()));
         if let Some(e) = &log.error {
-            self.warnings
-                .push(format!("an intervention record was not written: {e}"));
+            self.losses.push(RecordLoss {
+                file: "interventions/".into(),
+                unit: "records",
+                lost: log.failed,
+                of: written + log.failed,
+                error: e.clone(),
+            });
         }
     }
 

@@ -57,10 +57,14 @@ pub struct InterventionLog {
     before_ns: u64,
     after_ns: u64,
     ring: VecDeque<CycleRecord>,
+    /// Cycles the ring holds at most.
+    ring_cycles: usize,
     pending: Vec<Pending>,
     written: Vec<InterventionRef>,
     /// Triggers not written: past [`MAX_RECORDS`], or a write that failed.
     pub dropped: u64,
+    /// Records whose write failed (among `dropped`).
+    pub failed: u64,
     /// The last write error.
     pub error: Option<String>,
 }
@@ -83,9 +87,11 @@ impl InterventionLog {
             before_ns: (before_s * 1e9) as u64,
             after_ns: (after_s * 1e9) as u64,
             ring: VecDeque::with_capacity(ring_cycles.max(16)),
+            ring_cycles: ring_cycles.max(16),
             pending: Vec::new(),
             written: Vec::new(),
             dropped: 0,
+            failed: 0,
             error: None,
         }
     }
@@ -98,7 +104,7 @@ impl InterventionLog {
     /// One cycle: kept in the ring, added to the records still open, and those whose
     /// window after is now full written.
     pub fn cycle(&mut self, r: &CycleRecord) {
-        if self.ring.len() == self.ring.capacity() {
+        if self.ring.len() >= self.ring_cycles {
             self.ring.pop_front();
         }
         self.ring.push_back(*r);
@@ -174,6 +180,7 @@ impl InterventionLog {
         let wrote = std::fs::create_dir_all(&self.dir).and_then(|()| std::fs::write(&path, &text));
         if let Err(e) = wrote {
             self.dropped += 1;
+            self.failed += 1;
             self.error = Some(format!("{}: {e}", path.display()));
             return;
         }
@@ -297,6 +304,47 @@ mod tests {
         assert_eq!(lines[1]["cycle"], 100);
         assert_eq!(lines[301]["cycle"], 400);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn each_kind_of_intervention_opens_a_record_and_the_runs_own_stop_does_not() {
+        let t = MonoTime::from_ns(1_000_000_000);
+        let kinds: Vec<_> = [
+            mode(1.0, ModeChangeReason::ChunkExpired),
+            mode(1.0, ModeChangeReason::Shutdown),
+            EventRecord::GateSaturated {
+                t,
+                joint: 2,
+                constraint: chunkrt_core::Constraint::Braking,
+                cycles: 5,
+            },
+            EventRecord::Backend {
+                t,
+                error: chunkrt_core::BackendError::DriveFault {
+                    joint: 1,
+                    code: 0x7500,
+                },
+            },
+            EventRecord::FollowingError {
+                t,
+                joint: 0,
+                error_rad: 0.07,
+                limit_rad: 0.06,
+            },
+        ]
+        .iter()
+        .map(|e| trigger(e).map(|(k, _, _)| k))
+        .collect();
+        assert_eq!(
+            kinds,
+            [
+                Some("withdrawal"),
+                None,
+                Some("gate_saturated"),
+                Some("backend_fault"),
+                Some("following_error")
+            ]
+        );
     }
 
     #[test]
