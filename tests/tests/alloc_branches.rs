@@ -377,8 +377,9 @@ impl Rig {
                     }
                 }
                 EventRecord::GateSaturated { .. } => seen.gate_saturated += 1,
-                // No following-error limit here: tests/tests/alloc.rs counts that path.
-                EventRecord::FollowingError { .. } => {}
+                // No following-error limit here: tests/tests/alloc.rs counts that path;
+                // the operator's stop is the signals tests'.
+                EventRecord::FollowingError { .. } | EventRecord::OperatorStop { .. } => {}
                 EventRecord::Backend { error, .. } => {
                     *seen
                         .backend_errors

@@ -89,9 +89,27 @@ fn stop_mid_run_with(first: &[libc::c_int], signal: libc::c_int, name: &str) -> 
         last["to"] == "Holding" || last["to"] == "SafeStop",
         "the arm ends at rest: {last}"
     );
-    // The same events are in events.jsonl.
+    // The same events are in events.jsonl, and the operator's stop with them.
     let log = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
     assert!(log.contains("\"Shutdown\""), "{log}");
+    assert!(log.contains("\"event\":\"operator_stop\""), "{log}");
+    // The operator's stop is an intervention record, cited by its digest.
+    let records = report["extra"]["interventions"]
+        .as_array()
+        .or_else(|| report["interventions"].as_array())
+        .expect("the report lists the interventions");
+    let stop = records
+        .iter()
+        .find(|r| r["kind"] == "operator_stop")
+        .unwrap_or_else(|| panic!("no operator_stop record: {records:?}"));
+    let file = out.join(stop["file"].as_str().unwrap());
+    let head = std::fs::read_to_string(&file).unwrap();
+    assert!(head.starts_with("{"), "{}", file.display());
+    assert!(
+        head.contains("\"intervention\":\"operator_stop\""),
+        "{}",
+        file.display()
+    );
     // Records complete: every cycle that ran is recorded or counted as dropped.
     let c = &report["counters"];
     assert_eq!(

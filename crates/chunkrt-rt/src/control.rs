@@ -270,6 +270,14 @@ impl ControlLoop {
         &self.fb
     }
 
+    /// Logs that an operator asked for the stop (`signals`: stop signals so far, 0
+    /// for the stop flag): the event, and with it an intervention record. No
+    /// allocation (the event ring is preallocated).
+    pub fn note_operator_stop(&mut self, now: MonoTime, signals: u32) {
+        self.events_out
+            .push(EventRecord::OperatorStop { t: now, signals });
+    }
+
     /// Takes authority away from the policy for good (shutdown): the arm is brought
     /// to rest and no further chunk is offered to the executor.
     pub fn stop_playing(&mut self, now: MonoTime, reason: ModeChangeReason) {

@@ -189,6 +189,10 @@ impl Schedule {
                     } else {
                         ModeChangeReason::Shutdown
                     };
+                    let asked = stops > 0 || requests.stop.load(Ordering::Relaxed);
+                    if asked && !(expired || policy_failed || lost || failed) {
+                        control.note_operator_stop(now, stops);
+                    }
                     self.begin_stop(control, now, reason, quick, requests);
                 }
             }

@@ -499,6 +499,7 @@ impl Collector {
             EventRecord::Reject { .. } => self.bump("chunks_rejected_logged", 1),
             EventRecord::GateSaturated { .. } => self.bump("gate_saturated", 1),
             EventRecord::FollowingError { .. } => self.bump("following_errors", 1),
+            EventRecord::OperatorStop { .. } => self.bump("operator_stops", 1),
             _ => {}
         }
         let value = self.event_json(e);
@@ -525,6 +526,11 @@ impl Collector {
                 "event": "chunk_rejected",
                 "seq": seq,
                 "reason": format!("{reason:?}"),
+            }),
+            EventRecord::OperatorStop { t, signals } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "operator_stop",
+                "signals": signals,
             }),
             EventRecord::Backend { t, error } => json!({
                 "t_s": self.t_rel(*t),

@@ -1,5 +1,5 @@
 //! Intervention records: every withdrawal of the policy's authority, gate saturation,
-//! following-error excursion and backend fault written as a standalone file with the
+//! following-error excursion, backend fault and operator stop written as a standalone file with the
 //! full-rate cycles around it, cut from an in-memory ring whether or not the
 //! recording is on, named by its SHA-256 and listed in the report (ready to cite from
 //! a policy manifest's `negative_event_registry`).
@@ -23,7 +23,8 @@ pub const MAX_RECORDS: usize = 16;
 /// A record written, as the report lists it.
 #[derive(Clone, Debug, Serialize)]
 pub struct InterventionRef {
-    /// `withdrawal`, `gate_saturated`, `following_error` or `backend_fault`.
+    /// `withdrawal`, `gate_saturated`, `following_error`, `backend_fault` or
+    /// `operator_stop`.
     pub kind: &'static str,
     /// What triggered it (the reason, joint, constraint, error).
     pub detail: String,
@@ -206,8 +207,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The kind, time and detail of an intervention event; `None` for any other event.
-/// A withdrawal is the executor leaving `Playing` for any reason but the run's own
-/// stop (`Shutdown`): a chunk that expired or ran out is one too.
+/// A withdrawal is the executor leaving `Playing` for any reason but a stop
+/// (`Shutdown`: the run's end, or an operator's stop, which is a record of its own):
+/// a chunk that expired or ran out is one too.
 fn trigger(e: &EventRecord) -> Option<(&'static str, MonoTime, String)> {
     match e {
         EventRecord::Mode(m) if m.from == Mode::Playing && m.to != Mode::Playing => (m.reason
@@ -237,6 +239,14 @@ fn trigger(e: &EventRecord) -> Option<(&'static str, MonoTime, String)> {
             format!("joint {joint}: {error_rad:.4} rad against a limit of {limit_rad} rad"),
         )),
         EventRecord::Backend { t, error } => Some(("backend_fault", *t, error.to_string())),
+        EventRecord::OperatorStop { t, signals } => Some((
+            "operator_stop",
+            *t,
+            match signals {
+                0 => "the stop flag".to_string(),
+                n => format!("{n} stop signal(s)"),
+            },
+        )),
         _ => None,
     }
 }
@@ -331,6 +341,7 @@ mod tests {
                 error_rad: 0.07,
                 limit_rad: 0.06,
             },
+            EventRecord::OperatorStop { t, signals: 1 },
         ]
         .iter()
         .map(|e| trigger(e).map(|(k, _, _)| k))
@@ -342,7 +353,8 @@ mod tests {
                 None,
                 Some("gate_saturated"),
                 Some("backend_fault"),
-                Some("following_error")
+                Some("following_error"),
+                Some("operator_stop")
             ]
         );
     }

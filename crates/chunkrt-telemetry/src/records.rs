@@ -198,4 +198,12 @@ pub enum EventRecord {
         /// The error.
         error: BackendError,
     },
+    /// An operator asked the run to stop (SIGINT, SIGTERM, SIGHUP, or the embedding
+    /// program's stop flag) before its end: the controlled stop begins.
+    OperatorStop {
+        /// When.
+        t: MonoTime,
+        /// Stop signals received so far (0: the stop flag).
+        signals: u32,
+    },
 }
