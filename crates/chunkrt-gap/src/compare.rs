@@ -101,7 +101,7 @@ impl GapRow {
     }
 }
 
-/// Figures that differ only by rounding are the same figure.
+/// A frequency as a metric's name writes it: `10`, `0.5` (no trailing zeros).
 fn fmt_hz(f: f64) -> String {
     let s = format!("{f:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()

@@ -152,10 +152,13 @@ impl Joint {
     pub(crate) fn step(&mut self, t_ns: u64, dt_s: f64) {
         self.drive.step(t_ns, dt_s, self.pos_rad, self.vel_rad_s);
         self.integrate(dt_s);
+        // The link is carried at the gap's edge (`max`/`min`, not `clamp`: a position
+        // that is not a number must not panic the backend).
         let half = 0.5 * self.backlash_rad;
         self.link_pos_rad = self
             .link_pos_rad
-            .clamp(self.pos_rad - half, self.pos_rad + half);
+            .max(self.pos_rad - half)
+            .min(self.pos_rad + half);
     }
 
     /// Semi-implicit Euler on `J dv/dt = tau + tau_ext - b v - friction`, with
