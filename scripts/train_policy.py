@@ -607,8 +607,41 @@ def write_manifest(path, model_file, kind, stats, domain, digest, counts, sample
     ]
     out += ["    " + fmt_list(row, per_line=99) + "," for row in domain["cov"]]
     out += ["]", ""]
+    out += provenance_lines(kind, sha256_file(model_path), counts["demos"], digest)
     with open(path, "w") as f:
         f.write("\n".join(out))
+
+
+def provenance_lines(kind, model_sha, demos, data_sha):
+    """The manifest's provenance ledger (README "The reality gap"): one training stage,
+    ending with this model, on demonstrations of the kinematic expert (expert_rollout:
+    no physics, so no model asset), and its randomisation as +-2 sigma of the Gaussian
+    draws. `chunkrt gap --omission-log` appends the measured omissions after it."""
+    return [
+        "# Provenance ledger (README \"The reality gap\"): the training stages, the simulator,",
+        "# then the omission log `chunkrt gap --omission-log` appends.",
+        "[[regime_sequence]]",
+        f'stage = "imitation ({kind} matching of the expert\'s chunks)"',
+        'plant = "kinematic expert (scripts/train_policy.py expert_rollout)"',
+        f'checkpoint_sha256 = "{model_sha}"',
+        f'data = "{demos} demonstrations, data_sha256 {data_sha}"',
+        "",
+        "[simulation_provenance]",
+        "# The demonstrations are a kinematic expert's: no physics engine, no model asset.",
+        'engine = "kinematic expert"',
+        f'build = "scripts/train_policy.py (seed {SEED})"',
+        f"timestep_s = {DT_S / 10:.9g}",
+        'integrator = "explicit euler"',
+        "",
+        "[simulation_provenance.randomization]",
+        "# +-2 sigma of the Gaussian draws",
+        f"start_offset_rad = [{-2 * START_NOISE_RAD:.9g}, {2 * START_NOISE_RAD:.9g}]",
+        "detour_scale = [0.9, 1.1]",
+        f"progress_rate_scale = [{max(0.0, 1 - 2 * RATE_NOISE):.9g}, {1 + 2 * RATE_NOISE:.9g}]",
+        f"state_offset_rad = [{-2 * STATE_NOISE_RAD:.9g}, {2 * STATE_NOISE_RAD:.9g}]",
+        f"state_velocity_rad_s = [{-2 * VEL_NOISE_RAD_S:.9g}, {2 * VEL_NOISE_RAD_S:.9g}]",
+        "",
+    ]
 
 
 def main():

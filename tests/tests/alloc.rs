@@ -2,9 +2,10 @@
 //! allocator around 10 000+ real ticks (executor, gate, simulated arm, rings, buffers).
 
 use chunkrt_alloc_count::{count_allocations, CountingAllocator};
-use chunkrt_core::DomainBox;
 use chunkrt_core::{Chunk, Executor, Feedback, Gate, MonoTime, Observation};
+use chunkrt_core::{DomainBox, ExcludedRegion, Exclusions, ModeChangeReason};
 use chunkrt_rt::{ControlLoop, ControlParts};
+use chunkrt_telemetry::EventRecord;
 use chunkrt_tests::sim_config;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,7 +26,7 @@ fn fake_now() -> MonoTime {
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
 /// allocations counted on the control path after warm-up.
 fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
-    allocations_with(period_ms, cycles, domain, None)
+    allocations_with(period_ms, cycles, domain, None, Exclusions::NONE).0
 }
 
 /// As `allocations_over`, with the control-side delay lines of `inject` attached.
@@ -34,7 +35,8 @@ fn allocations_with(
     cycles: u64,
     domain: bool,
     inject: Option<chunkrt_config::InjectConfig>,
-) -> u64 {
+    exclusions: Exclusions,
+) -> (u64, u64) {
     let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
@@ -69,6 +71,7 @@ fn allocations_with(
         first_feedback: first,
         clock: fake_now,
     });
+    control = control.with_exclusions(exclusions);
     if let Some(inject) = &inject {
         control = control.attach_injection(inject, &first);
         assert!(control.injection().is_some());
@@ -91,6 +94,7 @@ fn allocations_with(
     let mut seq = 0;
     let warmup = 500;
     let mut counted_allocs = 0;
+    let mut excluded_events = 0;
     for i in 0..(warmup + cycles) {
         let deadline = t0.add_ns(i * period_ns);
         let wake = deadline.add_ns(20_000 + (i % 7) * 3_000);
@@ -121,11 +125,15 @@ fn allocations_with(
         // The telemetry side (not counted) keeps the rings from filling.
         if i % 100 == 0 {
             while consumers.pop_cycle().is_some() {}
-            while consumers.pop_event().is_some() {}
+            while let Some(e) = consumers.pop_event() {
+                if matches!(e, EventRecord::Mode(m) if m.reason == ModeChangeReason::Excluded) {
+                    excluded_events += 1;
+                }
+            }
         }
     }
     assert!(seq > 100, "chunks were produced");
-    counted_allocs
+    (counted_allocs, excluded_events)
 }
 
 #[test]
@@ -159,7 +167,25 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
         }),
         ..Default::default()
     };
-    assert_eq!(allocations_with(1.0, 10_000, true, Some(inject)), 0);
+    assert_eq!(
+        allocations_with(1.0, 10_000, true, Some(inject), Exclusions::NONE).0,
+        0
+    );
+}
+
+#[test]
+fn ten_thousand_cycles_in_and_out_of_an_excluded_region_allocate_nothing() {
+    // The scripted goals move joint 0 between 0 and 0.6 rad: it enters the region
+    // moving (authority taken, braked to rest, out of the region by its velocity),
+    // plays again, and so on (issue 41's omission-log exclusions).
+    let mut region = ExcludedRegion::unbounded(0);
+    [region.pos_lo_rad[0], region.pos_hi_rad[0]] = [0.2, 0.4];
+    [region.vel_lo_rad_s[0], region.vel_hi_rad_s[0]] = [0.05, 10.0];
+    let mut ex = Exclusions::NONE;
+    assert!(ex.push(region));
+    let (allocations, excluded) = allocations_with(20.0, 10_000, true, None, ex);
+    assert!(excluded > 2, "the region was entered {excluded} time(s)");
+    assert_eq!(allocations, 0);
 }
 
 #[test]

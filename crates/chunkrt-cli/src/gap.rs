@@ -2,6 +2,7 @@
 //! (`chunkrt-gap`), as a table, `gap.json` and a figure.
 
 mod figure;
+mod omission;
 
 use anyhow::{bail, Context};
 use chunkrt_gap::{compare, measure_plant, GapRow, GapSetup, Tolerances};
@@ -15,11 +16,24 @@ use std::sync::Arc;
 #[derive(Parser, Debug, Clone)]
 pub struct GapArgs {
     /// The reference plant's run config (e.g. the simulator the policy was trained on).
-    #[arg(long)]
-    pub reference: PathBuf,
+    #[arg(long, required_unless_present = "from_json")]
+    pub reference: Option<PathBuf>,
     /// The plant compared with it (another simulator, EtherCAT, the real arm).
-    #[arg(long)]
-    pub plant: PathBuf,
+    #[arg(long, required_unless_present = "from_json")]
+    pub plant: Option<PathBuf>,
+    /// Appends the over-tolerance rows to this policy manifest's `[[omission_log]]`
+    /// (the measurement copied beside it and cited by digest).
+    #[arg(long, value_name = "MANIFEST")]
+    pub omission_log: Option<PathBuf>,
+    /// Measures nothing: appends the rows of this earlier `gap.json` (with
+    /// `--omission-log`).
+    #[arg(
+        long,
+        value_name = "GAP_JSON",
+        requires = "omission_log",
+        conflicts_with_all = ["reference", "plant"]
+    )]
+    pub from_json: Option<PathBuf>,
     /// Where gap.json, gap.svg, gap.png and every excitation run go
     /// (`reference/joint-N`, `plant/joint-N`).
     #[arg(long, default_value = "runs/gap")]
@@ -61,14 +75,20 @@ fn parse_joints(s: &str, n: usize) -> anyhow::Result<Vec<usize>> {
 
 /// Runs `chunkrt gap`.
 pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
-    let reference = crate::setup::load_config(&args.reference)?;
-    let plant = crate::setup::load_config(&args.plant)?;
+    if let (Some(json), Some(manifest)) = (&args.from_json, &args.omission_log) {
+        return append_omissions(json, manifest).map(|_| 0);
+    }
+    let (Some(reference_path), Some(plant_path)) = (&args.reference, &args.plant) else {
+        bail!("--reference and --plant name the two plants (or --from-json an earlier gap.json)");
+    };
+    let reference = crate::setup::load_config(reference_path)?;
+    let plant = crate::setup::load_config(plant_path)?;
     if reference.control.joints != plant.control.joints {
         bail!(
             "{} has {} joints, {} has {}: the plants must be the same arm",
-            args.reference.display(),
+            reference_path.display(),
             reference.control.joints,
-            args.plant.display(),
+            plant_path.display(),
             plant.control.joints
         );
     }
@@ -90,21 +110,21 @@ pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
         "gap: {} joint(s) excited, {:.1} s each, on {} then {}",
         setup.joints.len(),
         setup.run_s(),
-        args.reference.display(),
-        args.plant.display()
+        reference_path.display(),
+        plant_path.display()
     );
     let stop = Arc::new(AtomicBool::new(false));
     let name = |p: &Path| p.display().to_string();
     let r = measure_plant(
         &reference,
-        &name(&args.reference),
+        &name(reference_path),
         &setup,
         &args.out.join("reference"),
         stop.clone(),
     )?;
     let p = measure_plant(
         &plant,
-        &name(&args.plant),
+        &name(plant_path),
         &setup,
         &args.out.join("plant"),
         stop,
@@ -141,7 +161,24 @@ pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
         written[0].display(),
         written[1].display()
     );
+    if let Some(manifest) = &args.omission_log {
+        append_omissions(&path, manifest)?;
+    }
     Ok(if over == 0 { 0 } else { crate::exit::EXIT_FAIL })
+}
+
+/// `--omission-log`: appends the over rows of `json` to `manifest`; returns how many
+/// rows were over tolerance.
+fn append_omissions(json: &Path, manifest: &Path) -> anyhow::Result<usize> {
+    let a = omission::append(json, manifest)?;
+    outln!(
+        "omission log of {}: {} entr(ies) appended, {} already logged; measurement {}",
+        manifest.display(),
+        a.entries,
+        a.already,
+        a.measurement.display()
+    );
+    Ok(a.entries + a.already)
 }
 
 fn print_table(rows: &[GapRow]) {

@@ -30,14 +30,16 @@ pub struct EcsimArgs {
 pub enum PolicyCommand {
     /// Draw action chunks from a model at one observation.
     Sample(SampleArgs),
-    /// A graph's inputs and outputs, and a drafted manifest (format 2) for it.
+    /// A graph's inputs and outputs, and a drafted manifest (format 2) for it; or a
+    /// policy manifest's provenance ledger.
     Inspect(InspectArgs),
 }
 
 /// `chunkrt policy inspect`.
 #[derive(Parser, Debug, Clone)]
 pub struct InspectArgs {
-    /// The ONNX model.
+    /// The ONNX model, or a policy manifest (its provenance ledger is printed, the
+    /// digests of the files it cites checked).
     pub model: PathBuf,
     /// Print only the drafted manifest (to redirect into a file).
     #[arg(long)]
@@ -105,8 +107,8 @@ pub fn ecsim(args: &EcsimArgs) -> anyhow::Result<u8> {
 }
 
 /// Why `policy inspect` could not read `model`, when the cause is the path rather than
-/// the model: no such file (with the models beside where it was looked for), or a
-/// policy manifest given instead of its model. `None`: the model's own error stands.
+/// the model: no such file (with the models beside where it was looked for). `None`:
+/// the model's own error stands.
 fn not_a_model(model: &Path) -> Option<anyhow::Error> {
     let m = model.display();
     match std::fs::symlink_metadata(model) {
@@ -133,30 +135,32 @@ fn not_a_model(model: &Path) -> Option<anyhow::Error> {
                  (.onnx); check the path{beside}"
             ))
         }
-        Ok(_) => {
-            let text = chunkrt_config::read_file(model).ok()?;
-            if chunkrt_config::FileKind::detect(model, &text)
-                != chunkrt_config::FileKind::PolicyManifest
-            {
-                return None;
-            }
-            let table = chunkrt_config::parse_toml::<serde_json::Value>(&text, model).ok()?;
-            let file = table.get("model_file")?.as_str()?;
-            let target = model.parent().unwrap_or(Path::new(".")).join(file);
-            Some(anyhow::anyhow!(
-                "{m} is a policy manifest, not an ONNX model: inspect the model it names: \
-                 chunkrt policy inspect {}",
-                target.display()
-            ))
-        }
-        Err(_) => None,
+        _ => None,
     }
+}
+
+/// Whether `path` is a policy manifest (told from its keys): `policy inspect` prints
+/// its provenance ledger.
+fn is_manifest(path: &Path) -> bool {
+    chunkrt_config::read_file(path).is_ok_and(|text| {
+        chunkrt_config::FileKind::detect(path, &text) == chunkrt_config::FileKind::PolicyManifest
+    })
 }
 
 /// Runs a policy subcommand.
 pub fn policy(cmd: &PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
         PolicyCommand::Inspect(a) => {
+            if is_manifest(&a.model) {
+                if a.manifest_only {
+                    anyhow::bail!(
+                        "--manifest-only drafts a manifest for an ONNX model; {} is a manifest",
+                        a.model.display()
+                    );
+                }
+                out!("{}", chunkrt_policy::verify::ledger_text(&a.model)?);
+                return Ok(0);
+            }
             let i = chunkrt_policy::inspect::inspect(
                 &a.model,
                 &chunkrt_policy::SessionOptions::default(),

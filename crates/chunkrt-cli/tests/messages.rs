@@ -192,18 +192,24 @@ fn policy_inspect_on_a_missing_file_or_a_manifest_names_the_cause_and_the_model_
     );
     // The models where it was looked for, the one meant among them.
     assert!(e.contains("rt-config/policies/flow.onnx"), "{e}");
-    // A manifest given for its model.
+    // A manifest: its provenance ledger (issue 41), not an error.
     let o = chunkrt(&["policy", "inspect", "rt-config/policies/flow.toml"]);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
-        e.contains("rt-config/policies/flow.toml is a policy manifest, not an ONNX model"),
-        "{e}"
+        out.starts_with("rt-config/policies/flow.toml: Flow model flow.onnx"),
+        "{out}"
     );
-    assert!(
-        e.contains("chunkrt policy inspect rt-config/policies/flow.onnx"),
-        "{e}"
-    );
+    assert!(out.contains("regime_sequence: 1 stage(s)"), "{out}");
+    // --manifest-only drafts a manifest for a model: given a manifest, it says so.
+    let o = chunkrt(&[
+        "policy",
+        "inspect",
+        "--manifest-only",
+        "rt-config/policies/flow.toml",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a manifest"), "{}", stderr(&o));
 }
 
 #[test]

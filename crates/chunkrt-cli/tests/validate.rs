@@ -120,8 +120,12 @@ fn scratch(name: &str) -> PathBuf {
 /// `rt-config/sim.toml` there naming it (`run.toml`); returns (manifest, run config).
 fn flow_policy_in(dir: &Path) -> (PathBuf, PathBuf) {
     let policies = repo().join("rt-config/policies");
-    for f in ["flow.toml", "flow.onnx"] {
-        std::fs::copy(policies.join(f), dir.join(f)).unwrap();
+    for e in std::fs::read_dir(&policies).unwrap() {
+        // The manifest, its model and the measurements its omission log cites.
+        let f = e.unwrap().file_name().to_string_lossy().to_string();
+        if f == "flow.toml" || f == "flow.onnx" || f.starts_with("gap-") {
+            std::fs::copy(policies.join(&f), dir.join(&f)).unwrap();
+        }
     }
     let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     let from = "manifest = \"policies/flow.toml\"";
@@ -451,17 +455,23 @@ fn validate_refuses_the_manifests_that_run_refuses() {
     type Setup = Box<dyn Fn(&Path, &Path)>;
     let write_model = |bytes: Vec<u8>, fix_digest: bool| -> Setup {
         Box::new(move |dir: &Path, manifest: &Path| {
+            let old = sha(&std::fs::read(dir.join("flow.onnx")).unwrap());
             std::fs::write(dir.join("flow.onnx"), &bytes).unwrap();
             if fix_digest {
-                set_manifest_key(manifest, "model_sha256", &format!("\"{}\"", sha(&bytes)));
+                // model_sha256 and the last regime stage's checkpoint (the model).
+                let text = std::fs::read_to_string(manifest).unwrap();
+                std::fs::write(manifest, text.replace(&old, &sha(&bytes))).unwrap();
             }
         })
     };
     let cases: Vec<(&str, Setup, &str)> = vec![
         (
             "wrong digest",
-            Box::new(|_: &Path, m: &Path| {
-                set_manifest_key(m, "model_sha256", &format!("\"{}\"", "ab".repeat(32)))
+            Box::new(move |dir: &Path, m: &Path| {
+                // model_sha256 and the last regime stage's checkpoint (the model).
+                let old = sha(&std::fs::read(dir.join("flow.onnx")).unwrap());
+                let text = std::fs::read_to_string(m).unwrap();
+                std::fs::write(m, text.replace(&old, &"ab".repeat(32))).unwrap();
             }),
             "does not match model_sha256",
         ),

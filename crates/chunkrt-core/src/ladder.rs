@@ -32,6 +32,9 @@ pub enum ModeChangeReason {
     SafeStopTimeout,
     /// The observation left the declared operating domain.
     OutOfDomain,
+    /// The measured state entered a region the policy manifest's omission log excludes
+    /// from its declared domain (a mechanism measured unclosed there).
+    Excluded,
     /// The backend reported an error.
     BackendError,
     /// The operator re-armed the executor.

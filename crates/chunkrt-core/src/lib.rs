@@ -38,5 +38,7 @@ pub use limits::{JointLimit, JointLimits};
 pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec};
 pub use spline::{ChunkSpline, Pva};
 pub use stop::StopProfile;
-pub use support::{DomainBox, SupportMonitor, SupportVerdict};
+pub use support::{
+    DomainBox, ExcludedRegion, Exclusions, SupportMonitor, SupportVerdict, MAX_EXCLUSIONS,
+};
 pub use time::{ms_to_ns, MonoTime, NS_PER_MS, NS_PER_S};

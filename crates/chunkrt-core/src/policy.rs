@@ -73,6 +73,13 @@ pub trait Policy: Send {
     fn observe_image(&mut self, _image: &ImageRef<'_>) -> Result<(), PolicyError> {
         Ok(())
     }
+
+    /// The regions of joint state its manifest's omission log removes from its declared
+    /// domain: the control loop takes its authority in them, every cycle, as it does
+    /// outside the domain box. Default: none.
+    fn exclusions(&self) -> crate::Exclusions {
+        crate::Exclusions::NONE
+    }
 }
 
 /// A camera frame as a policy sees it: RGB8, row-major, `height * width * 3` bytes,

@@ -744,6 +744,10 @@ impl Policy for ImportedPolicy {
         self.model.image_size()
     }
 
+    fn exclusions(&self) -> chunkrt_core::Exclusions {
+        self.model.manifest().raw.provenance().exclusions()
+    }
+
     fn observe_image(&mut self, image: &ImageRef<'_>) -> Result<(), PolicyError> {
         let want = self.model.image_size();
         if want != Some((image.height, image.width)) || image.rgb.len() != self.image.len() {

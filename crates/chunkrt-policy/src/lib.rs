@@ -26,6 +26,7 @@ pub mod model;
 pub mod noise;
 pub mod onnx_policy;
 pub mod ortlib;
+pub mod provenance;
 pub mod quintic;
 pub mod sample;
 pub mod sampler;

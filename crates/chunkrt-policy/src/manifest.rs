@@ -2,6 +2,9 @@
 //! inputs and outputs are encoded, how to sample it, what it was trained on and where it may
 //! be trusted. Parsed with `deny_unknown_fields`; every value is checked before use.
 
+use crate::provenance::{
+    NegativeEvent, Omission, Provenance, RegimeStage, SimulationProvenance, WearLedgerRef,
+};
 use std::path::{Path, PathBuf};
 
 use chunkrt_core::{JointVec, MAX_DOF, MAX_HORIZON};
@@ -283,13 +286,49 @@ pub struct Manifest {
     pub training: Training,
     /// Declared operating domain.
     pub domain: DomainSpec,
+
+    /// Provenance: the training stages in order ([`crate::provenance`]).
+    #[serde(default)]
+    pub regime_sequence: Vec<RegimeStage>,
+    /// Provenance: the simulator it was trained in.
+    #[serde(default)]
+    pub simulation_provenance: Option<SimulationProvenance>,
+    /// Provenance: mechanisms measured unclosed, and the regions they exclude from the
+    /// declared domain.
+    #[serde(default)]
+    pub omission_log: Vec<Omission>,
+    /// Provenance: intervention records cited by digest.
+    #[serde(default)]
+    pub negative_event_registry: Vec<NegativeEvent>,
+    /// Provenance: wear ledgers per hardware id.
+    #[serde(default)]
+    pub adaptation_wear_ledger: Vec<WearLedgerRef>,
 }
 
 impl Manifest {
-    /// Reads, parses and checks a manifest.
+    /// Reads, parses and checks a manifest, and the digests of the files its provenance
+    /// ledger cites.
     pub fn load(path: &Path) -> Result<Manifest, PolicyLoadError> {
         let text = read_manifest_text(path)?;
-        Manifest::parse(path, &text)
+        let m = Manifest::parse(path, &text)?;
+        m.provenance()
+            .verify_files(path)
+            .map_err(|what| PolicyLoadError::ManifestInvalid {
+                path: path.to_path_buf(),
+                what,
+            })?;
+        Ok(m)
+    }
+
+    /// The provenance sections.
+    pub fn provenance(&self) -> Provenance<'_> {
+        Provenance {
+            regime_sequence: &self.regime_sequence,
+            simulation: self.simulation_provenance.as_ref(),
+            omission_log: &self.omission_log,
+            negative_events: &self.negative_event_registry,
+            wear_ledger: &self.adaptation_wear_ledger,
+        }
     }
 
     /// Parses and checks manifest text; `path` is only used in messages.
@@ -416,21 +455,13 @@ impl Manifest {
         }
         check_domain(&self.domain, self.d_obs)?;
         check_training(&self.training)?;
-        Ok(())
+        self.provenance().check(self.d_a, &self.model_sha256)
     }
 }
 
 /// Checks a model digest (64 lowercase hex digits) and a model file name.
 pub(crate) fn check_digest_and_file(sha: &str, file: &str) -> Result<(), ManifestProblem> {
-    if sha.len() != 64
-        || !sha
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    {
-        return Err(Rule(format!(
-            "model_sha256 = \"{sha}\" is not 64 lowercase hex digits"
-        )));
-    }
+    crate::provenance::check_sha256("model_sha256", sha)?;
     if file.is_empty() {
         return Err(Rule("model_file is empty".into()));
     }

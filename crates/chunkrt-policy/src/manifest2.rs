@@ -34,6 +34,9 @@ use crate::manifest::{
     check_digest_and_file, check_domain, check_training, check_values as values, positive, range,
     DomainSpec, StateSource, Training, MAX_OBS,
 };
+use crate::provenance::{
+    NegativeEvent, Omission, Provenance, RegimeStage, SimulationProvenance, WearLedgerRef,
+};
 
 /// Longest observation history a manifest may declare.
 pub const MAX_HISTORY: usize = 16;
@@ -452,6 +455,23 @@ pub struct Manifest2 {
     /// Operating domain over the raw current-step observation (every input's sources, in
     /// input order).
     pub domain: DomainSpec,
+
+    /// Provenance: the training stages in order ([`crate::provenance`]).
+    #[serde(default)]
+    pub regime_sequence: Vec<RegimeStage>,
+    /// Provenance: the simulator it was trained in.
+    #[serde(default)]
+    pub simulation_provenance: Option<SimulationProvenance>,
+    /// Provenance: mechanisms measured unclosed, and the regions they exclude from the
+    /// declared domain.
+    #[serde(default)]
+    pub omission_log: Vec<Omission>,
+    /// Provenance: intervention records cited by digest.
+    #[serde(default)]
+    pub negative_event_registry: Vec<NegativeEvent>,
+    /// Provenance: wear ledgers per hardware id.
+    #[serde(default)]
+    pub adaptation_wear_ledger: Vec<WearLedgerRef>,
 }
 
 /// A format-2 manifest with its derived, checked values.
@@ -521,13 +541,33 @@ impl Manifest2 {
             .unwrap_or_else(|| Path::new("."))
             .join(&self.model_file)
     }
+
+    /// The provenance sections.
+    pub fn provenance(&self) -> Provenance<'_> {
+        Provenance {
+            regime_sequence: &self.regime_sequence,
+            simulation: self.simulation_provenance.as_ref(),
+            omission_log: &self.omission_log,
+            negative_events: &self.negative_event_registry,
+            wear_ledger: &self.adaptation_wear_ledger,
+        }
+    }
 }
 
 impl CheckedManifest2 {
-    /// Reads, parses and checks a manifest.
+    /// Reads, parses and checks a manifest, and the digests of the files its provenance
+    /// ledger cites.
     pub fn load(path: &Path) -> Result<CheckedManifest2, PolicyLoadError> {
         let text = crate::manifest::read_manifest_text(path)?;
-        CheckedManifest2::parse(path, &text)
+        let m = CheckedManifest2::parse(path, &text)?;
+        m.raw
+            .provenance()
+            .verify_files(path)
+            .map_err(|what| PolicyLoadError::ManifestInvalid {
+                path: path.to_path_buf(),
+                what,
+            })?;
+        Ok(m)
     }
 
     /// Parses and checks manifest text; `path` is only used in messages.
@@ -680,6 +720,7 @@ impl Manifest2 {
         }
         check_domain(&self.domain, d_obs)?;
         check_training(&self.training)?;
+        self.provenance().check(self.d_a, &self.model_sha256)?;
         Ok(CheckedManifest2 {
             raw: self,
             input_norms,
@@ -799,7 +840,7 @@ pub fn check_any_manifest(path: &Path, text: &str) -> Result<String, PolicyLoadE
         2 => {
             let m = CheckedManifest2::parse(path, text)?.raw;
             format!(
-                "{:?} model {} ({} {}), {} joints, {} of {} setpoints {} ms apart, {} input(s), history {}",
+                "{:?} model {} ({} {}), {} joints, {} of {} setpoints {} ms apart, {} input(s), history {}{}",
                 m.kind,
                 m.model_file,
                 m.origin.framework,
@@ -809,14 +850,20 @@ pub fn check_any_manifest(path: &Path, text: &str) -> Result<String, PolicyLoadE
                 m.action.horizon,
                 m.dt_ms,
                 m.observation.inputs.len(),
-                m.observation.history
+                m.observation.history,
+                m.provenance().summary()
             )
         }
         _ => {
             let m = crate::Manifest::parse(path, text)?;
             format!(
-                "{:?} model {}, {} joints, {} setpoints {} ms apart",
-                m.kind, m.model_file, m.d_a, m.horizon, m.dt_ms
+                "{:?} model {}, {} joints, {} setpoints {} ms apart{}",
+                m.kind,
+                m.model_file,
+                m.d_a,
+                m.horizon,
+                m.dt_ms,
+                m.provenance().summary()
             )
         }
     })

@@ -341,6 +341,10 @@ impl Policy for OnnxPolicy {
         }
     }
 
+    fn exclusions(&self) -> chunkrt_core::Exclusions {
+        self.engine.manifest().provenance().exclusions()
+    }
+
     /// Setpoint `i` is for `obs.t_capture + i * dt` (setpoint 0 is "now").
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
         let (d_a, horizon, dt_ns) = {

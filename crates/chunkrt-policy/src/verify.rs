@@ -61,3 +61,22 @@ pub fn verify_manifest(
         graph_unchecked,
     })
 }
+
+/// A manifest's summary line and its provenance ledger (`chunkrt policy inspect
+/// MANIFEST.toml`), after the manifest is checked and the digests of the files the
+/// ledger cites are compared (the model's digest is `validate`'s).
+pub fn ledger_text(path: &Path) -> Result<String, PolicyLoadError> {
+    let text = read_manifest_text(path)?;
+    let summary = check_any_manifest(path, &text)?;
+    let (model_sha256, ledger) = if manifest_format(path, &text)? == 2 {
+        let m = crate::CheckedManifest2::load(path)?.raw;
+        (m.model_sha256.clone(), m.provenance().describe())
+    } else {
+        let m = crate::Manifest::load(path)?;
+        (m.model_sha256.clone(), m.provenance().describe())
+    };
+    Ok(format!(
+        "{}: {summary}\nmodel sha256 {model_sha256}\n{ledger}",
+        path.display()
+    ))
+}

@@ -7,9 +7,9 @@
 
 use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
-    Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Executor, Feedback,
-    Gate, GateMask, JointVec, Mode, ModeChangeReason, MonoTime, Observation, Pva, RejectReason,
-    Resume, Setpoint, MAX_DOF,
+    Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Exclusions,
+    Executor, Feedback, Gate, GateMask, JointVec, Mode, ModeChangeReason, MonoTime, Observation,
+    Pva, RejectReason, Resume, Setpoint, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -27,6 +27,8 @@ pub struct ControlLoop {
     cycles_out: CycleProducer,
     events_out: EventProducer,
     domain: Option<DomainBox>,
+    /// The regions the policy manifest's omission log excludes from its domain.
+    exclusions: Exclusions,
     dof: usize,
     period_ns: u64,
     clock: fn() -> MonoTime,
@@ -157,6 +159,7 @@ impl ControlLoop {
                 .div_ceil(p.period_ns.max(1))
                 .max(1) as u32,
             following_limit: None,
+            exclusions: Exclusions::NONE,
             following_over: [false; MAX_DOF],
             prev_cmd_pos: p.first_feedback.pos_rad,
             drive_lost: None,
@@ -169,6 +172,14 @@ impl ControlLoop {
     /// cycle while it lasts).
     pub fn with_following_error(mut self, limits: Option<[f64; MAX_DOF]>) -> Self {
         self.following_limit = limits;
+        self
+    }
+
+    /// Takes authority from the policy every cycle while the measured state (positions,
+    /// velocities) lies in one of `exclusions` (`Excluded` event and fallback), as the
+    /// domain box does outside it.
+    pub fn with_exclusions(mut self, exclusions: Exclusions) -> Self {
+        self.exclusions = exclusions;
         self
     }
 
@@ -511,13 +522,18 @@ impl ControlLoop {
     /// authority back.
     #[inline]
     fn check_domain(&mut self, wake: MonoTime) {
-        let Some(domain) = &self.domain else {
-            return;
-        };
-        if let Some(j) = domain.first_violation(&self.fb.pos_rad) {
+        if let Some(j) = self
+            .domain
+            .as_ref()
+            .and_then(|d| d.first_violation(&self.fb.pos_rad))
+        {
             self.executor
                 .force_fallback(wake, ModeChangeReason::OutOfDomain);
             self.gate.flag_out_of_domain(Some(j as u16));
+        } else if let Some(r) = self.exclusions.find(&self.fb.pos_rad, &self.fb.vel_rad_s) {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::Excluded);
+            self.gate.flag_out_of_domain(Some(r.first_joint()));
         }
     }
 

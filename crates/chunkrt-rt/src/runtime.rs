@@ -318,6 +318,7 @@ impl Built {
             cycles_out: cycle_p,
             events_out: event_p,
             world,
+            exclusions: policy.exclusions(),
         };
         let inject_counts = Arc::new(crate::inject::InjectCounts::default());
         let collector = collector(cfg, opts, t_start)?;
@@ -973,6 +974,8 @@ struct LoopParts {
     events_out: chunkrt_telemetry::EventProducer,
     /// The arm's measurement for the synthetic camera.
     world: Option<chunkrt_buffer::Publisher<Observation>>,
+    /// The regions the policy's manifest excludes from its domain.
+    exclusions: chunkrt_core::Exclusions,
 }
 
 /// On the control thread: brings the backend up, enables its drives (process data
@@ -1036,7 +1039,8 @@ fn bring_up(
     let (sat_event, sat_fallback) = cfg.gate_saturation_cycles();
     let control = control
         .with_gate_saturation(sat_event, sat_fallback)
-        .with_following_error(cfg.following_error_limits());
+        .with_following_error(cfg.following_error_limits())
+        .with_exclusions(parts.exclusions);
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);
     Ok(match parts.world {

@@ -331,6 +331,29 @@ fn check_domain_takes_authority_outside_the_box_only() {
 }
 
 #[test]
+fn check_domain_takes_authority_inside_an_excluded_region_only() {
+    let mut region = chunkrt_core::ExcludedRegion::unbounded(4);
+    [region.pos_lo_rad[2], region.pos_hi_rad[2]] = [HOME[2] + 0.1, HOME[2] + 0.2];
+    [region.vel_lo_rad_s[2], region.vel_hi_rad_s[2]] = [0.1, 1.0];
+    let mut ex = chunkrt_core::Exclusions::NONE;
+    assert!(ex.push(region));
+    let mut r = rig_at(HOME, None);
+    r.control = r.control.with_exclusions(ex);
+    r.play(2);
+    let t = r.at(3);
+    // In the position band but not moving through it as the region says: inside.
+    r.control.fb.pos_rad[2] = HOME[2] + 0.15;
+    r.control.check_domain(t);
+    assert_eq!(r.control.mode(), Mode::Playing);
+    r.control.fb.vel_rad_s[2] = 0.5;
+    r.control.check_domain(t);
+    assert_ne!(r.control.mode(), Mode::Playing);
+    assert_eq!(r.mode_changes(), vec![ModeChangeReason::Excluded]);
+    let (mask, _) = r.control.gate_command(t, None);
+    assert_ne!(mask.0 & Constraint::Domain.bit(), 0);
+}
+
+#[test]
 fn check_drive_faults_asks_for_a_reset_then_reseeds_at_the_measurement() {
     let mut r = rig();
     r.play(2);
