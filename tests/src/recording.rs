@@ -24,6 +24,8 @@ pub struct RecordedCycle {
     pub command_rad: Vec<f64>,
     /// Measured position per joint.
     pub feedback_rad: Vec<f64>,
+    /// Measured torque per joint (empty where the message has none).
+    pub feedback_torque_nm: Vec<f64>,
 }
 
 /// Every cycle and every event (as JSON) in `path` (the first segment, which holds a
@@ -129,6 +131,11 @@ fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
         setpoint_rad: arr("setpoint_rad")?,
         command_rad: arr("command_rad")?,
         feedback_rad: arr("feedback_rad")?,
+        feedback_torque_nm: if v.get("feedback_torque_nm").is_some() {
+            arr("feedback_torque_nm")?
+        } else {
+            Vec::new()
+        },
     };
     let n = c.command_rad.len();
     if n == 0 || c.setpoint_rad.len() != n || c.feedback_rad.len() != n {

@@ -3,7 +3,7 @@
 
 use chunkrt_alloc_count::{count_allocations, CountingAllocator};
 use chunkrt_core::{Chunk, Executor, Feedback, Gate, MonoTime, Observation};
-use chunkrt_core::{DomainBox, ExcludedRegion, Exclusions, ModeChangeReason};
+use chunkrt_core::{DomainBox, ExcludedRegion, Exclusions, ModeChangeReason, ThermalLimits};
 use chunkrt_rt::{ControlLoop, ControlParts};
 use chunkrt_telemetry::EventRecord;
 use chunkrt_tests::sim_config;
@@ -26,7 +26,7 @@ fn fake_now() -> MonoTime {
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
 /// allocations counted on the control path after warm-up.
 fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
-    allocations_with(period_ms, cycles, domain, None, Exclusions::NONE).0
+    allocations_with(period_ms, cycles, domain, None, Exclusions::NONE, None).0
 }
 
 /// As `allocations_over`, with the control-side delay lines of `inject` attached.
@@ -36,6 +36,7 @@ fn allocations_with(
     domain: bool,
     inject: Option<chunkrt_config::InjectConfig>,
     exclusions: Exclusions,
+    thermal: Option<ThermalLimits>,
 ) -> (u64, u64) {
     let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
@@ -71,7 +72,7 @@ fn allocations_with(
         first_feedback: first,
         clock: fake_now,
     });
-    control = control.with_exclusions(exclusions);
+    control = control.with_exclusions(exclusions).with_thermal(thermal);
     if let Some(inject) = &inject {
         control = control.attach_injection(inject, &first);
         assert!(control.injection().is_some());
@@ -126,7 +127,9 @@ fn allocations_with(
         if i % 100 == 0 {
             while consumers.pop_cycle().is_some() {}
             while let Some(e) = consumers.pop_event() {
-                if matches!(e, EventRecord::Mode(m) if m.reason == ModeChangeReason::Excluded) {
+                if matches!(e, EventRecord::Mode(m)
+                    if m.reason == ModeChangeReason::Excluded || m.reason == ModeChangeReason::Thermal)
+                {
                     excluded_events += 1;
                 }
             }
@@ -168,7 +171,7 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
         ..Default::default()
     };
     assert_eq!(
-        allocations_with(1.0, 10_000, true, Some(inject), Exclusions::NONE).0,
+        allocations_with(1.0, 10_000, true, Some(inject), Exclusions::NONE, None).0,
         0
     );
 }
@@ -183,8 +186,32 @@ fn ten_thousand_cycles_in_and_out_of_an_excluded_region_allocate_nothing() {
     [region.vel_lo_rad_s[0], region.vel_hi_rad_s[0]] = [0.05, 10.0];
     let mut ex = Exclusions::NONE;
     assert!(ex.push(region));
-    let (allocations, excluded) = allocations_with(20.0, 10_000, true, None, ex);
+    let (allocations, excluded) = allocations_with(20.0, 10_000, true, None, ex, None);
     assert!(excluded > 2, "the region was entered {excluded} time(s)");
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn ten_thousand_cycles_heated_derated_and_withdrawn_by_the_thermal_monitor_allocate_nothing() {
+    // Every joint rated at a fraction of the torque the simulated drives spend moving
+    // between the scripted goals: derated, then withdrawn (the monitor's update, the
+    // gate's derated limits and the fallback run every counted cycle).
+    let cfg = sim_config(|_| {});
+    let mut limits = ThermalLimits {
+        dof: cfg.control.joints,
+        continuous_nm: [f64::INFINITY; chunkrt_core::MAX_DOF],
+        time_constant_s: [0.5; chunkrt_core::MAX_DOF],
+        derate_at: 0.3,
+        withdraw_at: 0.9,
+        min_derate: 0.2,
+    };
+    limits.continuous_nm[..cfg.control.joints].fill(0.5);
+    let (allocations, withdrawn) =
+        allocations_with(20.0, 10_000, true, None, Exclusions::NONE, Some(limits));
+    assert!(
+        withdrawn >= 1,
+        "the monitor took authority {withdrawn} time(s)"
+    );
     assert_eq!(allocations, 0);
 }
 

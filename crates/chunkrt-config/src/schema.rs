@@ -449,6 +449,42 @@ pub struct LimitsConfig {
     /// fallback ladder). Not set: no limit.
     #[serde(default)]
     pub max_following_error_rad: Option<PerJoint>,
+    /// The thermal monitor (`[limits.thermal]`): an I²t estimate per joint from the
+    /// measured torque that derates the joint's speed and then takes the policy's
+    /// authority before the drive's own limit. Not set: no monitor.
+    #[serde(default)]
+    pub thermal: Option<ThermalConfig>,
+}
+
+/// `[limits.thermal]`: per joint, the load `LP_T(tau^2) / tau_cont^2`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThermalConfig {
+    /// Continuous (rated) torque per joint, N m; the drive's I²t trips at load 1.
+    pub continuous_torque_nm: PerJoint,
+    /// The winding's thermal time constant per joint, s.
+    pub time_constant_s: PerJoint,
+    /// Load where the speed limit starts to be derated.
+    #[serde(default = "default_derate_at")]
+    pub derate_at: f64,
+    /// Load where the policy loses authority (below the drive's own 1).
+    #[serde(default = "default_withdraw_at")]
+    pub withdraw_at: f64,
+    /// Speed-limit factor at `withdraw_at`.
+    #[serde(default = "default_min_derate")]
+    pub min_derate: f64,
+}
+
+fn default_derate_at() -> f64 {
+    0.8
+}
+
+fn default_withdraw_at() -> f64 {
+    0.95
+}
+
+fn default_min_derate() -> f64 {
+    0.25
 }
 
 /// A box on the observed joint positions outside which the policy loses authority.

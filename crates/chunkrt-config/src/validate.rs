@@ -590,6 +590,28 @@ impl Config {
                 "a positive number",
             )?;
         }
+        if let Some(t) = &l.thermal {
+            t.continuous_torque_nm.check(
+                "limits.thermal.continuous_torque_nm",
+                n,
+                pos,
+                "a positive torque",
+            )?;
+            t.time_constant_s
+                .check("limits.thermal.time_constant_s", n, pos, "a positive time")?;
+            range("limits.thermal.derate_at", t.derate_at, 0.05, 0.99)?;
+            range("limits.thermal.withdraw_at", t.withdraw_at, 0.05, 0.99)?;
+            range("limits.thermal.min_derate", t.min_derate, 0.05, 1.0)?;
+            if t.withdraw_at <= t.derate_at {
+                return fail(
+                    "limits.thermal.withdraw_at",
+                    format!(
+                        "{} must be above derate_at = {} (derate first, then take authority)",
+                        t.withdraw_at, t.derate_at
+                    ),
+                );
+            }
+        }
         for j in 0..n {
             // The gate's braking bounds assume the limits can be met together: a
             // joint must be able to reach its acceleration limit before its speed
@@ -693,6 +715,25 @@ impl Config {
             *v = f.get(j);
         }
         Some(out)
+    }
+
+    /// The thermal monitor's limits (`limits.thermal`), when set.
+    pub fn thermal_limits(&self) -> Option<chunkrt_core::ThermalLimits> {
+        let t = self.limits.thermal.as_ref()?;
+        let n = self.control.joints.min(MAX_DOF);
+        let mut l = chunkrt_core::ThermalLimits {
+            dof: n,
+            continuous_nm: [f64::INFINITY; MAX_DOF],
+            time_constant_s: [1.0; MAX_DOF],
+            derate_at: t.derate_at,
+            withdraw_at: t.withdraw_at,
+            min_derate: t.min_derate,
+        };
+        for j in 0..n {
+            l.continuous_nm[j] = t.continuous_torque_nm.get(j);
+            l.time_constant_s[j] = t.time_constant_s.get(j);
+        }
+        Some(l)
     }
 
     /// `(event, fallback)` thresholds of gate saturation in control cycles (see

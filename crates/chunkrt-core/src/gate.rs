@@ -52,6 +52,9 @@ pub enum Constraint {
     Jerk = 5,
     /// Observation outside the operating domain.
     Domain = 6,
+    /// The thermal monitor's derated speed limit (a joint's I²t load past
+    /// `limits.thermal.derate_at`).
+    Thermal = 7,
 }
 
 impl Constraint {
@@ -64,6 +67,7 @@ impl Constraint {
         Constraint::Acceleration,
         Constraint::Jerk,
         Constraint::Domain,
+        Constraint::Thermal,
     ];
 
     /// Its bit in a [`GateMask`].
@@ -81,12 +85,13 @@ impl Constraint {
             Constraint::Acceleration => "acceleration",
             Constraint::Jerk => "jerk",
             Constraint::Domain => "domain",
+            Constraint::Thermal => "thermal",
         }
     }
 }
 
 /// Number of constraint kinds.
-pub const CONSTRAINT_COUNT: usize = 7;
+pub const CONSTRAINT_COUNT: usize = 8;
 
 /// One bit per constraint that intervened this cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -296,6 +301,8 @@ pub struct Gate {
     n_interventions: usize,
     counts: [u64; CONSTRAINT_COUNT],
     saturated: [Saturation; MAX_DOF],
+    /// Speed-limit factor per joint from the thermal monitor (1: not derated).
+    derate: [f64; MAX_DOF],
 }
 
 /// How long a joint's command has differed from the proposal without a break.
@@ -336,6 +343,7 @@ impl Gate {
             n_interventions: 0,
             counts: [0; CONSTRAINT_COUNT],
             saturated: [Saturation::default(); MAX_DOF],
+            derate: [1.0; MAX_DOF],
         };
         g.resync(initial_pos);
         g
@@ -352,6 +360,16 @@ impl Gate {
                 a: 0.0,
                 on_track: true,
             };
+        }
+    }
+
+    /// Scales joint `j`'s speed limit by `factor` and its acceleration limit by its
+    /// square root (the thermal monitor's derating, in `(0, 1]`; 1 restores them).
+    /// Where the derated speed limit binds, the intervention is `Thermal`. The gate
+    /// slows the joint within its acceleration and jerk limits.
+    pub fn set_derate(&mut self, j: usize, factor: f64) {
+        if j < MAX_DOF {
+            self.derate[j] = if factor > 0.0 { factor.min(1.0) } else { 1.0 };
         }
     }
 
@@ -413,7 +431,12 @@ impl Gate {
     /// One joint through the gate; returns the constraint bits that acted on it.
     #[inline]
     fn filter_joint(&mut self, j: usize, proposed: &Setpoint, cmd: &mut Command) -> u32 {
-        let lim = self.limits.joint[j];
+        let mut lim = self.limits.joint[j];
+        let derated = self.derate[j] < 1.0;
+        // Speed by the factor, acceleration by its square root: the derated limits
+        // still meet together (v >= a^2 / jerk), as the braking bounds assume.
+        lim.max_vel_rad_s *= self.derate[j];
+        lim.max_acc_rad_s2 *= self.derate[j].sqrt();
         let s = self.state[j];
         let raw = proposed.pos_rad[j];
         let (mut pd, mut vd, mut ad, mut bits) =
@@ -428,13 +451,17 @@ impl Gate {
         }
         if proposed.stop {
             // The executor has withdrawn the policy's authority: stop from the
-            // commanded state. Not an intervention (nothing proposed is changed).
-            let alpha = brake(&s, lo, hi, &lim, self.t);
+            // commanded state, with the joint's full limits (a derated joint stops as
+            // any other). Not an intervention (nothing proposed is changed).
+            let alpha = brake(&s, lo, hi, &self.limits.joint[j], self.t);
             self.step(j, alpha, false, cmd);
             self.saturated[j].cycles = 0;
             return 0;
         }
-        let (alpha, exact, acted) = self.acceleration(&s, pd, vd, ad, lo, hi, &lim);
+        let (alpha, exact, mut acted) = self.acceleration(&s, pd, vd, ad, lo, hi, &lim);
+        if derated && matches!(acted, Some(Constraint::Velocity | Constraint::Acceleration)) {
+            acted = Some(Constraint::Thermal);
+        }
         if let Some(c) = acted {
             bits |= c.bit();
             last = c;

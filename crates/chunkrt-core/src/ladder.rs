@@ -35,6 +35,9 @@ pub enum ModeChangeReason {
     /// The measured state entered a region the policy manifest's omission log excludes
     /// from its declared domain (a mechanism measured unclosed there).
     Excluded,
+    /// A joint's I²t load reached `limits.thermal.withdraw_at`: the motor would overheat
+    /// before the drive's own I²t limit if the policy kept pushing.
+    Thermal,
     /// The backend reported an error.
     BackendError,
     /// The operator re-armed the executor.

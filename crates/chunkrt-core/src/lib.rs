@@ -19,6 +19,7 @@ pub mod policy;
 pub mod spline;
 pub mod stop;
 pub mod support;
+pub mod thermal;
 pub mod time;
 
 pub use backend::{Backend, BackendError};
@@ -41,4 +42,5 @@ pub use stop::StopProfile;
 pub use support::{
     DomainBox, ExcludedRegion, Exclusions, SupportMonitor, SupportVerdict, MAX_EXCLUSIONS,
 };
+pub use thermal::{ThermalLimits, ThermalMonitor, ThermalVerdict};
 pub use time::{ms_to_ns, MonoTime, NS_PER_MS, NS_PER_S};

@@ -9,7 +9,7 @@ use chunkrt_buffer::{Publisher, Subscriber};
 use chunkrt_core::{
     Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Exclusions,
     Executor, Feedback, Gate, GateMask, JointVec, Mode, ModeChangeReason, MonoTime, Observation,
-    Pva, RejectReason, Resume, Setpoint, MAX_DOF,
+    Pva, RejectReason, Resume, Setpoint, ThermalLimits, ThermalMonitor, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -29,6 +29,8 @@ pub struct ControlLoop {
     domain: Option<DomainBox>,
     /// The regions the policy manifest's omission log excludes from its domain.
     exclusions: Exclusions,
+    /// The I²t thermal monitor (`limits.thermal`).
+    thermal: Option<ThermalMonitor>,
     dof: usize,
     period_ns: u64,
     clock: fn() -> MonoTime,
@@ -160,6 +162,7 @@ impl ControlLoop {
                 .max(1) as u32,
             following_limit: None,
             exclusions: Exclusions::NONE,
+            thermal: None,
             following_over: [false; MAX_DOF],
             prev_cmd_pos: p.first_feedback.pos_rad,
             drive_lost: None,
@@ -181,6 +184,20 @@ impl ControlLoop {
     pub fn with_exclusions(mut self, exclusions: Exclusions) -> Self {
         self.exclusions = exclusions;
         self
+    }
+
+    /// The thermal monitor on the measured torques (`limits.thermal`): derates a hot
+    /// joint's speed in the gate, then takes authority every cycle while its load is at
+    /// `withdraw_at` or above (`Thermal` event and fallback).
+    pub fn with_thermal(mut self, limits: Option<ThermalLimits>) -> Self {
+        let period_s = self.period_ns as f64 * 1e-9;
+        self.thermal = limits.map(|l| ThermalMonitor::new(l, period_s));
+        self
+    }
+
+    /// The thermal monitor's I²t high-water mark per joint (none: no monitor).
+    pub fn thermal_peaks(&self) -> Option<&JointVec> {
+        self.thermal.as_ref().map(ThermalMonitor::peaks)
     }
 
     /// Publishes each cycle's measurement (positions, velocities, capture time) into
@@ -438,7 +455,7 @@ impl ControlLoop {
         };
         let work_began = self.injected_work_began();
         self.take_newest_chunk(wake);
-        self.check_authority(wake);
+        self.check_authority(wake, missed);
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
@@ -510,8 +527,9 @@ impl ControlLoop {
     /// backend health. (The following error is checked on the exchange's fresh
     /// measurement, in [`Self::exchange`].)
     #[inline]
-    fn check_authority(&mut self, wake: MonoTime) {
+    fn check_authority(&mut self, wake: MonoTime, missed: u32) {
         self.check_domain(wake);
+        self.check_thermal(wake, missed);
         self.check_probe_guard(wake);
         self.check_drive_faults(wake);
         self.check_backend_health(wake);
@@ -534,6 +552,25 @@ impl ControlLoop {
             self.executor
                 .force_fallback(wake, ModeChangeReason::Excluded);
             self.gate.flag_out_of_domain(Some(r.first_joint()));
+        }
+    }
+
+    /// The thermal monitor on the last measurement's torques, over the periods since
+    /// the last cycle (skipped deadlines included: the winding heated through them):
+    /// the gate's derating, and the policy's authority taken while a joint is at
+    /// `withdraw_at`.
+    #[inline]
+    fn check_thermal(&mut self, wake: MonoTime, missed: u32) {
+        let Some(monitor) = self.thermal.as_mut() else {
+            return;
+        };
+        let verdict = monitor.update(&self.fb.torque_nm, 1 + missed);
+        for (j, f) in verdict.derate.iter().enumerate().take(self.dof) {
+            self.gate.set_derate(j, *f);
+        }
+        if verdict.withdraw.is_some() {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::Thermal);
         }
     }
 

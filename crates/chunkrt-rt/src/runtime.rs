@@ -1040,7 +1040,8 @@ fn bring_up(
     let control = control
         .with_gate_saturation(sat_event, sat_fallback)
         .with_following_error(cfg.following_error_limits())
-        .with_exclusions(parts.exclusions);
+        .with_exclusions(parts.exclusions)
+        .with_thermal(cfg.thermal_limits());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);
     Ok(match parts.world {
@@ -1299,6 +1300,13 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
         ("chunks_ignored_stopping", control.chunks_ignored_stopping()),
     ] {
         report.counters.insert(k.into(), v);
+    }
+    if let Some(peaks) = control.thermal_peaks() {
+        // The I²t high-water mark per joint (load 1: the drive's own limit).
+        let dof = cfg.control.joints.min(peaks.len());
+        report
+            .extra
+            .insert("thermal_peak_load".into(), json!(peaks[..dof].to_vec()));
     }
     for (i, n) in control.gate_counts().iter().enumerate() {
         report.gate.insert(
