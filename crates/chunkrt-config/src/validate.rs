@@ -120,6 +120,15 @@ impl Config {
             }
             BackendKind::Ethercat => match &self.ethercat {
                 Some(ec) => {
+                    if self.limits.thermal.is_some()
+                        && !ec.pdo.tx.contains(&crate::ethercat::PdoEntry::TorqueActual)
+                    {
+                        return fail(
+                            "limits.thermal",
+                            "the thermal monitor reads the drives' torque: ethercat.pdo.tx \
+                             must map torque_actual (0x6077)",
+                        );
+                    }
                     let l = &self.limits;
                     ec.validate(n, self.control.period_ms, |j| {
                         l.pos_min_rad.get(j).abs().max(l.pos_max_rad.get(j).abs())
