@@ -5,6 +5,7 @@
 //! blend, freshness, fallback ladder) and the permission gate live, together with
 //! the `Backend` and `Policy` traits that the other crates implement.
 
+pub mod action_filter;
 pub mod backend;
 pub mod blend;
 pub mod chunk;
