@@ -435,8 +435,10 @@ impl Gate {
         let derated = self.derate[j] < 1.0;
         // Speed by the factor, acceleration by its square root: the derated limits
         // still meet together (v >= a^2 / jerk), as the braking bounds assume.
-        lim.max_vel_rad_s *= self.derate[j];
-        lim.max_acc_rad_s2 *= self.derate[j].sqrt();
+        if derated {
+            lim.max_vel_rad_s *= self.derate[j];
+            lim.max_acc_rad_s2 *= self.derate[j].sqrt();
+        }
         let s = self.state[j];
         let raw = proposed.pos_rad[j];
         let (mut pd, mut vd, mut ad, mut bits) =
