@@ -26,10 +26,20 @@ fn fake_now() -> MonoTime {
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
 /// allocations counted on the control path after warm-up.
 fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
-    allocations_with(period_ms, cycles, domain, None, Exclusions::NONE, None).0
+    allocations_with(
+        period_ms,
+        cycles,
+        domain,
+        None,
+        Exclusions::NONE,
+        None,
+        false,
+    )
+    .0
 }
 
 /// As `allocations_over`, with the control-side delay lines of `inject` attached.
+#[allow(clippy::too_many_arguments)]
 fn allocations_with(
     period_ms: f64,
     cycles: u64,
@@ -37,7 +47,8 @@ fn allocations_with(
     inject: Option<chunkrt_config::InjectConfig>,
     exclusions: Exclusions,
     thermal: Option<ThermalLimits>,
-) -> (u64, u64) {
+    shaped: bool,
+) -> (u64, u64, [u64; chunkrt_core::CONSTRAINT_COUNT]) {
     let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
@@ -55,7 +66,15 @@ fn allocations_with(
         chunkrt_telemetry::rings(cfg.telemetry.ring_capacity);
     let mut control = ControlLoop::new(ControlParts {
         executor: Executor::new(cfg.executor_config(), limits, &first.pos_rad, t0),
-        gate: Gate::new(limits, period_ns, &first.pos_rad),
+        gate: if shaped {
+            // The action filter at 5 Hz and a torque slew limit far below the jerk
+            // limit (issue 41): both act on the scripted motion.
+            Gate::new(limits, period_ns, &first.pos_rad)
+                .with_action_filter(Some(5.0))
+                .with_torque_slew(Some([5.0; chunkrt_core::MAX_DOF]))
+        } else {
+            Gate::new(limits, period_ns, &first.pos_rad)
+        },
         backend,
         chunks: chunk_sub,
         observations: obs_pub,
@@ -136,7 +155,9 @@ fn allocations_with(
         }
     }
     assert!(seq > 100, "chunks were produced");
-    (counted_allocs, excluded_events)
+    let mut counts = [0; chunkrt_core::CONSTRAINT_COUNT];
+    counts.copy_from_slice(control.gate_counts());
+    (counted_allocs, excluded_events, counts)
 }
 
 #[test]
@@ -171,7 +192,16 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
         ..Default::default()
     };
     assert_eq!(
-        allocations_with(1.0, 10_000, true, Some(inject), Exclusions::NONE, None).0,
+        allocations_with(
+            1.0,
+            10_000,
+            true,
+            Some(inject),
+            Exclusions::NONE,
+            None,
+            false
+        )
+        .0,
         0
     );
 }
@@ -186,7 +216,7 @@ fn ten_thousand_cycles_in_and_out_of_an_excluded_region_allocate_nothing() {
     [region.vel_lo_rad_s[0], region.vel_hi_rad_s[0]] = [0.05, 10.0];
     let mut ex = Exclusions::NONE;
     assert!(ex.push(region));
-    let (allocations, excluded) = allocations_with(20.0, 10_000, true, None, ex, None);
+    let (allocations, excluded, _) = allocations_with(20.0, 10_000, true, None, ex, None, false);
     assert!(excluded > 2, "the region was entered {excluded} time(s)");
     assert_eq!(allocations, 0);
 }
@@ -206,11 +236,31 @@ fn ten_thousand_cycles_heated_derated_and_withdrawn_by_the_thermal_monitor_alloc
         min_derate: 0.2,
     };
     limits.continuous_nm[..cfg.control.joints].fill(0.5);
-    let (allocations, withdrawn) =
-        allocations_with(20.0, 10_000, true, None, Exclusions::NONE, Some(limits));
+    let (allocations, withdrawn, _) = allocations_with(
+        20.0,
+        10_000,
+        true,
+        None,
+        Exclusions::NONE,
+        Some(limits),
+        false,
+    );
     assert!(
         withdrawn >= 1,
         "the monitor took authority {withdrawn} time(s)"
+    );
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn ten_thousand_cycles_through_the_action_filter_and_torque_slew_limit_allocate_nothing() {
+    let (allocations, _, shaped_counts) =
+        allocations_with(20.0, 10_000, true, None, Exclusions::NONE, None, true);
+    use chunkrt_core::Constraint;
+    assert!(
+        shaped_counts[Constraint::TorqueSlew as usize] > 0
+            && shaped_counts[Constraint::ActionFilter as usize] > 0,
+        "both acted: {shaped_counts:?}"
     );
     assert_eq!(allocations, 0);
 }

@@ -486,3 +486,111 @@ fn a_moving_policy_reads_the_loop_its_held_twin_reads() {
         held["status"]
     );
 }
+
+/// Issue 41: the low-pass action filter's phase cost, measured. The servo loop at
+/// k = 2 pi is measured with and without `limits.action_filter_hz = 2`; the filter
+/// sits between the policy's setpoint and the command, inside the measured loop, so
+/// the loop's phase at each probe frequency must fall by the discrete filter's own
+/// lag there (`arg(a / (1 - (1 - a) e^{-jwT}))`: 12.3 deg at 0.5 Hz, 26.8 at 1.2 Hz,
+/// 40.1 at 2.2 Hz), and the report states that lag at the crossover.
+#[test]
+fn the_action_filter_costs_the_loop_its_own_phase_lag() {
+    let cfg = std::fs::read_to_string(repo_file("rt-config/sim-servo.toml")).unwrap();
+    let filtered = cfg.replacen(
+        "brake_acc_rad_s2",
+        "action_filter_hz = 2.0\nbrake_acc_rad_s2",
+        1,
+    );
+    assert_ne!(cfg, filtered);
+    let path =
+        std::env::temp_dir().join(format!("chunkrt-servo-filter-{}.toml", std::process::id()));
+    std::fs::write(&path, filtered).unwrap();
+    let measure = |config: &Path, name: &str| {
+        let out =
+            std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let run = chunkrt()
+            .args(["margin", "--config"])
+            .arg(config)
+            .args(["--servo-gain", "6.2832", "--delays", "0ms"])
+            .args([
+                "--window-s",
+                "10",
+                "--settle-s",
+                "2",
+                "--free-s",
+                "5",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+        assert!(
+            run.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap())
+                .unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        (json["rows"][0].clone(), stdout)
+    };
+    let (plain, _) = measure(&repo_file("rt-config/sim-servo.toml"), "nofilter");
+    let (with, stdout) = measure(&path, "filter2hz");
+    let _ = std::fs::remove_file(&path);
+    assert!(plain["action_filter"].is_null(), "{plain}");
+    let phases = |r: &serde_json::Value| -> Vec<(f64, f64)> {
+        r["bode"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["freq_hz"].as_f64().unwrap(),
+                    p["phase_deg"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // The discrete filter's lag, computed here from its definition (50 Hz, 2 Hz).
+    let lag = |f: f64| {
+        let t = 0.02;
+        let b = (-2.0 * std::f64::consts::PI * 2.0 * t).exp();
+        let w = 2.0 * std::f64::consts::PI * f * t;
+        (b * w.sin()).atan2(1.0 - b * w.cos()).to_degrees()
+    };
+    let mut checked = 0;
+    for ((f, p0), (f1, p1)) in phases(&plain).into_iter().zip(phases(&with)) {
+        assert_eq!(f, f1);
+        if !(0.3..=2.3).contains(&f) {
+            continue;
+        }
+        let drop = p0 - p1;
+        assert!(
+            (drop - lag(f)).abs() <= 3.0,
+            "at {f} Hz the loop's phase fell by {drop:.1} deg, the filter's lag is {:.1}",
+            lag(f)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 6, "{checked} probe frequencies in 0.3..2.3 Hz");
+    let fc = with["crossover_hz"]
+        .as_f64()
+        .expect("a margin with the filter");
+    let stated = with["action_filter"]["phase_lag_deg_at_crossover"]
+        .as_f64()
+        .unwrap();
+    assert!((stated - lag(fc)).abs() < 1e-9, "{stated} vs {}", lag(fc));
+    assert!(
+        stdout.contains(&format!("costs {stated:.1} deg of phase at the crossover")),
+        "{stdout}"
+    );
+    // The margin lost is the filter's lag at the (slightly lower) crossover.
+    let pm_drop = plain["pm_deg"].as_f64().unwrap() - with["pm_deg"].as_f64().unwrap();
+    assert!(
+        (pm_drop - stated).abs() <= 4.0,
+        "margin fell {pm_drop:.1}, filter lag {stated:.1}"
+    );
+}

@@ -454,6 +454,30 @@ pub struct LimitsConfig {
     /// authority before the drive's own limit. Not set: no monitor.
     #[serde(default)]
     pub thermal: Option<ThermalConfig>,
+    /// The low-pass action filter's cutoff (Hz, at most 20): a first-order low-pass on every proposal before the
+    /// gate while the policy has authority. Its phase cost is in `chunkrt margin`'s
+    /// report. Not set: no filter.
+    #[serde(default)]
+    pub action_filter_hz: Option<f64>,
+    /// The torque slew-rate limit (`[limits.torque_slew]`): the torque the commanded
+    /// motion asks of a joint's inertia changes by at most `max_torque_nm /
+    /// rise_time_ms` per second. Not set: no limit beyond the jerk limit.
+    #[serde(default)]
+    pub torque_slew: Option<TorqueSlewConfig>,
+}
+
+/// `[limits.torque_slew]`: `d tau / dt <= max_torque_nm / rise_time`, with `tau =
+/// inertia * acceleration` of the commanded motion; the gate keeps it as a jerk limit
+/// of `max_torque_nm / (rise_time * inertia_kg_m2)` per joint.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorqueSlewConfig {
+    /// The drive's peak torque per joint, N m.
+    pub max_torque_nm: PerJoint,
+    /// The shortest time in which the torque may swing from 0 to `max_torque_nm`, ms.
+    pub rise_time_ms: f64,
+    /// The inertia the joint's motor moves (reflected rotor plus link), kg m^2.
+    pub inertia_kg_m2: PerJoint,
 }
 
 /// `[limits.thermal]`: per joint, the load `LP_T(tau^2) / tau_cont^2`.

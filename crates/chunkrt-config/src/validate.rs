@@ -621,6 +621,8 @@ impl Config {
                 );
             }
         }
+        self.check_action_filter()?;
+        self.check_torque_slew()?;
         for j in 0..n {
             // The gate's braking bounds assume the limits can be met together: a
             // joint must be able to reach its acceleration limit before its speed
@@ -660,6 +662,70 @@ impl Config {
                         l.pos_min_rad.get(j),
                         l.pos_max_rad.get(j),
                         l.pos_margin_rad.get(j)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `limits.action_filter_hz`: within the design table's 20 Hz (below the Nyquist
+    /// frequency of every control period, 25 Hz at the longest, 20 ms).
+    fn check_action_filter(&self) -> Check {
+        let Some(fc) = self.limits.action_filter_hz else {
+            return Ok(());
+        };
+        if !(fc.is_finite() && fc > 0.0 && fc <= chunkrt_core::MAX_CUTOFF_HZ) {
+            return fail(
+                "limits.action_filter_hz",
+                format!(
+                    "expected a cutoff in (0, {}] Hz, got {fc}",
+                    chunkrt_core::MAX_CUTOFF_HZ
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `[limits.torque_slew]`: positive values, and a jerk it implies that still meets
+    /// the speed and acceleration limits together (the gate's braking bounds).
+    fn check_torque_slew(&self) -> Check {
+        let Some(s) = &self.limits.torque_slew else {
+            return Ok(());
+        };
+        let n = self.control.joints;
+        let pos = |v: f64| v.is_finite() && v > 0.0;
+        s.max_torque_nm.check(
+            "limits.torque_slew.max_torque_nm",
+            n,
+            pos,
+            "a positive torque",
+        )?;
+        s.inertia_kg_m2.check(
+            "limits.torque_slew.inertia_kg_m2",
+            n,
+            pos,
+            "a positive inertia",
+        )?;
+        if !pos(s.rise_time_ms) {
+            return fail(
+                "limits.torque_slew.rise_time_ms",
+                format!("expected a positive time, got {}", s.rise_time_ms),
+            );
+        }
+        let jerk = self.torque_slew_jerk().unwrap_or([f64::INFINITY; MAX_DOF]);
+        let l = &self.limits;
+        for (j, jk) in jerk.iter().enumerate().take(n.min(MAX_DOF)) {
+            let (v, a) = (l.max_vel_rad_s.get(j), l.max_acc_rad_s2.get(j));
+            if *jk < a * a / v {
+                return fail(
+                    "limits.torque_slew",
+                    format!(
+                        "joint {j}: the slew limit allows a jerk of {jk:.1} rad/s^3 \
+                         (max_torque_nm / (rise_time * inertia)), below max_acc^2 / max_vel = \
+                         {:.1}: the joint could not reach its acceleration limit before its \
+                         speed limit; shorten rise_time_ms or lower max_acc_rad_s2",
+                        a * a / v
                     ),
                 );
             }
@@ -722,6 +788,27 @@ impl Config {
             .take(self.control.joints.min(MAX_DOF))
         {
             *v = f.get(j);
+        }
+        Some(out)
+    }
+
+    /// The action filter's cutoff (`limits.action_filter_hz`), when set.
+    pub fn action_filter_hz(&self) -> Option<f64> {
+        self.limits.action_filter_hz
+    }
+
+    /// The jerk per joint that keeps `[limits.torque_slew]`, when set (rad/s^3;
+    /// infinite past the arm's joints).
+    pub fn torque_slew_jerk(&self) -> Option<[f64; MAX_DOF]> {
+        let s = self.limits.torque_slew.as_ref()?;
+        let mut out = [f64::INFINITY; MAX_DOF];
+        let rise_s = s.rise_time_ms * 1e-3;
+        for (j, v) in out
+            .iter_mut()
+            .enumerate()
+            .take(self.control.joints.min(MAX_DOF))
+        {
+            *v = s.max_torque_nm.get(j) / (rise_s * s.inertia_kg_m2.get(j));
         }
         Some(out)
     }

@@ -11,9 +11,17 @@
 
 use crate::chunk::{JointVec, MAX_DOF};
 use crate::executor::Setpoint;
+use crate::spline::Pva;
 
 /// Highest cutoff the filter accepts (Hz): the design table's.
 pub const MAX_CUTOFF_HZ: f64 = 20.0;
+
+/// The filter is counted as acting on a joint (gate constraint `action_filter`) when
+/// it moved the position by more than this beside its own lag at the proposal's
+/// velocity: the proposal had content above the cutoff (a seam's kink, a step,
+/// noise) larger than a milliradian. A smooth proposal below the cutoff is only
+/// delayed, which the margin tool accounts for as phase.
+pub const ACTS_ABOVE_RAD: f64 = 1e-3;
 
 /// A first-order low-pass per joint.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +67,35 @@ impl ActionFilter {
         }
         self.vel = [0.0; MAX_DOF];
         self.acc = [0.0; MAX_DOF];
+    }
+
+    /// Restarts at the commanded state `at` (positions, velocities and accelerations):
+    /// after a stop, the policy's next proposal is filtered from where the arm was
+    /// commanded to be, with no step.
+    pub fn reset_to(&mut self, at: &Pva) {
+        for j in 0..MAX_DOF {
+            let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+            self.pos[j] = finite(at.pos_rad[j]);
+            self.vel[j] = finite(at.vel_rad_s[j]);
+            self.acc[j] = finite(at.acc_rad_s2[j]);
+        }
+    }
+
+    /// The filter's steady lag behind a ramp, s: `T (1 - a) / a`.
+    pub fn lag_s(&self) -> f64 {
+        self.period_s * (1.0 - self.a) / self.a
+    }
+
+    /// Whether the filter acted on joint `j` (see [`ACTS_ABOVE_RAD`]): `raw` is the
+    /// proposal, `filtered` what [`Self::apply`] made of it. A smooth proposal `x` comes
+    /// out as `x - tau x' + tau^2 x'' - ...` (`tau` the lag): what the filter took
+    /// beyond those two terms is what the proposal had above the cutoff.
+    #[inline]
+    pub fn acted(&self, raw: &Setpoint, filtered: &Setpoint, j: usize) -> bool {
+        let tau = self.lag_s();
+        let removed = raw.pos_rad[j] - filtered.pos_rad[j] - tau * raw.vel_rad_s[j]
+            + tau * tau * raw.acc_rad_s2[j];
+        removed.abs() > ACTS_ABOVE_RAD
     }
 
     /// Filters `sp` in place (joints `0..sp.dof`). A value that is not a number is

@@ -25,6 +25,7 @@
 //! velocity and position limits are approached without ever needing more jerk than
 //! allowed.
 
+use crate::action_filter::ActionFilter;
 use crate::chunk::{JointVec, MAX_DOF};
 use crate::envelope::{
     bisect_max, pos_peak, pos_peak_bound, stop_peak, vel_peak, vel_peak_inverse,
@@ -55,6 +56,14 @@ pub enum Constraint {
     /// The thermal monitor's derated speed limit (a joint's I²t load past
     /// `limits.thermal.derate_at`).
     Thermal = 7,
+    /// The low-pass action filter (`limits.action_filter_hz`) took out more than
+    /// [`crate::action_filter::ACTS_ABOVE_RAD`] beside its own lag: what the proposal
+    /// carried above the cutoff. Not a saturation: the filter is meant to act.
+    ActionFilter = 8,
+    /// The torque slew-rate limit (`[limits.torque_slew]`): the acceleration's change
+    /// per period bound by `max_torque / (rise_time * inertia)` where that is below the
+    /// jerk limit.
+    TorqueSlew = 9,
 }
 
 impl Constraint {
@@ -68,6 +77,8 @@ impl Constraint {
         Constraint::Jerk,
         Constraint::Domain,
         Constraint::Thermal,
+        Constraint::ActionFilter,
+        Constraint::TorqueSlew,
     ];
 
     /// Its bit in a [`GateMask`].
@@ -86,12 +97,14 @@ impl Constraint {
             Constraint::Jerk => "jerk",
             Constraint::Domain => "domain",
             Constraint::Thermal => "thermal",
+            Constraint::ActionFilter => "action_filter",
+            Constraint::TorqueSlew => "torque_slew",
         }
     }
 }
 
 /// Number of constraint kinds.
-pub const CONSTRAINT_COUNT: usize = 8;
+pub const CONSTRAINT_COUNT: usize = 10;
 
 /// One bit per constraint that intervened this cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -303,6 +316,16 @@ pub struct Gate {
     saturated: [Saturation; MAX_DOF],
     /// Speed-limit factor per joint from the thermal monitor (1: not derated).
     derate: [f64; MAX_DOF],
+    /// The low-pass action filter on the proposal (`limits.action_filter_hz`).
+    action_filter: Option<ActionFilter>,
+    /// The jerk that keeps the torque slew-rate limit per joint (infinite: none).
+    slew_jerk: [f64; MAX_DOF],
+    /// This cycle's proposal went through [`Gate::shape`] already.
+    shaped: bool,
+    /// What the filter acted on in `shape` (the `ActionFilter` bit per joint) and
+    /// the positions it was given.
+    filter_bits: [u32; MAX_DOF],
+    shaped_raw: JointVec,
 }
 
 /// How long a joint's command has differed from the proposal without a break.
@@ -344,9 +367,39 @@ impl Gate {
             counts: [0; CONSTRAINT_COUNT],
             saturated: [Saturation::default(); MAX_DOF],
             derate: [1.0; MAX_DOF],
+            action_filter: None,
+            slew_jerk: [f64::INFINITY; MAX_DOF],
+            shaped: false,
+            filter_bits: [0; MAX_DOF],
+            shaped_raw: [0.0; MAX_DOF],
         };
         g.resync(initial_pos);
         g
+    }
+
+    /// With the low-pass action filter at `cutoff_hz` (at most
+    /// [`crate::action_filter::MAX_CUTOFF_HZ`]) on every proposal while the policy has
+    /// authority; a stop bypasses it and it restarts from the commanded state.
+    pub fn with_action_filter(mut self, cutoff_hz: Option<f64>) -> Self {
+        self.action_filter = cutoff_hz.map(|fc| {
+            let mut f = ActionFilter::new(fc, self.t, &[0.0; MAX_DOF]);
+            f.reset_to(&self.commanded_state());
+            f
+        });
+        self
+    }
+
+    /// With the torque slew-rate limit: per joint, the largest change of the commanded
+    /// acceleration per second (`max_torque / (rise_time * inertia)`, rad/s^3) where it
+    /// is below the jerk limit; it holds in a stop too.
+    pub fn with_torque_slew(mut self, max_jerk_rad_s3: Option<JointVec>) -> Self {
+        self.slew_jerk = max_jerk_rad_s3.unwrap_or([f64::INFINITY; MAX_DOF]);
+        self
+    }
+
+    /// The action filter, when one is set.
+    pub fn action_filter(&self) -> Option<&ActionFilter> {
+        self.action_filter.as_ref()
     }
 
     /// Restarts from rest at `pos` (e.g. measured positions after the drives were
@@ -360,6 +413,10 @@ impl Gate {
                 a: 0.0,
                 on_track: true,
             };
+        }
+        let rest = self.commanded_state();
+        if let Some(f) = self.action_filter.as_mut() {
+            f.reset_to(&rest);
         }
     }
 
@@ -407,12 +464,63 @@ impl Gate {
         let dof = self.limits.dof.min(MAX_DOF);
         self.n_interventions = 0;
         let mut mask = self.report_domain(proposed);
+        let mut shaped = *proposed;
+        if !self.shaped {
+            self.shape(&mut shaped);
+        }
+        self.shaped = false;
+        let filtered = if self.action_filter.is_some() {
+            &shaped
+        } else {
+            proposed
+        };
         for j in 0..dof {
-            mask |= self.filter_joint(j, proposed, cmd);
+            let fb = self.filter_bits[j];
+            let raw = if fb != 0 {
+                self.shaped_raw[j]
+            } else {
+                filtered.pos_rad[j]
+            };
+            mask |= self.filter_joint(j, filtered, raw, fb, cmd);
+        }
+        if proposed.stop {
+            let now = self.commanded_state();
+            if let Some(f) = self.action_filter.as_mut() {
+                f.reset_to(&now);
+            }
         }
         cmd.dof = dof as u16;
         cmd.chunk_seq = proposed.chunk_seq;
         GateMask(mask)
+    }
+
+    /// The action filter stage, before [`Gate::filter`]: filters the proposal in
+    /// place (no change without a filter, or in a stop) and notes on which joints it
+    /// acted, for `filter` to count. The control loop calls it before the margin
+    /// probe is added, so the recorded setpoint is the filtered one and the measured
+    /// loop holds the filter's lag; `filter` calls it itself when it was not called.
+    pub fn shape(&mut self, sp: &mut Setpoint) {
+        self.shaped = true;
+        self.filter_bits = [0; MAX_DOF];
+        let Some(f) = self.action_filter.as_mut() else {
+            return;
+        };
+        if sp.stop {
+            return;
+        }
+        let raw = *sp;
+        self.shaped_raw = raw.pos_rad;
+        f.apply(sp);
+        for (j, b) in self
+            .filter_bits
+            .iter_mut()
+            .enumerate()
+            .take((sp.dof as usize).min(MAX_DOF))
+        {
+            if f.acted(&raw, sp, j) {
+                *b = Constraint::ActionFilter.bit();
+            }
+        }
     }
 
     /// The `Domain` bit and its record when the support monitor flagged the observation.
@@ -428,9 +536,18 @@ impl Gate {
         bit
     }
 
-    /// One joint through the gate; returns the constraint bits that acted on it.
+    /// One joint through the gate (`proposed` after the action filter, `raw` the
+    /// position before it, `filter_bit` whether the filter acted); returns the
+    /// constraint bits that acted on it.
     #[inline]
-    fn filter_joint(&mut self, j: usize, proposed: &Setpoint, cmd: &mut Command) -> u32 {
+    fn filter_joint(
+        &mut self,
+        j: usize,
+        proposed: &Setpoint,
+        raw: f64,
+        filter_bit: u32,
+        cmd: &mut Command,
+    ) -> u32 {
         let mut lim = self.limits.joint[j];
         let derated = self.derate[j] < 1.0;
         // Speed by the factor, acceleration by its square root: the derated limits
@@ -439,11 +556,25 @@ impl Gate {
             lim.max_vel_rad_s *= self.derate[j];
             lim.max_acc_rad_s2 *= self.derate[j].sqrt();
         }
+        // The torque slew limit is a jerk limit (config checks it still meets the
+        // speed and acceleration limits together).
+        let slewed = self.slew_jerk[j] < lim.max_jerk_rad_s3;
+        if slewed {
+            lim.max_jerk_rad_s3 = self.slew_jerk[j];
+        }
         let s = self.state[j];
-        let raw = proposed.pos_rad[j];
-        let (mut pd, mut vd, mut ad, mut bits) =
-            sanitize(raw, proposed.vel_rad_s[j], proposed.acc_rad_s2[j], s.q);
-        let mut last = Constraint::NonFinite;
+        let (mut pd, mut vd, mut ad, mut bits) = sanitize(
+            proposed.pos_rad[j],
+            proposed.vel_rad_s[j],
+            proposed.acc_rad_s2[j],
+            s.q,
+        );
+        bits |= filter_bit;
+        let mut last = if filter_bit != 0 {
+            Constraint::ActionFilter
+        } else {
+            Constraint::NonFinite
+        };
         let (lo, hi) = position_range(&lim);
         if pd > hi || pd < lo {
             bits |= Constraint::Position.bit();
@@ -454,8 +585,11 @@ impl Gate {
         if proposed.stop {
             // The executor has withdrawn the policy's authority: stop from the
             // commanded state, with the joint's full limits (a derated joint stops as
-            // any other). Not an intervention (nothing proposed is changed).
-            let alpha = brake(&s, lo, hi, &self.limits.joint[j], self.t);
+            // any other; the torque slew limit still holds). Not an intervention
+            // (nothing proposed is changed).
+            let mut stop_lim = self.limits.joint[j];
+            stop_lim.max_jerk_rad_s3 = stop_lim.max_jerk_rad_s3.min(self.slew_jerk[j]);
+            let alpha = brake(&s, lo, hi, &stop_lim, self.t);
             self.step(j, alpha, false, cmd);
             self.saturated[j].cycles = 0;
             return 0;
@@ -464,12 +598,15 @@ impl Gate {
         if derated && matches!(acted, Some(Constraint::Velocity | Constraint::Acceleration)) {
             acted = Some(Constraint::Thermal);
         }
+        if slewed && acted == Some(Constraint::Jerk) {
+            acted = Some(Constraint::TorqueSlew);
+        }
         if let Some(c) = acted {
             bits |= c.bit();
             last = c;
         }
         let q1 = self.step(j, alpha, exact, cmd);
-        cmd.vel_rad_s[j] = if bits == 0 {
+        cmd.vel_rad_s[j] = if bits & !Constraint::ActionFilter.bit() == 0 {
             vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
         } else {
             self.state[j].v
@@ -542,6 +679,11 @@ impl Gate {
             }
         }
         self.record(j, last, bits, raw, q1);
+        if bits == Constraint::ActionFilter.bit() {
+            // The filter is meant to act: not a command held off the proposal.
+            self.saturated[j].cycles = 0;
+            return;
+        }
         if self.saturated[j].cycles == 0 {
             self.saturated[j].constraint = last;
         }

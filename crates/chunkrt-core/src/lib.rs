@@ -23,6 +23,7 @@ pub mod support;
 pub mod thermal;
 pub mod time;
 
+pub use action_filter::{ActionFilter, MAX_CUTOFF_HZ};
 pub use backend::{Backend, BackendError};
 pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
 pub use delay::{

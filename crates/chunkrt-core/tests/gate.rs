@@ -195,3 +195,65 @@ fn rejoins_a_moving_proposal_after_a_disturbance() {
     let x = 3999.0 * t;
     assert!((cmd.pos_rad[0] - 0.2 * (w * x).cos()).abs() < 1e-12);
 }
+
+/// The action filter in front of the gate: a smooth proposal below its cutoff is only
+/// delayed (no `action_filter` intervention, the command within a lag of it), a step
+/// is an intervention on that joint only, and the filter acting is not a saturation.
+#[test]
+fn the_action_filter_counts_a_step_but_not_a_smooth_proposal() {
+    // Limits wide enough that a 0.1 rad step passes the gate's own rate limits.
+    let wide = chunkrt_core::JointLimit {
+        max_vel_rad_s: 10.0,
+        max_acc_rad_s2: 1000.0,
+        max_jerk_rad_s3: 1e6,
+        brake_acc_rad_s2: 1000.0,
+        ..chunkrt_core::JointLimit::default()
+    };
+    let lim = JointLimits::uniform(2, wide);
+    let period_ns = 20_000_000; // 50 Hz
+    let mut gate = Gate::new(lim, period_ns, &[0.0; MAX_DOF]).with_action_filter(Some(10.0));
+    let mut cmd = Command::default();
+    let (amp, f0) = (0.2, 0.5);
+    let w = 2.0 * std::f64::consts::PI * f0;
+    let mut worst_lag = 0.0f64;
+    for k in 0..200 {
+        let t = k as f64 * 0.02;
+        let mut sp = Setpoint {
+            dof: 2,
+            ..Setpoint::default()
+        };
+        for j in 0..2 {
+            // From rest: 1 - cos.
+            sp.pos_rad[j] = amp * (1.0 - (w * t).cos());
+            sp.vel_rad_s[j] = amp * w * (w * t).sin();
+            sp.acc_rad_s2[j] = amp * w * w * (w * t).cos();
+        }
+        let mask = gate.filter(&sp, &mut cmd);
+        assert!(
+            !mask.contains(Constraint::ActionFilter),
+            "cycle {k}: {mask:?}"
+        );
+        worst_lag = worst_lag.max((cmd.pos_rad[0] - sp.pos_rad[0]).abs());
+    }
+    // At 0.5 Hz a 10 Hz first-order filter delays by about 1/(2 pi 10 Hz): 16 ms of a
+    // motion of at most 0.63 rad/s is 10 mrad; the command never strays further.
+    assert!(worst_lag < 0.012, "lag {worst_lag}");
+    // A 0.1 rad step on joint 1 only.
+    let (q0, q1) = (cmd.pos_rad[0], cmd.pos_rad[1]);
+    let mut sp = Setpoint {
+        dof: 2,
+        ..Setpoint::default()
+    };
+    sp.pos_rad[0] = q0;
+    sp.pos_rad[1] = q1 + 0.1;
+    let mask = gate.filter(&sp, &mut cmd);
+    assert!(mask.contains(Constraint::ActionFilter));
+    let iv = gate.interventions();
+    assert_eq!(iv.len(), 1, "{iv:?}");
+    assert_eq!(
+        (iv[0].joint, iv[0].constraint),
+        (1, Constraint::ActionFilter)
+    );
+    assert_eq!(gate.saturation(1).cycles, 0);
+    assert_eq!(gate.counts()[Constraint::ActionFilter as usize], 1);
+}

@@ -452,3 +452,78 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
+
+    /// The torque slew-rate limit and the low-pass action filter on the gate, fed
+    /// arbitrary proposals and stops: the torque the commanded motion asks of the
+    /// joint's inertia changes by at most `max_torque / rise_time` per second in every
+    /// period, a stop included (read from the commanded positions' third differences),
+    /// and every other limit still holds with the filter in front of the gate.
+    #[test]
+    fn the_torque_slew_limit_holds_whatever_is_proposed_stops_included(
+        vel in 0.5f64..3.0,
+        acc in 2.0f64..20.0,
+        jerk_ratio in 10.0f64..100.0,
+        slew_frac in 0.05f64..0.9,
+        inertia in 0.01f64..2.0,
+        rise_ms in 5.0f64..200.0,
+        cutoff_hz in prop::option::of(0.5f64..20.0),
+        period_ms in prop::sample::select(vec![1u64, 2, 4, 10, 20]),
+        hold in 1usize..200,
+        props in prop::collection::vec(
+            (proposal_value(), proposal_value(), proposal_value(), prop::bool::weighted(0.2)),
+            1..40,
+        ),
+    ) {
+        let jerk = acc * jerk_ratio;
+        let lim = JointLimit {
+            pos_min_rad: -2.0,
+            pos_max_rad: 2.5,
+            pos_margin_rad: 0.05,
+            max_vel_rad_s: vel,
+            max_acc_rad_s2: acc,
+            max_jerk_rad_s3: jerk,
+            brake_acc_rad_s2: acc,
+        };
+        // The torque a drive may add per second, and the jerk it allows this inertia.
+        let rise_s = rise_ms * 1e-3;
+        let max_torque = slew_frac * jerk * rise_s * inertia;
+        let torque_rate = max_torque / rise_s;
+        let mut slew = [f64::INFINITY; MAX_DOF];
+        slew[0] = max_torque / (rise_s * inertia);
+        let period_ns = period_ms * NS_PER_MS;
+        let t = period_ns as f64 * 1e-9;
+        let mut gate = Gate::new(JointLimits::uniform(1, lim), period_ns, &[0.0; MAX_DOF])
+            .with_torque_slew(Some(slew))
+            .with_action_filter(cutoff_hz);
+        let mut cmd = Command::default();
+        let mut hist = vec![0.0f64; 3];
+        for (p, v, a, stop) in props {
+            for _ in 0..hold {
+                let mut sp = Setpoint { dof: 1, stop, ..Setpoint::default() };
+                sp.pos_rad[0] = p;
+                sp.vel_rad_s[0] = v;
+                sp.acc_rad_s2[0] = a;
+                gate.filter(&sp, &mut cmd);
+                let q = cmd.pos_rad[0];
+                prop_assert!(q.is_finite());
+                prop_assert!((-1.95 - 1e-9..=2.45 + 1e-9).contains(&q), "pos {q}");
+                let n = hist.len();
+                let v = (q - hist[n - 1]) / t;
+                let v1 = (hist[n - 1] - hist[n - 2]) / t;
+                let v0 = (hist[n - 2] - hist[n - 3]) / t;
+                let (a, a1) = ((v - v1) / t, (v1 - v0) / t);
+                prop_assert!(v.abs() <= vel * (1.0 + 1e-9) + 1e-9, "vel {v}");
+                prop_assert!(a.abs() <= acc * (1.0 + 1e-9) + 1e-6, "acc {a}");
+                let dtau_dt = inertia * (a - a1) / t;
+                prop_assert!(
+                    dtau_dt.abs() <= torque_rate * (1.0 + 1e-9) + 1e-3 * inertia,
+                    "torque slew {dtau_dt} N m/s over {torque_rate}"
+                );
+                hist.push(q);
+            }
+        }
+    }
+}

@@ -26,5 +26,5 @@ mod row;
 mod setup;
 
 pub use measure::{measure, measure_with, PAIRED_ATTEMPTS, REFERENCE_DIR};
-pub use row::{Consequences, LivePoint, LiveRow, LiveStatus};
+pub use row::{Consequences, FilterCost, LivePoint, LiveRow, LiveStatus};
 pub use setup::{default_freqs, LiveSetup};

@@ -444,7 +444,7 @@ impl ControlLoop {
     ///
     /// The cycle is a pipeline of stages, each a method below, in this order: the
     /// newest chunk; the authority checks on the last measurement; the executor's
-    /// tick; the margin probe; the gate; the drive request; the exchange (with the
+    /// tick; the action filter (`Gate::shape`); the margin probe; the gate; the drive request; the exchange (with the
     /// following-error check of its fresh measurement); the observation for the
     /// inference thread; the records.
     pub fn cycle(&mut self, deadline: MonoTime, wake: MonoTime, missed: u32) {
@@ -459,6 +459,7 @@ impl ControlLoop {
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
+        self.gate.shape(&mut self.setpoint);
         let probed = self.probe(deadline);
         self.injected_control_panic(deadline);
         let (mask, commanded) = self.gate_command(wake, probed);

@@ -1022,7 +1022,9 @@ fn bring_up(
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
     let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
-    let gate = Gate::new(limits, period_ns, &first.pos_rad);
+    let gate = Gate::new(limits, period_ns, &first.pos_rad)
+        .with_action_filter(cfg.action_filter_hz())
+        .with_torque_slew(cfg.torque_slew_jerk());
     let control = ControlLoop::new(ControlParts {
         backend,
         executor,

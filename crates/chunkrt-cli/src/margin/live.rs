@@ -475,6 +475,28 @@ fn print_row(comp: Compensation, delay_ms: f64, r: &LiveRow) {
         c.fallbacks,
         c.chunks_expired
     );
+    if let Some(f) = &r.action_filter {
+        match f.lag_at_crossover_deg {
+            Some(lag) => outln!(
+                "{:>11} the {:.1} Hz action filter (inside the measured loop) costs {lag:.1} \
+                 deg of phase at the crossover",
+                "",
+                f.cutoff_hz
+            ),
+            None => outln!(
+                "{:>11} the {:.1} Hz action filter is inside the measured loop",
+                "",
+                f.cutoff_hz
+            ),
+        }
+    }
+}
+
+/// The action filter's phase lag at `freq_hz` (degrees) for `setup`'s control period.
+fn setup_filter_lag(setup: &LiveSetup, cutoff_hz: f64, freq_hz: f64) -> f64 {
+    let period_s = setup.cfg.period_ns() as f64 * 1e-9;
+    chunkrt_core::ActionFilter::new(cutoff_hz, period_s, &[0.0; chunkrt_core::MAX_DOF])
+        .phase_lag_deg(freq_hz)
 }
 
 fn report_json(
@@ -525,6 +547,13 @@ fn report_json(
                 "attempts": r.attempts,
                 "departed_rad": r.departed_rad,
                 "replay_late": r.replay_late,
+                "action_filter": r.action_filter.map(|f| json!({
+                    "cutoff_hz": f.cutoff_hz,
+                    "phase_lag_deg_at_crossover": f.lag_at_crossover_deg,
+                    "phase_lag_deg_at_probe_freqs": r.points.iter().map(|p| {
+                        json!({"freq_hz": p.freq_hz, "lag_deg": setup_filter_lag(setup, f.cutoff_hz, p.freq_hz)})
+                    }).collect::<Vec<_>>(),
+                })),
                 "bode": r.points.iter().map(|p| json!({
                     "freq_hz": p.freq_hz, "mag": p.l.abs(), "phase_deg": p.phase_deg,
                 })).collect::<Vec<_>>(),

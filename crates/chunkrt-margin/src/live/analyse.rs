@@ -46,8 +46,7 @@ pub(super) fn analyse(
     let looped: &[Sample] = relative.as_deref().unwrap_or(s);
     let in_win = window_samples(setup, looped, &tl)?;
     // L at each probe frequency from detrended U and C over the window.
-    let u = detrend(&in_win, |x| x.u);
-    let c = detrend(&in_win, |x| x.c);
+    let (u, c) = (detrend(&in_win, |x| x.u), detrend(&in_win, |x| x.c));
     let (points, coeffs) = loop_points(&setup.freqs_hz, &in_win, &u, &c, tl.win.0);
     // The noise floor is what the probe frequencies do not explain of U in the
     // window: the residual after the fitted sines.
@@ -97,6 +96,7 @@ pub(super) fn analyse(
         (None, None) => status(setup, &verdict, &consequences, lost, &points),
     };
     Ok(LiveRow {
+        action_filter: None,
         twin_mismatch_rad: twin_mismatch,
         attempts: 1,
         departed_rad: Vec::new(),

@@ -93,6 +93,7 @@ pub fn measure_with(
     row.consequences.fallbacks = probed.counter("fallback_entries").saturating_sub(1);
     row.run_dir = run_dir.to_path_buf();
     row.backend = backend;
+    row.action_filter = super::FilterCost::of(&setup.cfg, row.status.crossover_hz());
     Ok(row)
 }
 

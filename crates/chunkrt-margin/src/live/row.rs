@@ -78,6 +78,14 @@ impl LiveStatus {
         }
     }
 
+    /// The gain crossover, only for a stable loop with one.
+    pub fn crossover_hz(&self) -> Option<f64> {
+        match self {
+            LiveStatus::Margin { crossover_hz, .. } => Some(*crossover_hz),
+            _ => None,
+        }
+    }
+
     /// What a table prints in the margin column.
     pub fn explain(&self) -> String {
         match self {
@@ -175,4 +183,34 @@ pub struct LiveRow {
     pub replay_late: u64,
     /// The backend measured.
     pub backend: String,
+    /// The action filter's phase cost (`limits.action_filter_hz`), when one is set:
+    /// inside the measured loop (the recorded setpoint is the filtered one), stated
+    /// here at the crossover from the filter's own transfer function (set by
+    /// `measure`).
+    pub action_filter: Option<FilterCost>,
+}
+
+/// What the action filter costs the loop at its crossover.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FilterCost {
+    /// The filter's cutoff (Hz).
+    pub cutoff_hz: f64,
+    /// Its phase lag at the measured crossover (degrees; `None`: no crossover).
+    pub lag_at_crossover_deg: Option<f64>,
+}
+
+impl FilterCost {
+    /// The filter of `setup`'s config with its lag at `crossover_hz`.
+    pub fn of(cfg: &chunkrt_config::Config, crossover_hz: Option<f64>) -> Option<FilterCost> {
+        let fc = cfg.action_filter_hz()?;
+        let f = chunkrt_core::ActionFilter::new(
+            fc,
+            cfg.period_ns() as f64 * 1e-9,
+            &[0.0; chunkrt_core::MAX_DOF],
+        );
+        Some(FilterCost {
+            cutoff_hz: f.cutoff_hz(),
+            lag_at_crossover_deg: crossover_hz.map(|x| f.phase_lag_deg(x)),
+        })
+    }
 }

@@ -628,3 +628,67 @@ fn probe_adds_to_the_setpoint_only_while_playing_and_its_guard_takes_authority()
     let (mask, _) = r.control.gate_command(d, None);
     assert_ne!(mask.0 & Constraint::Domain.bit(), 0);
 }
+
+/// The setpoints and commands of joint 0 over the cycles from 4 on that play the chunk
+/// 10 mrad off that arrives in cycle 4 (until it expires), with the action filter at
+/// `cutoff_hz` when set.
+fn setpoints_after_a_step(cutoff_hz: Option<f64>) -> Vec<(f64, f64)> {
+    let mut r = rig();
+    let limits = r.cfg.joint_limits();
+    r.control.gate =
+        Gate::new(limits, r.period_ns, &r.control.fb.pos_rad).with_action_filter(cutoff_hz);
+    r.play(3);
+    let t = r.at(4);
+    let mut c = r.still_chunk(2, t);
+    for row in c.pos_rad.iter_mut().take(MAX_HORIZON) {
+        row[0] += 0.01;
+    }
+    r.chunks.publish(&c);
+    (4..=40)
+        .map_while(|k| {
+            let d = r.at(k);
+            r.control.cycle(d, d, 0);
+            (r.control.mode() == Mode::Playing)
+                .then_some((r.control.setpoint.pos_rad[0], r.control.cmd.pos_rad[0]))
+        })
+        .collect()
+}
+
+#[test]
+fn the_action_filter_shapes_the_setpoint_before_the_gate_and_the_record() {
+    // The loop's setpoint (what is recorded, and what the gate gets) with the filter
+    // is the filter applied to the setpoint without it, cycle by cycle.
+    let plain = setpoints_after_a_step(None);
+    let shaped = setpoints_after_a_step(Some(5.0));
+    assert!(plain.len() >= 8 && plain.len() == shaped.len(), "{plain:?}");
+    let mut home = [0.0; MAX_DOF];
+    home[..7].copy_from_slice(&HOME);
+    let mut f = chunkrt_core::ActionFilter::new(5.0, 0.02, &home);
+    let mut moved = 0.0f64;
+    for (k, ((p, _), (s, cmd))) in plain.iter().zip(&shaped).enumerate() {
+        let mut sp = chunkrt_core::Setpoint {
+            dof: 7,
+            ..Default::default()
+        };
+        sp.pos_rad[..7].copy_from_slice(&HOME);
+        sp.pos_rad[0] = *p;
+        f.apply(&mut sp);
+        assert!(
+            (sp.pos_rad[0] - s).abs() < 1e-12,
+            "cycle {}: {s} vs {}",
+            k + 4,
+            sp.pos_rad[0]
+        );
+        // The command follows the filtered setpoint (the gate passes it unchanged).
+        assert!(
+            (cmd - s).abs() < 1e-9,
+            "cycle {}: command {cmd}, setpoint {s}",
+            k + 4
+        );
+        moved = moved.max((p - s).abs());
+    }
+    assert!(
+        moved > 1e-3,
+        "the filter changed the setpoint (by {moved} rad at most)"
+    );
+}
