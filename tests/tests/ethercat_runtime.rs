@@ -93,6 +93,9 @@ impl Backend for Recorder {
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.inner.counters(out)
     }
+    fn hardware(&self, out: &mut dyn FnMut(&str, std::ops::Range<usize>)) {
+        self.inner.hardware(out)
+    }
 }
 
 fn run(
@@ -131,7 +134,9 @@ fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
 #[test]
 fn the_runtime_plays_chunks_on_seven_drives_within_the_tracking_bound() {
     let cfg = config();
-    let (seen, ctl, out) = run(sim_config(&cfg, 7), 6);
+    let sim = sim_config(&cfg, 7);
+    let serial_base = sim.drive.serial_base;
+    let (seen, ctl, out) = run(sim, 6);
     let errs: Vec<f64> = seen.iter().filter_map(|s| s.track_err).collect();
     let failures = seen.iter().filter(|s| s.result.is_err()).count();
     let (p50, p99) = (
@@ -164,6 +169,25 @@ fn the_runtime_plays_chunks_on_seven_drives_within_the_tracking_bound() {
     assert!(!any_sim_drive_enabled(&ctl));
     let net = ctl.network();
     assert!((0..7).all(|i| net.device(i).unwrap().al_state() == 1));
+    // The wear of the run, per drive, named by the serial number its SII holds (the
+    // simulator gives drive i `serial_base + i`).
+    let wear = out.report.extra["wear"]
+        .as_array()
+        .expect("the report's wear");
+    assert_eq!(wear.len(), 7, "one wear line per drive");
+    for (i, w) in wear.iter().enumerate() {
+        let id = w["hardware_id"].as_str().unwrap();
+        assert!(
+            id.starts_with("ethercat:") && id.ends_with(&format!(":sn{}", serial_base + i as u32)),
+            "{id}"
+        );
+        assert_eq!(
+            w["joints"],
+            serde_json::json!([cfg.ethercat.as_ref().unwrap().drive[i].joint])
+        );
+        assert!(w["running_s"].as_f64().unwrap() > 5.0, "{w}");
+        assert!(w["torque_samples"].as_u64().unwrap() > 1000, "{w}");
+    }
 }
 
 #[test]

@@ -37,6 +37,9 @@ pub enum Command {
     /// EtherCAT SubDevice simulator: CiA 402 servo drives answering on a network
     /// interface (AF_PACKET; root or CAP_NET_RAW), e.g. inside a network namespace.
     Ecsim(crate::tools::EcsimArgs),
+    /// A wear ledger (`[wear] ledger`): each hardware id's runs, hours, shocks and
+    /// peaks, and the `[[adaptation_wear_ledger]]` entry a policy manifest cites it by.
+    Wear(crate::tools::wear::WearArgs),
     /// Inspect a policy model.
     #[command(subcommand)]
     Policy(crate::tools::PolicyCommand),

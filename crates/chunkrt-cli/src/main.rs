@@ -103,6 +103,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Plot(args) => crate::plot::plot(&args),
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),
+        Command::Wear(args) => crate::tools::wear::wear(&args),
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

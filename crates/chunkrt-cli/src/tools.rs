@@ -2,6 +2,7 @@
 //! the runtime.
 
 pub mod validate;
+pub mod wear;
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};

@@ -310,12 +310,7 @@ fn sigint_during_a_slow_model_load_ends_the_process_at_once() {
     let manifest = dir.join("flow.toml");
     std::fs::write(&manifest, manifest_text).unwrap();
     // The measurements its omission log cites travel with it.
-    for e in std::fs::read_dir(repo().join("rt-config/policies")).unwrap() {
-        let e = e.unwrap();
-        if e.file_name().to_string_lossy().starts_with("gap-") {
-            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-        }
-    }
+    chunkrt_testkit::policy_files::copy_cited_measurements(&dir);
     let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     let edited = text.edit(
         "manifest = \"policies/flow.toml\"",

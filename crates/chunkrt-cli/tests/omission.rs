@@ -30,14 +30,7 @@ const REGION: [f64; 2] = [0.4, 0.6];
 /// The bundled flow policy copied into `dir` with the files its manifest cites, and
 /// `rt-config/sim.toml` naming it (unpinned threads); returns (manifest, run config).
 fn flow_policy_in(dir: &Path) -> (PathBuf, PathBuf) {
-    let policies = repo().join("rt-config/policies");
-    for e in std::fs::read_dir(&policies).unwrap() {
-        let name = e.unwrap().file_name().to_string_lossy().to_string();
-        if name == "flow.toml" || name == "flow.onnx" || name.starts_with("gap-") {
-            std::fs::copy(policies.join(&name), dir.join(&name)).unwrap();
-        }
-    }
-    let manifest = dir.join("flow.toml");
+    let manifest = chunkrt_testkit::policy_files::copy_bundled_policy("flow", dir);
     let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     let text = sim
         .edit(

@@ -119,14 +119,8 @@ fn scratch(name: &str) -> PathBuf {
 /// The flow policy (manifest and model) copied into `dir`, and a copy of
 /// `rt-config/sim.toml` there naming it (`run.toml`); returns (manifest, run config).
 fn flow_policy_in(dir: &Path) -> (PathBuf, PathBuf) {
-    let policies = repo().join("rt-config/policies");
-    for e in std::fs::read_dir(&policies).unwrap() {
-        // The manifest, its model and the measurements its omission log cites.
-        let f = e.unwrap().file_name().to_string_lossy().to_string();
-        if f == "flow.toml" || f == "flow.onnx" || f.starts_with("gap-") {
-            std::fs::copy(policies.join(&f), dir.join(&f)).unwrap();
-        }
-    }
+    // The manifest, its model and the measurements its omission log cites.
+    chunkrt_testkit::policy_files::copy_bundled_policy("flow", dir);
     let sim = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
     let from = "manifest = \"policies/flow.toml\"";
     assert!(sim.contains(from), "rt-config/sim.toml has no `{from}`");

@@ -44,6 +44,10 @@ pub struct Config {
     /// The camera a policy conditioned on images sees (`[camera]`; absent: none).
     #[serde(default)]
     pub camera: Option<CameraConfig>,
+    /// The wear ledger (`[wear]`; absent: none kept, the report still says this run's
+    /// wear).
+    #[serde(default)]
+    pub wear: Option<WearConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -464,6 +468,19 @@ pub struct LimitsConfig {
     /// rise_time_ms` per second. Not set: no limit beyond the jerk limit.
     #[serde(default)]
     pub torque_slew: Option<TorqueSlewConfig>,
+}
+
+/// `[wear]`: the ledger the runtime appends one line per hardware id to at the end of
+/// every run (shock counts, torque RMS and peak, I²t high-water mark, running hours).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WearConfig {
+    /// The ledger file (JSON lines), relative to this file; created on the first run.
+    pub ledger: PathBuf,
+    /// The arm's hardware id where its drives do not report one (EtherCAT drives are
+    /// named by their SII identity and serial number). Default: the backend's name.
+    #[serde(default)]
+    pub hardware_id: Option<String>,
 }
 
 /// `[limits.torque_slew]`: `d tau / dt <= max_torque_nm / rise_time`, with `tau =

@@ -67,6 +67,7 @@ impl Config {
                 ),
             );
         }
+        self.check_wear()?;
         let q = self.control.quick_stop_timeout_ms;
         if !(q.is_finite() && (10.0..=10_000.0).contains(&q)) {
             return fail(
@@ -663,6 +664,25 @@ impl Config {
                         l.pos_max_rad.get(j),
                         l.pos_margin_rad.get(j)
                     ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `[wear]`: a ledger path, and a hardware id a ledger line can carry.
+    fn check_wear(&self) -> Check {
+        let Some(w) = &self.wear else {
+            return Ok(());
+        };
+        if w.ledger.as_os_str().is_empty() {
+            return fail("wear.ledger", "expected the ledger file's path, got \"\"");
+        }
+        if let Some(id) = &w.hardware_id {
+            if id.trim().is_empty() || id.chars().any(char::is_control) {
+                return fail(
+                    "wear.hardware_id",
+                    format!("expected a non-empty id without control characters, got {id:?}"),
                 );
             }
         }

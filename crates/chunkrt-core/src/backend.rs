@@ -226,4 +226,12 @@ pub trait Backend: Send {
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let _ = out;
     }
+
+    /// The hardware units behind the joints, for the wear ledger: each unit's id (a
+    /// drive's identity and serial number) and the joints it drives, handed to `out`.
+    /// Called after the loop ends. A backend whose hardware reports no identity keeps
+    /// the default (none): the config's `wear.hardware_id` names the whole arm.
+    fn hardware(&self, out: &mut dyn FnMut(&str, core::ops::Range<usize>)) {
+        let _ = out;
+    }
 }

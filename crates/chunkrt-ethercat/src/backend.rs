@@ -137,6 +137,9 @@ pub struct EthercatBackend {
     /// Whether the last decoded cycle measured every drive: all in OP, the working
     /// counter as expected, every drive's inputs read. `Feedback::held` is its negation.
     pub(crate) inputs_fresh: bool,
+    /// Per drive (bus order), its SII identity at bring-up: vendor ID, product code,
+    /// revision and serial number (the wear ledger's hardware id).
+    pub(crate) identities: Vec<[u32; 4]>,
 }
 
 /// Below this a drive counts as at rest (leaving quick stop, shutdown).
@@ -215,6 +218,7 @@ impl EthercatBackend {
             output_failed: None,
             decoded: false,
             inputs_fresh: true,
+            identities: Vec::new(),
             p: params,
         }
     }
@@ -886,6 +890,16 @@ impl Backend for EthercatBackend {
     /// run of lost frames, working-counter errors, other bus errors (`bus_errors`), the
     /// largest round trip (ns),
     /// drives brought back (started, completed, failed) and the longest rejoin (ns).
+    fn hardware(&self, out: &mut dyn FnMut(&str, std::ops::Range<usize>)) {
+        for (i, [vendor, product, revision, serial]) in self.identities.iter().enumerate() {
+            let joint = self.p.drives.get(i).map_or(i, |d| d.joint);
+            out(
+                &format!("ethercat:{vendor:#010x}:{product:#010x}:rev{revision}:sn{serial}"),
+                joint..joint + 1,
+            );
+        }
+    }
+
     fn counters(&self, out: &mut dyn FnMut(&'static str, u64)) {
         let s = self.stats();
         out("bus_exchanges", s.cycles);

@@ -53,6 +53,13 @@ impl EthercatBackend {
         let n = self.p.dof();
         let group = self.scan()?;
         self.check_chain(&group)?;
+        self.identities = group
+            .iter(&self.md)
+            .map(|sd| {
+                let id = sd.identity();
+                [id.vendor_id, id.product_id, id.revision, id.serial]
+            })
+            .collect();
         let mut readback = Vec::with_capacity(n);
         for i in 0..n {
             readback.push(self.configure_drive(&group, i)?);

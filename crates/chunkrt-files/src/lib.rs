@@ -303,6 +303,32 @@ fn read_streaming(
     Ok(out)
 }
 
+/// SHA-256 (lowercase hex) of the first `lines` lines of an append-only file (a wear
+/// ledger), newlines included, read as [`read_with_sha256`] reads (at most `limit`
+/// bytes): what a manifest cites of it, unchanged by lines appended later. `Ok(None)`
+/// when the file holds fewer lines.
+pub fn lines_prefix_sha256(
+    path: &Path,
+    lines: u64,
+    limit: u64,
+    what: &'static str,
+) -> Result<Option<String>, FileError> {
+    let bytes = read_bounded(path, limit, what)?;
+    let mut end = 0;
+    for _ in 0..lines {
+        match bytes[end..].iter().position(|&b| b == b'\n') {
+            Some(i) => end += i + 1,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(
+        Sha256::digest(&bytes[..end])
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

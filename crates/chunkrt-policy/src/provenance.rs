@@ -138,8 +138,13 @@ pub struct NegativeEvent {
 pub struct WearLedgerRef {
     /// The hardware (a drive serial, the config's id).
     pub hardware_id: String,
-    /// SHA-256 of the ledger file.
+    /// SHA-256 of the ledger file (of its first `entries` lines when given).
     pub ledger_sha256: String,
+    /// The ledger's lines the digest covers: the runtime appends to a ledger after every
+    /// run, so a manifest cites it up to the runs the policy was adapted in. Not set:
+    /// the whole file.
+    #[serde(default)]
+    pub entries: Option<u64>,
     /// The ledger file, relative to the manifest (checked when given).
     #[serde(default)]
     pub ledger: Option<String>,
@@ -331,6 +336,7 @@ impl Provenance<'_> {
                     format!("regime_sequence[{i}].checkpoint"),
                     file,
                     &s.checkpoint_sha256,
+                    None,
                 ))
             })
             .chain(self.simulation.and_then(|s| {
@@ -339,6 +345,7 @@ impl Provenance<'_> {
                     "simulation_provenance.model_asset".to_string(),
                     file,
                     s.model_asset_sha256.as_ref()?,
+                    None,
                 ))
             }))
             .chain(self.omission_log.iter().enumerate().filter_map(|(i, o)| {
@@ -347,6 +354,7 @@ impl Provenance<'_> {
                     format!("omission_log[{i}].measurement"),
                     file,
                     &o.measurement_sha256,
+                    None,
                 ))
             }))
             .chain(
@@ -359,6 +367,7 @@ impl Provenance<'_> {
                             format!("negative_event_registry[{i}].record"),
                             file,
                             &e.sha256,
+                            None,
                         ))
                     }),
             )
@@ -368,17 +377,25 @@ impl Provenance<'_> {
                     format!("adaptation_wear_ledger[{i}].ledger"),
                     file,
                     &w.ledger_sha256,
+                    w.entries,
                 ))
             }));
-        for (key, file, expected) in cited {
+        for (key, file, expected, lines) in cited {
             let path = dir.join(file);
-            let (_, actual) = chunkrt_files::read_with_sha256(
-                &path,
-                chunkrt_files::MODEL_LIMIT_BYTES,
-                "file cited by a manifest",
-                None,
-            )
-            .map_err(|e| Rule(format!("{key} = \"{file}\": {e}")))?;
+            let what = "file cited by a manifest";
+            let limit = chunkrt_files::MODEL_LIMIT_BYTES;
+            let read = match lines {
+                // An append-only ledger is cited up to a line: later runs append.
+                Some(n) => chunkrt_files::lines_prefix_sha256(&path, n, limit, what).map(|d| {
+                    d.ok_or_else(|| {
+                        Rule(format!(
+                            "{key} = \"{file}\": the file holds fewer than {n} lines"
+                        ))
+                    })
+                }),
+                None => chunkrt_files::read_with_sha256(&path, limit, what, None).map(|r| Ok(r.1)),
+            };
+            let actual = read.map_err(|e| Rule(format!("{key} = \"{file}\": {e}")))??;
             if &actual != expected {
                 return Err(Rule(format!(
                     "{key} = \"{file}\": its SHA-256 is {actual}, the manifest says {expected}: \
@@ -513,9 +530,11 @@ impl Provenance<'_> {
         ));
         for (i, w) in self.wear_ledger.iter().enumerate() {
             line(format!(
-                "  [{i}] {}: {}",
+                "  [{i}] {}: {}{}",
                 w.hardware_id,
-                short(&w.ledger_sha256)
+                short(&w.ledger_sha256),
+                w.entries
+                    .map_or(String::new(), |n| format!(" (its first {n} line(s))"))
             ));
         }
         s

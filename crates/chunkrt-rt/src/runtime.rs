@@ -840,6 +840,7 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
     });
     note_stop(&mut collector, &thread_panics, quick_stop.as_ref());
     let metrics = collector.metrics().clone();
+    let wear = collector.wear().clone();
     let (mut report, log_error) = collector.finish(host, ended.t1.diff_ns(ended.t0) as f64 * 1e-9);
     report_stop(&mut report, &thread_panics, quick_stop.as_ref());
     report_loop(&mut report, cfg, &control, opts, &shared, unread_at_end);
@@ -869,6 +870,14 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
         }
         InferenceExit::Stopped => None,
     };
+    crate::wear::record(
+        &mut report,
+        cfg,
+        &control,
+        &wear,
+        &opts.config_name,
+        &mut records_error,
+    );
     write_report(&report, opts, &mut records_error);
     Ok(RunOutcome {
         report,

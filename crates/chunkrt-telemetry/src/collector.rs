@@ -68,6 +68,8 @@ pub struct Collector {
     out_dir: Option<std::path::PathBuf>,
     /// Intervention records (`interventions/`), cut from a ring of recent cycles.
     interventions: Option<crate::interventions::InterventionLog>,
+    /// The wear this run put on the arm (the report's `wear`, the wear ledger).
+    wear: crate::wear::WearTally,
 }
 
 /// `f` relative to `run_dir` when it lies inside it, else absolute.
@@ -141,6 +143,7 @@ impl Collector {
             warnings: Vec::new(),
             out_dir: out_dir.map(Path::to_path_buf),
             interventions: None,
+            wear: crate::wear::WearTally::default(),
         })
     }
 
@@ -333,6 +336,7 @@ impl Collector {
 
     fn on_cycle(&mut self, r: &CycleRecord) {
         self.bump("cycles", 1);
+        self.wear.cycle(r);
         if let Some(log) = &mut self.interventions {
             log.cycle(r);
         }
@@ -483,6 +487,7 @@ impl Collector {
         if let Some(log) = &mut self.interventions {
             log.event(e);
         }
+        self.wear.event(e);
         if self.recorder.is_some() {
             let v = self.event_json(e);
             if let Some(rec) = self.recorder.as_mut() {
@@ -799,6 +804,11 @@ impl Collector {
             self.counters["deadline_overruns"],
             self.counters["ring_drops"],
         )
+    }
+
+    /// The wear tallied so far.
+    pub fn wear(&self) -> &crate::wear::WearTally {
+        &self.wear
     }
 
     /// The histograms so far.

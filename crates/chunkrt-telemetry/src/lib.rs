@@ -24,6 +24,7 @@ pub mod recording;
 pub mod records;
 pub mod report;
 pub mod rings;
+pub mod wear;
 
 pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};

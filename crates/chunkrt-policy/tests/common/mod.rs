@@ -27,20 +27,7 @@ pub fn temp_dir(name: &str) -> PathBuf {
 /// Copies `<name>.toml`, its model and the measurements its omission log cites
 /// (`gap-*.json`) into `dir`, returns the manifest path.
 pub fn copy_policy(name: &str, dir: &Path) -> PathBuf {
-    for ext in ["toml", "onnx"] {
-        std::fs::copy(
-            policies().join(format!("{name}.{ext}")),
-            dir.join(format!("{name}.{ext}")),
-        )
-        .expect("copy policy");
-    }
-    for e in std::fs::read_dir(policies()).expect("policies") {
-        let e = e.expect("entry");
-        if e.file_name().to_string_lossy().starts_with("gap-") {
-            std::fs::copy(e.path(), dir.join(e.file_name())).expect("copy measurement");
-        }
-    }
-    dir.join(format!("{name}.toml"))
+    chunkrt_testkit::policy_files::copy_bundled_policy(name, dir)
 }
 
 /// Rewrites a manifest through `edit` on its TOML table.
