@@ -182,6 +182,7 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
         observation_delay_ms: 30.0,
         probe: Some(chunkrt_config::ProbeConfig {
             joint: 0,
+            shape: chunkrt_config::ProbeShape::Multisine,
             amplitude_rad: 1e-3,
             freqs_hz: vec![0.5, 1.0, 2.0],
             start_s: 0.001,

@@ -89,11 +89,21 @@ fn repo_file(rel: &str) -> std::path::PathBuf {
 /// `chunkrt margin --loop runtime` on the servo policy with gain `k` and `delay`
 /// of transport delay: the JSON row, and stdout.
 fn runtime_margin(k: f64, delay: &str, name: &str) -> (serde_json::Value, String) {
+    runtime_margin_of(&repo_file("rt-config/sim-servo.toml"), k, delay, name)
+}
+
+/// As [`runtime_margin`], on `config`.
+fn runtime_margin_of(
+    config: &Path,
+    k: f64,
+    delay: &str,
+    name: &str,
+) -> (serde_json::Value, String) {
     let out = std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = chunkrt()
         .args(["margin", "--config"])
-        .arg(repo_file("rt-config/sim-servo.toml"))
+        .arg(config)
         .args(["--servo-gain", &k.to_string(), "--delays", delay])
         .args([
             "--window-s",
@@ -505,40 +515,8 @@ fn the_action_filter_costs_the_loop_its_own_phase_lag() {
     let path =
         std::env::temp_dir().join(format!("chunkrt-servo-filter-{}.toml", std::process::id()));
     std::fs::write(&path, filtered).unwrap();
-    let measure = |config: &Path, name: &str| {
-        let out =
-            std::env::temp_dir().join(format!("chunkrt-margin-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        let run = chunkrt()
-            .args(["margin", "--config"])
-            .arg(config)
-            .args(["--servo-gain", "6.2832", "--delays", "0ms"])
-            .args([
-                "--window-s",
-                "10",
-                "--settle-s",
-                "2",
-                "--free-s",
-                "5",
-                "--out",
-            ])
-            .arg(&out)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-        assert!(
-            run.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap())
-                .unwrap();
-        let _ = std::fs::remove_dir_all(&out);
-        (json["rows"][0].clone(), stdout)
-    };
-    let (plain, _) = measure(&repo_file("rt-config/sim-servo.toml"), "nofilter");
-    let (with, stdout) = measure(&path, "filter2hz");
+    let (plain, _) = runtime_margin(2.0 * std::f64::consts::PI, "0ms", "nofilter");
+    let (with, stdout) = runtime_margin_of(&path, 2.0 * std::f64::consts::PI, "0ms", "filter2hz");
     let _ = std::fs::remove_file(&path);
     assert!(plain["action_filter"].is_null(), "{plain}");
     let phases = |r: &serde_json::Value| -> Vec<(f64, f64)> {

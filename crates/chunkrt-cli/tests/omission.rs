@@ -21,7 +21,7 @@ use chunkrt_tests::recording;
 use common::{repo, temp_dir};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Joint 0's excluded band: the flow policy starts at its first goal (joint 0 at 0)
 /// and heads for its second (joint 0 at 0.9 rad).
@@ -63,20 +63,11 @@ fn cited_measurement(manifest: &Path) -> PathBuf {
 }
 
 fn chunkrt(args: &[&str], paths: &[&Path]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chunkrt"));
-    c.args(args);
-    for p in paths {
-        c.arg(p);
-    }
-    c.env("CHUNKRT_LOG", "warn").output().unwrap()
+    common::chunkrt_at(args, paths)
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    common::output_text(o)
 }
 
 #[test]

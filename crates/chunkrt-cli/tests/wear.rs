@@ -11,7 +11,7 @@ use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::recording;
 use common::{repo, temp_dir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const ID: &str = "arm-under-test";
 
@@ -38,20 +38,11 @@ fn config_in(dir: &Path) -> PathBuf {
 }
 
 fn chunkrt(args: &[&str], paths: &[&Path]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chunkrt"));
-    c.args(args);
-    for p in paths {
-        c.arg(p);
-    }
-    c.env("CHUNKRT_LOG", "warn").output().unwrap()
+    common::chunkrt_at(args, paths)
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    common::output_text(o)
 }
 
 fn ledger(dir: &Path) -> Vec<serde_json::Value> {

@@ -143,18 +143,37 @@ pub const MAX_PROBE_FREQS: usize = 16;
 /// its peak (the rest is left to the motion it rides on).
 pub const PROBE_LIMIT_SHARE: f64 = 0.25;
 
+/// The probe's shape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeShape {
+    /// `sum_k a sin(2 pi f_k t + phi_k)`, faded in and out.
+    #[default]
+    Multisine,
+    /// A pulse: `a` from `start_s` for `duration_s` (a step up, then a step down), with
+    /// no fade; the gate shapes each step within the joint's limits (`chunkrt gap`'s
+    /// step responses).
+    Step,
+}
+
 /// `[inject.probe]`: `sum_k a sin(2 pi f_k t + phi_k)` (Schroeder phases) added to
 /// one joint's setpoint before the permission gate, only while the policy plays,
-/// faded in and out over `ramp_s`. The gate checks the probed setpoint like any other.
+/// faded in and out over `ramp_s`; or, `shape = "step"`, a pulse of `a`. The gate
+/// checks the probed setpoint like any other.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
     /// The joint probed.
     pub joint: usize,
-    /// Amplitude of each component (rad).
+    /// Amplitude of each component (rad), or of the pulse.
     pub amplitude_rad: f64,
-    /// Component frequencies (Hz), 1 to 16, below the bus's Nyquist frequency.
+    /// Component frequencies (Hz), 1 to 16, below the bus's Nyquist frequency (none
+    /// for a step).
+    #[serde(default)]
     pub freqs_hz: Vec<f64>,
+    /// `multisine` (default) or `step`.
+    #[serde(default)]
+    pub shape: ProbeShape,
     /// When the probe starts (s after the loop's first deadline).
     #[serde(default = "default_probe_start")]
     pub start_s: f64,
@@ -220,7 +239,14 @@ impl ProbeConfig {
         }
         let nyquist = 500.0 / period_ms;
         let n = self.freqs_hz.len();
-        if n == 0 || n > MAX_PROBE_FREQS {
+        if self.shape == ProbeShape::Step {
+            if n != 0 {
+                return err(
+                    "freqs_hz",
+                    "a step probe has no frequencies: leave freqs_hz out".into(),
+                );
+            }
+        } else if n == 0 || n > MAX_PROBE_FREQS {
             return err(
                 "freqs_hz",
                 format!("expected 1 to {MAX_PROBE_FREQS} frequencies, got {n}"),
@@ -246,16 +272,16 @@ impl ProbeConfig {
             }
         }
         let x = self.max_excursion_rad;
-        if !(x.is_finite() && x > self.amplitude_rad * self.freqs_hz.len() as f64 && x <= 1.0) {
+        let peak = self.amplitude_rad * self.freqs_hz.len().max(1) as f64;
+        if !(x.is_finite() && x > peak && x <= 1.0) {
             return err(
                 "max_excursion_rad",
                 format!(
-                    "expected a bound above the probe's own peak ({} rad) and at most 1 rad, got {x}",
-                    self.amplitude_rad * self.freqs_hz.len() as f64
+                    "expected a bound above the probe's own peak ({peak} rad) and at most 1 rad, got {x}"
                 ),
             );
         }
-        if self.duration_s <= 2.0 * self.ramp_s {
+        if self.shape == ProbeShape::Multisine && self.duration_s <= 2.0 * self.ramp_s {
             return err(
                 "duration_s",
                 format!(

@@ -16,7 +16,7 @@ mod validate;
 pub use error::{ConfigError, OverrideError};
 pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
 pub use inject::{
-    InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig,
+    InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig, ProbeShape,
     MAX_INJECT_DELAY_MS, MAX_PROBE_FREQS, PROBE_LIMIT_SHARE,
 };
 pub use kind::FileKind;

@@ -390,6 +390,28 @@ proptest! {
     }
 }
 
+/// Checks the next command `q` after the commands `hist` (at least three) against the
+/// position range [-1.95, 2.45] and the speed and acceleration limits by finite
+/// differences; returns its acceleration and the one before.
+fn kept_pos_vel_acc(
+    hist: &[f64],
+    q: f64,
+    t: f64,
+    vel: f64,
+    acc: f64,
+) -> Result<(f64, f64), TestCaseError> {
+    prop_assert!(q.is_finite());
+    prop_assert!((-1.95 - 1e-9..=2.45 + 1e-9).contains(&q), "pos {q}");
+    let n = hist.len();
+    let v = (q - hist[n - 1]) / t;
+    let v1 = (hist[n - 1] - hist[n - 2]) / t;
+    let v0 = (hist[n - 2] - hist[n - 3]) / t;
+    let (a, a1) = ((v - v1) / t, (v1 - v0) / t);
+    prop_assert!(v.abs() <= vel * (1.0 + 1e-9) + 1e-9, "vel {v}");
+    prop_assert!(a.abs() <= acc * (1.0 + 1e-9) + 1e-6, "acc {a}");
+    Ok((a, a1))
+}
+
 /// A proposal value: mostly plausible, sometimes wild, sometimes not a number.
 fn proposal_value() -> impl Strategy<Value = f64> {
     prop_oneof![
@@ -437,15 +459,8 @@ proptest! {
                 sp.acc_rad_s2[0] = a;
                 gate.filter(&sp, &mut cmd);
                 let q = cmd.pos_rad[0];
-                prop_assert!(q.is_finite() && cmd.vel_rad_s[0].is_finite());
-                prop_assert!((-1.95 - 1e-9..=2.45 + 1e-9).contains(&q), "pos {q}");
-                let n = hist.len();
-                let v = (q - hist[n - 1]) / t;
-                let v1 = (hist[n - 1] - hist[n - 2]) / t;
-                let v0 = (hist[n - 2] - hist[n - 3]) / t;
-                let (a, a1) = ((v - v1) / t, (v1 - v0) / t);
-                prop_assert!(v.abs() <= vel * (1.0 + 1e-9) + 1e-9, "vel {v}");
-                prop_assert!(a.abs() <= acc * (1.0 + 1e-9) + 1e-6, "acc {a}");
+                prop_assert!(cmd.vel_rad_s[0].is_finite());
+                let (a, a1) = kept_pos_vel_acc(&hist, q, t, vel, acc)?;
                 prop_assert!(((a - a1) / t).abs() <= acc * jerk_ratio * (1.0 + 1e-9) + 1e-3, "jerk");
                 hist.push(q);
             }
@@ -508,15 +523,7 @@ proptest! {
                 sp.acc_rad_s2[0] = a;
                 gate.filter(&sp, &mut cmd);
                 let q = cmd.pos_rad[0];
-                prop_assert!(q.is_finite());
-                prop_assert!((-1.95 - 1e-9..=2.45 + 1e-9).contains(&q), "pos {q}");
-                let n = hist.len();
-                let v = (q - hist[n - 1]) / t;
-                let v1 = (hist[n - 1] - hist[n - 2]) / t;
-                let v0 = (hist[n - 2] - hist[n - 3]) / t;
-                let (a, a1) = ((v - v1) / t, (v1 - v0) / t);
-                prop_assert!(v.abs() <= vel * (1.0 + 1e-9) + 1e-9, "vel {v}");
-                prop_assert!(a.abs() <= acc * (1.0 + 1e-9) + 1e-6, "acc {a}");
+                let (a, a1) = kept_pos_vel_acc(&hist, q, t, vel, acc)?;
                 let dtau_dt = inertia * (a - a1) / t;
                 prop_assert!(
                     dtau_dt.abs() <= torque_rate * (1.0 + 1e-9) + 1e-3 * inertia,

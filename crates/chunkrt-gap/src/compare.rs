@@ -5,7 +5,8 @@ use crate::signal::{ks_distance, wrap_deg};
 use serde::Serialize;
 
 /// The tolerance of each metric. The defaults are the design table's where it has one
-/// (phase lag 5 degrees at 10 Hz, end-to-end jitter 2 ms, observation age 25 ms, no
+/// (phase lag 5 degrees at 10 Hz, step settling time 15 ms and overshoot 5 %,
+/// end-to-end jitter 2 ms, observation age 25 ms, no
 /// deadline overrun at 50 Hz, sensor distributions KS 0.05) and chunkrt's own
 /// otherwise (gain, backlash, coupling, hold torque, bias).
 ///
@@ -17,6 +18,10 @@ pub struct Tolerances {
     pub phase_lag_deg: f64,
     /// `|Δ gain|` at every probe frequency (dB).
     pub gain_db: f64,
+    /// `|Δ settling time|` of the step response (ms).
+    pub settling_ms: f64,
+    /// `|Δ overshoot|` of the step response (percentage points of the step).
+    pub overshoot_pct: f64,
     /// `|Δ play|` between the directions of motion (rad).
     pub backlash_rad: f64,
     /// `|Δ coupling|`: another joint's `|Y_k / C_j|`.
@@ -44,6 +49,8 @@ impl Default for Tolerances {
         Tolerances {
             phase_lag_deg: 5.0,
             gain_db: 1.0,
+            settling_ms: 15.0,
+            overshoot_pct: 5.0,
             backlash_rad: 5e-4,
             coupling: 0.02,
             hold_torque_nm: 1.0,
@@ -195,6 +202,17 @@ fn response_rows(r: &JointResponse, p: &JointResponse, tol: &Tolerances, rows: &
     }
     let (t, l) = (Some(tol.backlash_rad), "backlash_rad".to_string());
     rows.push(diff("actuator", l, j, (r.backlash_rad, p.backlash_rad), t));
+    let (a, b) = (&r.step, &p.step);
+    let (t, l) = (Some(tol.settling_ms), "step_settling_ms".to_string());
+    rows.push(diff("actuator", l, j, (a.settling_ms, b.settling_ms), t));
+    let (t, l) = (Some(tol.overshoot_pct), "step_overshoot_pct".to_string());
+    rows.push(diff(
+        "actuator",
+        l,
+        j,
+        (a.overshoot_pct, b.overshoot_pct),
+        t,
+    ));
     for (k, (a, b)) in r.coupling.iter().zip(&p.coupling).enumerate() {
         if k != r.joint {
             let l = format!("gain_from_joint_{}", r.joint);

@@ -46,6 +46,23 @@ pub struct JointResponse {
     /// The play of the joint (rad), from the reversal run: the width of the
     /// hysteresis of measured minus commanded position between the two directions.
     pub backlash_rad: f64,
+    /// Its answer to a stepped command, from the step run.
+    pub step: StepResponse,
+}
+
+/// A joint's answer to a step of its command (the gate shapes the step within the
+/// joint's limits; both plants get the same command), over the step up and the step
+/// down.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StepResponse {
+    /// The command's step (rad).
+    pub step_rad: f64,
+    /// From the command leaving its level to the measured position staying within 2 %
+    /// of the step of the command's new level (ms; the mean of both steps).
+    pub settling_ms: f64,
+    /// The measured position's largest excursion past the new level, in % of the step
+    /// (the larger of both steps; 0: none).
+    pub overshoot_pct: f64,
 }
 
 /// The measured position over the command that left the gate at one frequency.
@@ -144,6 +161,13 @@ pub fn measure_plant(
         r.backlash_rad = backlash(setup, &rev, j, name)?;
         m.responses.push(r);
         m.run_dirs.push(rev_dir);
+        let step_cfg = setup.step(cfg, j)?;
+        let step_dir = dir.join(format!("joint-{j}-step"));
+        let (cycles, _) = run_once(&step_cfg, name, setup.step_run_s(), &step_dir, stop.clone())?;
+        if let Some(r) = m.responses.last_mut() {
+            r.step = step_response(setup, &cycles, j, name)?;
+        }
+        m.run_dirs.push(step_dir);
     }
     Ok(m)
 }
@@ -286,6 +310,7 @@ fn response(
         points,
         coupling,
         backlash_rad: 0.0,
+        step: StepResponse::default(),
     })
 }
 
@@ -351,4 +376,158 @@ fn hold(setup: &GapSetup, cycles: &[Cycle], plant: &str) -> Result<Vec<HoldStats
             }
         })
         .collect())
+}
+
+/// Joint `j`'s answer to its step run: the step up and the step down, each judged
+/// from 0.2 s before the command steps to the end of its hold.
+fn step_response(
+    setup: &GapSetup,
+    cycles: &[Cycle],
+    j: usize,
+    plant: &str,
+) -> Result<StepResponse, GapError> {
+    let on = crate::setup::STEP_SETTLE_S;
+    let hold = setup.step_hold_s;
+    let up = window(cycles, on - 0.2, hold + 0.2, "step up", plant)?;
+    // The run's controlled stop at its end is left out of the step down.
+    let down = window(cycles, on + hold - 0.2, hold + 0.1, "step down", plant)?;
+    let (a, b) = (one_step(&up, j, plant)?, one_step(&down, j, plant)?);
+    Ok(StepResponse {
+        step_rad: 0.5 * (a.step_rad.abs() + b.step_rad.abs()),
+        settling_ms: 0.5 * (a.settling_ms + b.settling_ms),
+        overshoot_pct: a.overshoot_pct.max(b.overshoot_pct),
+    })
+}
+
+/// One step of the command within `w` (its level before it at the start of `w`): when
+/// the command left that level, when the measured position last entered the band of
+/// 2 % of the command's step around where it came to rest (its mean over the last
+/// 0.1 s; linear between cycles), and how far past that it went.
+fn one_step(w: &[&Cycle], j: usize, plant: &str) -> Result<StepResponse, GapError> {
+    let t0 = w[0].t;
+    let c: Vec<f64> = w.iter().map(|x| x.c[j]).collect();
+    let y: Vec<f64> = w.iter().map(|x| x.y[j]).collect();
+    let t: Vec<f64> = w.iter().map(|x| x.t - t0).collect();
+    let end = t[t.len() - 1];
+    let tail: Vec<f64> = (0..y.len())
+        .filter(|&k| t[k] >= end - 0.1)
+        .map(|k| y[k])
+        .collect();
+    let rest = mean(&tail);
+    let step = c[c.len() - 1] - c[0];
+    let bad = |message: String| GapError::Recording {
+        plant: plant.to_string(),
+        message,
+    };
+    let Some(k0) = c.iter().position(|v| (v - c[0]).abs() > 1e-3 * step.abs()) else {
+        return Err(bad(format!(
+            "joint {j}'s step run: the command did not step"
+        )));
+    };
+    let band = 0.02 * step.abs();
+    let outside: Vec<usize> = (0..y.len())
+        .filter(|&k| (y[k] - rest).abs() > band)
+        .collect();
+    let last = outside.last().copied().unwrap_or(k0);
+    if last + 1 >= y.len() {
+        return Err(bad(format!(
+            "joint {j}'s step run: the position had not settled within 2 % of the step \
+             by the end of the hold ({:.3} s)",
+            end
+        )));
+    }
+    // Where |y - rest| falls through the band between `last` and the next cycle.
+    let (e0, e1) = ((y[last] - rest).abs(), (y[last + 1] - rest).abs());
+    let frac = if e0 > e1 {
+        (e0 - band) / (e0 - e1)
+    } else {
+        1.0
+    };
+    let t_settle = t[last] + frac.clamp(0.0, 1.0) * (t[last + 1] - t[last]);
+    let past = (k0..y.len())
+        .map(|k| (y[k] - rest) * step.signum())
+        .fold(0.0f64, f64::max);
+    Ok(StepResponse {
+        step_rad: step,
+        settling_ms: (t_settle - t[k0]).max(0.0) * 1e3,
+        overshoot_pct: 100.0 * past / step.abs(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cycles at `dt` s of a command that steps by `step` at `t_step` (an ideal step)
+    /// and a measured position `y(t since the step)`, joint 0 only.
+    fn stepped(dt: f64, secs: f64, t_step: f64, step: f64, y: impl Fn(f64) -> f64) -> Vec<Cycle> {
+        (0..(secs / dt).round() as usize)
+            .map(|k| {
+                let t = k as f64 * dt;
+                let after = t >= t_step - 1e-12;
+                Cycle {
+                    t,
+                    playing: true,
+                    c: vec![if after { step } else { 0.0 }],
+                    y: vec![if after { y(t - t_step) } else { 0.0 }],
+                    torque: vec![0.0],
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_delayed_first_order_response_settles_in_its_delay_plus_ln50_time_constants() {
+        // 2 % of the step is left after ln(50) time constants: 5 ms + 3.912 x 10 ms.
+        let (d, tau, s) = (0.005, 0.010, 2e-3);
+        let y = |t: f64| {
+            if t < d {
+                0.0
+            } else {
+                s * (1.0 - (-(t - d) / tau).exp())
+            }
+        };
+        let cycles = stepped(0.001, 0.8, 0.2, s, y);
+        let w: Vec<&Cycle> = cycles.iter().collect();
+        let r = one_step(&w, 0, "test").unwrap();
+        let expected = 1e3 * (d + tau * 50f64.ln());
+        assert!(
+            (r.settling_ms - expected).abs() < 0.5,
+            "{} vs {expected}",
+            r.settling_ms
+        );
+        assert!(r.overshoot_pct < 1e-9, "{}", r.overshoot_pct);
+        assert!((r.step_rad - s).abs() < 1e-15);
+    }
+
+    #[test]
+    fn an_underdamped_response_overshoots_by_the_damping_ratios_share() {
+        // Second order, zeta 0.5: the first peak is exp(-pi zeta / sqrt(1 - zeta^2)) =
+        // 16.3 % past the final value; a step down mirrors it.
+        let (zeta, wn, s) = (0.5f64, 2.0 * std::f64::consts::PI * 10.0, -3e-3);
+        let wd = wn * (1.0 - zeta * zeta).sqrt();
+        let y = |t: f64| {
+            let e = (-zeta * wn * t).exp();
+            s * (1.0 - e * ((wd * t).cos() + zeta / (1.0 - zeta * zeta).sqrt() * (wd * t).sin()))
+        };
+        let cycles = stepped(0.0005, 0.8, 0.2, s, y);
+        let w: Vec<&Cycle> = cycles.iter().collect();
+        let r = one_step(&w, 0, "test").unwrap();
+        let expected = 100.0 * (-std::f64::consts::PI * zeta / (1.0 - zeta * zeta).sqrt()).exp();
+        assert!(
+            (r.overshoot_pct - expected).abs() < 0.1,
+            "{} vs {expected}",
+            r.overshoot_pct
+        );
+    }
+
+    #[test]
+    fn a_response_that_has_not_settled_by_the_end_is_refused() {
+        let cycles = stepped(0.001, 0.5, 0.2, 1e-3, |t| {
+            1e-3 * t / 0.3 + 1e-4 * (t * 300.0).sin()
+        });
+        let w: Vec<&Cycle> = cycles.iter().collect();
+        let e = one_step(&w, 0, "test").unwrap_err().to_string();
+        assert!(e.contains("had not settled"), "{e}");
+    }
 }

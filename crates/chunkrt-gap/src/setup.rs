@@ -41,6 +41,11 @@ pub struct GapSetup {
     pub reversal_amplitude_rad: f64,
     /// Its whole periods in the window.
     pub reversal_periods: u32,
+    /// The step run's step (rad): the setpoint is stepped up by it, held
+    /// `step_hold_s`, stepped back down.
+    pub step_rad: f64,
+    /// How long each level of the step run is held (s).
+    pub step_hold_s: f64,
 }
 
 impl Default for GapSetup {
@@ -60,6 +65,8 @@ impl Default for GapSetup {
             reversal_hz: 0.5,
             reversal_amplitude_rad: 0.01,
             reversal_periods: 2,
+            step_rad: 2e-3,
+            step_hold_s: 0.6,
         }
     }
 }
@@ -79,6 +86,11 @@ impl GapSetup {
     /// faded out, the tail.
     pub fn reversal_run_s(&self) -> f64 {
         REVERSAL_SETTLE_S + self.reversal_window_s() + 2.0 * self.ramp_s + self.tail_s
+    }
+
+    /// The length of one step run: 1 s at rest, the step up held, the step down held.
+    pub fn step_run_s(&self) -> f64 {
+        STEP_SETTLE_S + 2.0 * self.step_hold_s
     }
 
     /// Checks the times, frequencies and joints against `cfg`.
@@ -124,6 +136,7 @@ impl GapSetup {
     fn unit_probe(&self, j: usize) -> ProbeConfig {
         ProbeConfig {
             joint: j,
+            shape: chunkrt_config::ProbeShape::Multisine,
             amplitude_rad: 1.0,
             freqs_hz: self.freqs_hz.clone(),
             start_s: self.settle_s,
@@ -143,6 +156,7 @@ impl GapSetup {
     pub fn reversal(&self, cfg: &Config, j: usize) -> Result<Config, GapError> {
         let unit = ProbeConfig {
             joint: j,
+            shape: chunkrt_config::ProbeShape::Multisine,
             amplitude_rad: 1.0,
             freqs_hz: vec![self.reversal_hz],
             start_s: REVERSAL_SETTLE_S,
@@ -152,6 +166,26 @@ impl GapSetup {
         };
         let probe = scaled(cfg, unit, self.reversal_amplitude_rad);
         self.run_config(cfg, probe)
+    }
+
+    /// The config of joint `j`'s step run: a pulse of `step_rad` on its setpoint, the
+    /// servo's gain near zero (the policy holds its command and does not answer the
+    /// step: what is measured is the drive following a stepped command).
+    pub fn step(&self, cfg: &Config, j: usize) -> Result<Config, GapError> {
+        let probe = ProbeConfig {
+            joint: j,
+            shape: chunkrt_config::ProbeShape::Step,
+            amplitude_rad: self.step_rad,
+            freqs_hz: Vec::new(),
+            start_s: STEP_SETTLE_S,
+            duration_s: self.step_hold_s,
+            ramp_s: 0.0,
+            max_excursion_rad: 0.1,
+        };
+        let mut c = self.run_config(cfg, probe)?;
+        c.policy.gain_per_s = STEP_SERVO_GAIN_PER_S;
+        c.check()?;
+        Ok(c)
     }
 
     /// `cfg` with its backend, limits, bus and `[inject]` as they are, the servo
@@ -175,6 +209,13 @@ impl GapSetup {
 
 /// Time at rest before the reversal run's sine.
 pub const REVERSAL_SETTLE_S: f64 = 1.0;
+
+/// Time at rest before the step run's step.
+pub const STEP_SETTLE_S: f64 = 1.0;
+
+/// The servo's gain in the step run (1/s): over a 0.6 s hold it moves the command by
+/// 0.06 % of the step.
+const STEP_SERVO_GAIN_PER_S: f64 = 1e-3;
 
 /// `unit` (amplitude 1) at the largest amplitude within `max_rad` whose peak speed,
 /// acceleration and jerk stay within 80 % of the share of its joint's limits in `cfg`

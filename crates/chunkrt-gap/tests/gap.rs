@@ -66,9 +66,10 @@ fn a_plant_against_itself_shows_no_gap_and_play_and_an_encoder_offset_are_found_
         "sim against itself: {:#?}",
         over(&rows)
     );
-    // Every channel is there: 4 frequencies x (lag, gain) and the backlash, 6
-    // coupled joints, and per joint load, bias and noise, then 3 timing rows.
-    assert_eq!(rows.len(), 9 + 6 + 7 * 3 + 3, "{rows:#?}");
+    // Every channel is there: 4 frequencies x (lag, gain), the backlash and the step's
+    // settling time and overshoot, 6 coupled joints, and per joint load, bias and
+    // noise, then 3 timing rows.
+    assert_eq!(rows.len(), 11 + 6 + 7 * 3 + 3, "{rows:#?}");
 
     // The plant: 2 mrad of play on joint 0 (the host reads the link behind it), and
     // its positions read through an offset on joints 1 and 5.
@@ -118,6 +119,13 @@ fn a_transport_delay_of_8_ms_is_found_as_its_phase_lag_at_every_probe_frequency(
     }
     assert!(row(&rows, "phase_lag_deg@10Hz", Some(0)).over);
     assert!(!row(&rows, "phase_lag_deg@1Hz", Some(0)).over);
+    // The step response is the same one 8 ms later: it settles 8 ms later (measured
+    // from the command's step, within a 1 ms bus period) with the same overshoot.
+    let s = row(&rows, "step_settling_ms", Some(0));
+    assert!((s.difference - 8.0).abs() <= 1.0, "{s:?}");
+    assert!(!s.over, "8 ms is within the 15 ms tolerance: {s:?}");
+    let o = row(&rows, "step_overshoot_pct", Some(0));
+    assert!(o.difference.abs() < 1.0, "{o:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

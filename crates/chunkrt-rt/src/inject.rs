@@ -97,6 +97,8 @@ struct Probe {
     max_excursion: f64,
     /// The guard tripped: the policy has lost authority for good.
     tripped: bool,
+    /// A pulse of `amplitude` (`shape = "step"`), not a multisine.
+    step: bool,
 }
 
 impl Probe {
@@ -113,6 +115,7 @@ impl Probe {
             origin: None,
             max_excursion: cfg.max_excursion_rad,
             tripped: false,
+            step: cfg.shape == chunkrt_config::ProbeShape::Step,
         };
         for k in 0..p.n {
             p.w[k] = 2.0 * core::f64::consts::PI * cfg.freqs_hz[k];
@@ -128,6 +131,9 @@ impl Probe {
         let since = deadline.saturating_since(origin);
         if since < self.start_ns || since >= self.start_ns + self.duration_ns {
             return [0.0; 3];
+        }
+        if self.step {
+            return [self.amplitude, 0.0, 0.0];
         }
         let t_ns = since - self.start_ns;
         let edge = t_ns.min(self.duration_ns - t_ns);
@@ -492,6 +498,7 @@ pub fn describe(
             "joint": p.joint,
             "amplitude_rad": p.amplitude_rad,
             "freqs_hz": p.freqs_hz,
+            "shape": p.shape,
             "start_s": p.start_s,
             "duration_s": p.duration_s,
             "ramp_s": p.ramp_s,
@@ -510,6 +517,7 @@ mod tests {
         let cfg = InjectConfig {
             probe: Some(chunkrt_config::ProbeConfig {
                 joint: 0,
+                shape: chunkrt_config::ProbeShape::Multisine,
                 amplitude_rad: 2e-3,
                 freqs_hz: vec![0.5, 1.0],
                 start_s: 0.0,
@@ -520,6 +528,41 @@ mod tests {
             ..Default::default()
         };
         ControlInjection::new(&cfg, &Command::default(), &Feedback::default())
+    }
+
+    #[test]
+    fn a_step_probe_adds_its_amplitude_over_its_span_only_and_no_derivatives() {
+        let cfg = InjectConfig {
+            probe: Some(chunkrt_config::ProbeConfig {
+                joint: 2,
+                shape: chunkrt_config::ProbeShape::Step,
+                amplitude_rad: 2e-3,
+                freqs_hz: Vec::new(),
+                start_s: 1.0,
+                duration_s: 0.6,
+                ramp_s: 0.25,
+                max_excursion_rad: 0.1,
+            }),
+            ..Default::default()
+        };
+        let mut inj = ControlInjection::new(&cfg, &Command::default(), &Feedback::default());
+        let measured = [0.0; chunkrt_core::MAX_DOF];
+        let added: Vec<f64> = (0..100)
+            .map(|k| {
+                let mut sp = Setpoint::default();
+                let d = inj.probe(MonoTime(k * PERIOD_NS), true, &mut sp, &measured);
+                assert_eq!((sp.vel_rad_s[2], sp.acc_rad_s2[2]), (0.0, 0.0));
+                d.map_or(0.0, |(j, _)| {
+                    assert_eq!(j, 2);
+                    sp.pos_rad[2]
+                })
+            })
+            .collect();
+        // Cycles 50..80 (1.0 s to 1.6 s at 20 ms): the whole step, no fade.
+        for (k, a) in added.iter().enumerate() {
+            let want = if (50..80).contains(&k) { 2e-3 } else { 0.0 };
+            assert_eq!(*a, want, "cycle {k}");
+        }
     }
 
     /// Runs the guard over `cycles` cycles of a setpoint path `u(t)` that the arm

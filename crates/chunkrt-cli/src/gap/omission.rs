@@ -75,6 +75,7 @@ fn mechanism(channel: &str, metric: &str) -> &'static str {
         ("actuator", m) if m.starts_with("phase_lag") => "actuator dynamics: phase lag",
         ("actuator", m) if m.starts_with("gain") => "actuator dynamics: gain",
         ("actuator", "backlash_rad") => "backlash",
+        ("actuator", m) if m.starts_with("step_") => "actuator dynamics: step response",
         ("coupling", _) => "joint coupling the reference does not model",
         ("load", _) => "load held against (gravity, payload)",
         ("sensing", "bias_rad") => "position sensor bias",

@@ -118,3 +118,22 @@ pub fn script_json(py: &Path, script: &str, args: &[&std::ffi::OsStr]) -> serde_
     );
     serde_json::from_slice(&read.stdout).unwrap()
 }
+
+/// Runs the binary under test with `args` then `paths` (quiet logging); its output.
+pub fn chunkrt_at(args: &[&str], paths: &[&Path]) -> std::process::Output {
+    let mut c = std::process::Command::new(bin());
+    c.args(args);
+    for p in paths {
+        c.arg(p);
+    }
+    c.env("CHUNKRT_LOG", "warn").output().unwrap()
+}
+
+/// An output's stdout then stderr, as text.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -55,6 +55,7 @@ impl LiveSetup {
     pub fn probe(&self) -> ProbeConfig {
         ProbeConfig {
             joint: self.joint,
+            shape: chunkrt_config::ProbeShape::Multisine,
             amplitude_rad: self.amplitude_rad,
             freqs_hz: self.freqs_hz.clone(),
             start_s: self.settle_s,

@@ -585,6 +585,7 @@ fn probe_adds_to_the_setpoint_only_while_playing_and_its_guard_takes_authority()
     let inject = chunkrt_config::InjectConfig {
         probe: Some(chunkrt_config::ProbeConfig {
             joint: 1,
+            shape: chunkrt_config::ProbeShape::Multisine,
             amplitude_rad: 1e-3,
             freqs_hz: vec![1.0],
             start_s: 0.0,
