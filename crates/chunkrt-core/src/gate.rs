@@ -464,16 +464,17 @@ impl Gate {
         let dof = self.limits.dof.min(MAX_DOF);
         self.n_interventions = 0;
         let mut mask = self.report_domain(proposed);
-        let mut shaped = *proposed;
-        if !self.shaped {
+        // Without a filter the proposal goes on as it is: no copy on the cycle's path.
+        let mut shaped;
+        let filtered = if self.action_filter.is_some() && !self.shaped {
+            shaped = *proposed;
             self.shape(&mut shaped);
-        }
-        self.shaped = false;
-        let filtered = if self.action_filter.is_some() {
             &shaped
         } else {
+            // Shaped in place by the caller already, or no filter (its bits stay 0).
             proposed
         };
+        self.shaped = false;
         for j in 0..dof {
             let fb = self.filter_bits[j];
             let raw = if fb != 0 {

@@ -894,7 +894,7 @@ impl Backend for EthercatBackend {
         for (i, [vendor, product, revision, serial]) in self.identities.iter().enumerate() {
             let joint = self.p.drives.get(i).map_or(i, |d| d.joint);
             out(
-                &format!("ethercat:{vendor:#010x}:{product:#010x}:rev{revision}:sn{serial}"),
+                &format!("ethercat:{vendor:#010x}:{product:#010x}:rev{revision:#010x}:sn{serial}"),
                 joint..joint + 1,
             );
         }

@@ -104,11 +104,6 @@ impl WearTally {
             "torque_samples": self.torque_n,
         })
     }
-
-    /// Joints seen.
-    pub fn dof(&self) -> usize {
-        self.dof
-    }
 }
 
 /// The lines of `ledger` (none when it does not exist yet), parsed; a line that is not
