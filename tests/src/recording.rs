@@ -26,6 +26,10 @@ pub struct RecordedCycle {
     pub feedback_rad: Vec<f64>,
     /// Measured torque per joint (empty where the message has none).
     pub feedback_torque_nm: Vec<f64>,
+    /// With a residual policy: the base's own setpoint per joint (empty without one).
+    pub base_rad: Vec<f64>,
+    /// With a residual policy: the correction let through per joint (empty without one).
+    pub residual_rad: Vec<f64>,
 }
 
 /// Every cycle and every event (as JSON) in `path` (the first segment, which holds a
@@ -133,6 +137,16 @@ fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
         feedback_rad: arr("feedback_rad")?,
         feedback_torque_nm: if v.get("feedback_torque_nm").is_some() {
             arr("feedback_torque_nm")?
+        } else {
+            Vec::new()
+        },
+        base_rad: if v.get("base_rad").is_some() {
+            arr("base_rad")?
+        } else {
+            Vec::new()
+        },
+        residual_rad: if v.get("residual_rad").is_some() {
+            arr("residual_rad")?
         } else {
             Vec::new()
         },

@@ -69,9 +69,21 @@ fn allocations_with(
         gate: if shaped {
             // The action filter at 5 Hz and a torque slew limit far below the jerk
             // limit (issue 41): both act on the scripted motion.
+            // And a residual gate (issue 40) whose correction is out of scale: its
+            // bound, rate and region act.
             Gate::new(limits, period_ns, &first.pos_rad)
                 .with_action_filter(Some(5.0))
                 .with_torque_slew(Some([5.0; chunkrt_core::MAX_DOF]))
+                .with_residual(Some(chunkrt_core::ResidualLimits {
+                    dof: cfg.control.joints,
+                    bound_rad: [0.05; chunkrt_core::MAX_DOF],
+                    rate_rad_s: [0.2; chunkrt_core::MAX_DOF],
+                    region: Some(chunkrt_core::ActivityRegion {
+                        lo_rad: [-0.2; chunkrt_core::MAX_DOF],
+                        hi_rad: [0.2; chunkrt_core::MAX_DOF],
+                        fade_rad: 0.05,
+                    }),
+                }))
         } else {
             Gate::new(limits, period_ns, &first.pos_rad)
         },
@@ -92,6 +104,10 @@ fn allocations_with(
         clock: fake_now,
     });
     control = control.with_exclusions(exclusions).with_thermal(thermal);
+    let (mut residual_pub, residual_sub) = chunkrt_buffer::channel(Chunk::default());
+    if shaped {
+        control = control.with_residual_chunks(Some(residual_sub));
+    }
     if let Some(inject) = &inject {
         control = control.attach_injection(inject, &first);
         assert!(control.injection().is_some());
@@ -131,6 +147,13 @@ fn allocations_with(
                 chunk.t_obs = obs.t_capture;
                 chunk.t_start = obs.t_capture;
                 chunk.t_publish = wake;
+                if shaped {
+                    let mut correction = *chunk;
+                    for row in correction.pos_rad.iter_mut() {
+                        row.fill(if seq % 2 == 0 { 10.0 } else { -3.0 });
+                    }
+                    let _ = residual_pub.publish(&correction);
+                }
                 let _ = chunk_pub.publish(&chunk);
             }
         }
@@ -254,15 +277,24 @@ fn ten_thousand_cycles_heated_derated_and_withdrawn_by_the_thermal_monitor_alloc
 }
 
 #[test]
-fn ten_thousand_cycles_through_the_action_filter_and_torque_slew_limit_allocate_nothing() {
+fn ten_thousand_cycles_through_the_residual_gate_action_filter_and_torque_slew_limit_allocate_nothing(
+) {
     let (allocations, _, shaped_counts) =
         allocations_with(20.0, 10_000, true, None, Exclusions::NONE, None, true);
     use chunkrt_core::Constraint;
-    assert!(
-        shaped_counts[Constraint::TorqueSlew as usize] > 0
-            && shaped_counts[Constraint::ActionFilter as usize] > 0,
-        "both acted: {shaped_counts:?}"
-    );
+    for c in [
+        Constraint::TorqueSlew,
+        Constraint::ActionFilter,
+        Constraint::ResidualBound,
+        Constraint::ResidualRate,
+        Constraint::ResidualRegion,
+    ] {
+        assert!(
+            shaped_counts[c as usize] > 0,
+            "{} acted: {shaped_counts:?}",
+            c.name()
+        );
+    }
     assert_eq!(allocations, 0);
 }
 

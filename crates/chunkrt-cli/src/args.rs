@@ -74,6 +74,10 @@ pub struct RunArgs {
     /// Override `control.period_ms` (the bus period, 1 to 20 ms).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,
+    /// Run the base policy alone: the config's `[policy.residual]` is left out (not
+    /// loaded, no correction added; the run is the base's as if the section were absent).
+    #[arg(long)]
+    pub frozen: bool,
     /// Do not print the live status line.
     #[arg(long)]
     pub quiet: bool,

@@ -31,6 +31,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         }
         cfg.control.period_ms = p;
     }
+    if args.frozen && cfg.policy.residual.take().is_some() && !args.quiet {
+        console::err("chunkrt: --frozen: [policy.residual] left out, the base policy alone");
+    }
     // `--inject-*` overrides of `[inject]` (issue 8), checked like the file's values.
     let inj = &mut cfg.inject;
     if let Some(v) = args.inject_transport_ms {

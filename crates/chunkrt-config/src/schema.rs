@@ -226,6 +226,41 @@ pub struct PolicyConfig {
     /// The policy server (`kind = "remote"`).
     #[serde(default)]
     pub remote: Option<RemoteConfig>,
+    /// A residual policy on top of this (frozen) base (`[policy.residual]`).
+    #[serde(default)]
+    pub residual: Option<ResidualConfig>,
+}
+
+/// `[policy.residual]`: a residual policy (a format-2 manifest with `[residual]`, bound
+/// to the base's model by its SHA-256) whose correction chunk is added to the base's,
+/// through the residual gate: per joint within `bound_rad`, changing by at most
+/// `rate_rad_s`, and only inside `[policy.residual.region]` (faded at its faces).
+/// `chunkrt run --frozen` leaves it out: the base alone.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResidualConfig {
+    /// The residual policy's manifest, relative to this file.
+    pub manifest: PathBuf,
+    /// The largest correction per joint (rad).
+    pub bound_rad: PerJoint,
+    /// The largest change of the correction per joint (rad/s), below the speed limit.
+    pub rate_rad_s: PerJoint,
+    /// Where the correction may act (absent: wherever the policy plays).
+    #[serde(default)]
+    pub region: Option<RegionConfig>,
+}
+
+/// `[policy.residual.region]`: a box of joint positions, judged on the base's setpoint;
+/// the correction is zero outside it and fades in over `fade_rad` inside its faces.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionConfig {
+    /// Lower corner per joint (rad).
+    pub lo_rad: PerJoint,
+    /// Upper corner per joint (rad).
+    pub hi_rad: PerJoint,
+    /// The fade band's depth (rad).
+    pub fade_rad: f64,
 }
 
 /// A policy server (`[policy.remote]`): openpi's WebSocket protocol or the Open

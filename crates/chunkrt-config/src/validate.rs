@@ -624,6 +624,7 @@ impl Config {
         }
         self.check_action_filter()?;
         self.check_torque_slew()?;
+        self.check_residual()?;
         for j in 0..n {
             // The gate's braking bounds assume the limits can be met together: a
             // joint must be able to reach its acceleration limit before its speed
@@ -705,6 +706,107 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// `[policy.residual]`: an ONNX base (the residual is bound to its model's digest),
+    /// bounds that are non-negative, rates below the speed limit, a region whose box
+    /// holds its fade band from both faces.
+    fn check_residual(&self) -> Check {
+        let Some(r) = &self.policy.residual else {
+            return Ok(());
+        };
+        if !matches!(self.policy.kind, PolicyKind::Onnx | PolicyKind::Remote) {
+            return fail(
+                "policy.residual",
+                "a residual is bound to its base model's SHA-256: policy.kind must be \
+                 \"onnx\" or \"remote\"",
+            );
+        }
+        let n = self.control.joints;
+        r.bound_rad.check(
+            "policy.residual.bound_rad",
+            n,
+            |v| v >= 0.0,
+            "a bound >= 0 rad",
+        )?;
+        r.rate_rad_s.check(
+            "policy.residual.rate_rad_s",
+            n,
+            |v| v > 0.0,
+            "a positive rate",
+        )?;
+        for j in 0..n {
+            let (rate, vmax) = (r.rate_rad_s.get(j), self.limits.max_vel_rad_s.get(j));
+            if rate >= vmax {
+                return fail(
+                    "policy.residual.rate_rad_s",
+                    format!("joint {j}: {rate} rad/s must be below limits.max_vel_rad_s = {vmax}"),
+                );
+            }
+        }
+        let Some(g) = &r.region else {
+            return Ok(());
+        };
+        g.lo_rad.check(
+            "policy.residual.region.lo_rad",
+            n,
+            |_| true,
+            "a finite number",
+        )?;
+        g.hi_rad.check(
+            "policy.residual.region.hi_rad",
+            n,
+            |_| true,
+            "a finite number",
+        )?;
+        if !(g.fade_rad.is_finite() && g.fade_rad > 0.0) {
+            return fail(
+                "policy.residual.region.fade_rad",
+                format!("expected a positive depth, got {}", g.fade_rad),
+            );
+        }
+        for j in 0..n {
+            let (lo, hi) = (g.lo_rad.get(j), g.hi_rad.get(j));
+            if hi - lo < 2.0 * g.fade_rad {
+                return fail(
+                    "policy.residual.region.hi_rad",
+                    format!(
+                        "joint {j}: the box [{lo}, {hi}] is narrower than twice fade_rad = {}",
+                        g.fade_rad
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The residual gate's limits from `[policy.residual]` (none without one).
+    pub fn residual_limits(&self) -> Option<chunkrt_core::ResidualLimits> {
+        let r = self.policy.residual.as_ref()?;
+        let n = self.control.joints.min(MAX_DOF);
+        let mut out = chunkrt_core::ResidualLimits {
+            dof: n,
+            bound_rad: [0.0; MAX_DOF],
+            rate_rad_s: [0.0; MAX_DOF],
+            region: None,
+        };
+        for j in 0..n {
+            out.bound_rad[j] = r.bound_rad.get(j);
+            out.rate_rad_s[j] = r.rate_rad_s.get(j);
+        }
+        out.region = r.region.as_ref().map(|g| {
+            let mut region = chunkrt_core::ActivityRegion {
+                lo_rad: [0.0; MAX_DOF],
+                hi_rad: [0.0; MAX_DOF],
+                fade_rad: g.fade_rad,
+            };
+            for j in 0..n {
+                region.lo_rad[j] = g.lo_rad.get(j);
+                region.hi_rad[j] = g.hi_rad.get(j);
+            }
+            region
+        });
+        Some(out)
     }
 
     /// `[limits.torque_slew]`: positive values, and a jerk it implies that still meets

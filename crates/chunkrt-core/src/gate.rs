@@ -27,98 +27,32 @@
 
 use crate::action_filter::ActionFilter;
 use crate::chunk::{JointVec, MAX_DOF};
+pub use crate::constraint::{Constraint, GateMask, CONSTRAINT_COUNT, SHAPING_BITS};
 use crate::envelope::{
     bisect_max, pos_peak, pos_peak_bound, stop_peak, vel_peak, vel_peak_inverse,
 };
 use crate::executor::Setpoint;
 use crate::io::Command;
 use crate::limits::{JointLimit, JointLimits};
+use crate::residual::{ResidualGate, ResidualLimits};
 use crate::spline::Pva;
+use crate::time::MonoTime;
 
-/// One kind of intervention.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Constraint {
-    /// Non-finite value replaced by the previous command.
-    NonFinite = 0,
-    /// Position limit (with margin).
-    Position = 1,
-    /// Braking envelope.
-    Braking = 2,
-    /// Velocity limit.
-    Velocity = 3,
-    /// Acceleration limit.
-    Acceleration = 4,
-    /// Jerk limit.
-    Jerk = 5,
-    /// Observation outside the operating domain.
-    Domain = 6,
-    /// The thermal monitor's derated speed limit (a joint's I²t load past
-    /// `limits.thermal.derate_at`).
-    Thermal = 7,
-    /// The low-pass action filter (`limits.action_filter_hz`) took out more than
-    /// [`crate::action_filter::ACTS_ABOVE_RAD`] beside its own lag: what the proposal
-    /// carried above the cutoff. Not a saturation: the filter is meant to act.
-    ActionFilter = 8,
-    /// The torque slew-rate limit (`[limits.torque_slew]`): the acceleration's change
-    /// per period bound by `max_torque / (rise_time * inertia)` where that is below the
-    /// jerk limit.
-    TorqueSlew = 9,
-}
-
-impl Constraint {
-    /// Every constraint, in bit order.
-    pub const ALL: [Constraint; CONSTRAINT_COUNT] = [
-        Constraint::NonFinite,
-        Constraint::Position,
-        Constraint::Braking,
-        Constraint::Velocity,
-        Constraint::Acceleration,
-        Constraint::Jerk,
-        Constraint::Domain,
-        Constraint::Thermal,
-        Constraint::ActionFilter,
-        Constraint::TorqueSlew,
-    ];
-
-    /// Its bit in a [`GateMask`].
-    pub const fn bit(self) -> u32 {
-        1 << self as u8
-    }
-
-    /// Lower-case name for logs and reports.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Constraint::NonFinite => "non_finite",
-            Constraint::Position => "position",
-            Constraint::Braking => "braking",
-            Constraint::Velocity => "velocity",
-            Constraint::Acceleration => "acceleration",
-            Constraint::Jerk => "jerk",
-            Constraint::Domain => "domain",
-            Constraint::Thermal => "thermal",
-            Constraint::ActionFilter => "action_filter",
-            Constraint::TorqueSlew => "torque_slew",
-        }
-    }
-}
-
-/// Number of constraint kinds.
-pub const CONSTRAINT_COUNT: usize = 10;
-
-/// One bit per constraint that intervened this cycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct GateMask(pub u32);
-
-impl GateMask {
-    /// Whether `c` intervened.
-    pub const fn contains(self, c: Constraint) -> bool {
-        self.0 & c.bit() != 0
-    }
-
-    /// Whether nothing intervened.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
+/// The last shaping stage that acted on a joint (the action filter runs after the
+/// residual gate); `NonFinite` (a placeholder the permission gate overwrites when it
+/// acts) where none did.
+#[inline]
+fn last_shaping(shaping: u32) -> Constraint {
+    if shaping & Constraint::ActionFilter.bit() != 0 {
+        Constraint::ActionFilter
+    } else if shaping & Constraint::ResidualRegion.bit() != 0 {
+        Constraint::ResidualRegion
+    } else if shaping & Constraint::ResidualRate.bit() != 0 {
+        Constraint::ResidualRate
+    } else if shaping & Constraint::ResidualBound.bit() != 0 {
+        Constraint::ResidualBound
+    } else {
+        Constraint::NonFinite
     }
 }
 
@@ -326,6 +260,10 @@ pub struct Gate {
     /// the positions it was given.
     filter_bits: [u32; MAX_DOF],
     shaped_raw: JointVec,
+    /// The residual gate (`[policy.residual]`), boxed: built once, before the loop.
+    residual: Option<Box<ResidualGate>>,
+    /// The proposal before the residual gate acted (base + raw correction), per joint.
+    residual_raw: JointVec,
 }
 
 /// How long a joint's command has differed from the proposal without a break.
@@ -372,6 +310,8 @@ impl Gate {
             shaped: false,
             filter_bits: [0; MAX_DOF],
             shaped_raw: [0.0; MAX_DOF],
+            residual: None,
+            residual_raw: [0.0; MAX_DOF],
         };
         g.resync(initial_pos);
         g
@@ -397,6 +337,39 @@ impl Gate {
         self
     }
 
+    /// With the residual gate: a residual policy's correction chunks, offered with
+    /// [`Gate::offer_residual`], are added to the base's setpoint by
+    /// [`Gate::add_residual`] within `limits` (see [`crate::residual`]).
+    pub fn with_residual(mut self, limits: Option<ResidualLimits>) -> Self {
+        self.residual = limits.map(|l| Box::new(ResidualGate::new(l, (self.t * 1e9) as u64)));
+        self
+    }
+
+    /// The residual gate, when one is set.
+    pub fn residual(&self) -> Option<&ResidualGate> {
+        self.residual.as_deref()
+    }
+
+    /// The residual gate, to offer chunks or roll it back.
+    pub fn residual_mut(&mut self) -> Option<&mut ResidualGate> {
+        self.residual.as_deref_mut()
+    }
+
+    /// The residual gate stage, before [`Gate::shape`]: adds the gated correction for
+    /// the setpoint of time `t` to the base's setpoint `sp` (`playing`: the policy has
+    /// authority); its bits are counted by the next `filter`. Nothing without a
+    /// residual gate.
+    pub fn add_residual(&mut self, t: MonoTime, playing: bool, sp: &mut Setpoint) {
+        let Some(r) = self.residual.as_deref_mut() else {
+            return;
+        };
+        r.apply(t, playing, sp);
+        let dof = (sp.dof as usize).min(MAX_DOF);
+        for j in 0..dof {
+            self.residual_raw[j] = sp.pos_rad[j] - r.applied().pos_rad[j] + r.raw()[j];
+        }
+    }
+
     /// The action filter, when one is set.
     pub fn action_filter(&self) -> Option<&ActionFilter> {
         self.action_filter.as_ref()
@@ -417,6 +390,9 @@ impl Gate {
         let rest = self.commanded_state();
         if let Some(f) = self.action_filter.as_mut() {
             f.reset_to(&rest);
+        }
+        if let Some(r) = self.residual.as_deref_mut() {
+            r.reset();
         }
     }
 
@@ -476,13 +452,19 @@ impl Gate {
         };
         self.shaped = false;
         for j in 0..dof {
+            let rb = self.residual.as_deref().map_or(0, |r| r.bits()[j]);
             let fb = self.filter_bits[j];
-            let raw = if fb != 0 {
+            let raw = if rb != 0 {
+                self.residual_raw[j]
+            } else if fb != 0 {
                 self.shaped_raw[j]
             } else {
                 filtered.pos_rad[j]
             };
-            mask |= self.filter_joint(j, filtered, raw, fb, cmd);
+            mask |= self.filter_joint(j, filtered, raw, fb | rb, cmd);
+        }
+        if let Some(r) = self.residual.as_deref_mut() {
+            r.clear_bits();
         }
         if proposed.stop {
             let now = self.commanded_state();
@@ -537,16 +519,16 @@ impl Gate {
         bit
     }
 
-    /// One joint through the gate (`proposed` after the action filter, `raw` the
-    /// position before it, `filter_bit` whether the filter acted); returns the
-    /// constraint bits that acted on it.
+    /// One joint through the gate (`proposed` after the residual gate and the action
+    /// filter, `raw` the position before them, `shaping` what they did, of
+    /// [`SHAPING_BITS`]); returns the constraint bits that acted on it.
     #[inline]
     fn filter_joint(
         &mut self,
         j: usize,
         proposed: &Setpoint,
         raw: f64,
-        filter_bit: u32,
+        shaping: u32,
         cmd: &mut Command,
     ) -> u32 {
         let mut lim = self.limits.joint[j];
@@ -570,12 +552,8 @@ impl Gate {
             proposed.acc_rad_s2[j],
             s.q,
         );
-        bits |= filter_bit;
-        let mut last = if filter_bit != 0 {
-            Constraint::ActionFilter
-        } else {
-            Constraint::NonFinite
-        };
+        bits |= shaping;
+        let mut last = last_shaping(shaping);
         let (lo, hi) = position_range(&lim);
         if pd > hi || pd < lo {
             bits |= Constraint::Position.bit();
@@ -607,7 +585,7 @@ impl Gate {
             last = c;
         }
         let q1 = self.step(j, alpha, exact, cmd);
-        cmd.vel_rad_s[j] = if bits & !Constraint::ActionFilter.bit() == 0 {
+        cmd.vel_rad_s[j] = if bits & !SHAPING_BITS == 0 {
             vd.clamp(-lim.max_vel_rad_s, lim.max_vel_rad_s)
         } else {
             self.state[j].v
@@ -680,8 +658,9 @@ impl Gate {
             }
         }
         self.record(j, last, bits, raw, q1);
-        if bits == Constraint::ActionFilter.bit() {
-            // The filter is meant to act: not a command held off the proposal.
+        if bits & !SHAPING_BITS == 0 {
+            // The filter and the residual gate are meant to act: not a command held
+            // off the proposal.
             self.saturated[j].cycles = 0;
             return;
         }

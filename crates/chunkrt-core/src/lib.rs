@@ -9,6 +9,7 @@ pub mod action_filter;
 pub mod backend;
 pub mod blend;
 pub mod chunk;
+pub mod constraint;
 pub mod delay;
 mod envelope;
 pub mod executor;
@@ -17,6 +18,7 @@ pub mod io;
 pub mod ladder;
 pub mod limits;
 pub mod policy;
+pub mod residual;
 pub mod spline;
 pub mod stop;
 pub mod support;
@@ -34,11 +36,14 @@ pub use executor::{
     ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,
     SeamMode, SeamStats, Setpoint,
 };
-pub use gate::{Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT};
+pub use gate::{
+    Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT, SHAPING_BITS,
+};
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};
 pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec};
+pub use residual::{ActivityRegion, ResidualGate, ResidualLimits};
 pub use spline::{ChunkSpline, Pva};
 pub use stop::StopProfile;
 pub use support::{

@@ -382,7 +382,7 @@ impl ImportedModel {
                 let v = self.seq[(raw.action.start + i) * d_a + j];
                 let a = self.m.action_norm.inverse(j, v) as f64;
                 out[i * d_a + j] = match raw.action.encoding {
-                    ActionEncoding::Absolute => a,
+                    ActionEncoding::Absolute | ActionEncoding::Residual => a,
                     ActionEncoding::DeltaFromObserved => q[j] + a,
                 };
             }

@@ -149,6 +149,9 @@ pub enum ActionEncoding {
     DeltaFromObserved,
     /// `chunk[i][j] = a[i][j]`: absolute joint positions.
     Absolute,
+    /// `chunk[i][j] = a[i][j]`: a correction added to the base policy's chunk (a
+    /// residual policy's format-2 manifest, with its `[residual]` binding).
+    Residual,
 }
 
 /// Observation/action encoding and the task's goals.
@@ -376,6 +379,13 @@ impl Manifest {
         range("horizon", self.horizon, 2, MAX_HORIZON)?;
         range("d_obs", self.d_obs, 1, MAX_OBS)?;
         positive("dt_ms", self.dt_ms)?;
+        if self.encoding.action == ActionEncoding::Residual {
+            return Err(Rule(
+                "encoding.action = \"residual\" is a residual policy's: its manifest is format 2 \
+                 with a [residual] table"
+                    .into(),
+            ));
+        }
         let enc = self.encoding.observation;
         if self.d_obs != enc.d_obs(self.d_a) {
             return Err(Rule(format!(

@@ -472,6 +472,19 @@ pub struct Manifest2 {
     /// Provenance: wear ledgers per hardware id.
     #[serde(default)]
     pub adaptation_wear_ledger: Vec<WearLedgerRef>,
+    /// A residual policy's binding to its base (with `action.encoding = "residual"`).
+    #[serde(default)]
+    pub residual: Option<ResidualBinding>,
+}
+
+/// `[residual]`: this model returns a correction to another policy's chunk, and was
+/// trained on top of that base model only.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResidualBinding {
+    /// SHA-256 of the base's model file (its manifest's `model_sha256`): a run refuses
+    /// this residual on any other base.
+    pub base_sha256: String,
 }
 
 /// A format-2 manifest with its derived, checked values.
@@ -585,6 +598,30 @@ impl CheckedManifest2 {
 }
 
 impl Manifest2 {
+    /// A `[residual]` binding and `action.encoding = "residual"` go together.
+    fn check_residual(&self) -> Result<(), ManifestProblem> {
+        let residual_encoding = self.action.encoding == crate::manifest::ActionEncoding::Residual;
+        match &self.residual {
+            Some(b) => {
+                crate::provenance::check_sha256("residual.base_sha256", &b.base_sha256)?;
+                if !residual_encoding {
+                    return Err(Rule(
+                        "a [residual] table needs action.encoding = \"residual\" (the model \
+                         returns a correction to its base's chunk)"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            None if residual_encoding => Err(Rule(
+                "action.encoding = \"residual\" needs a [residual] table with base_sha256 \
+                 (the base model it was trained on)"
+                    .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn check(self) -> Result<CheckedManifest2, ManifestProblem> {
         if self.format != 2 {
             return Err(Rule(format!("format = {} (expected 2)", self.format)));
@@ -644,6 +681,7 @@ impl Manifest2 {
         }
         let d_obs = self.d_obs();
         range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
+        self.check_residual()?;
         let a = &self.action;
         let action_norm = Normaliser::from_stats("action", &a.stats, self.d_a)?;
         range("action.horizon", a.horizon, 2, 1024)?;

@@ -244,7 +244,7 @@ impl PolicyModel {
             let a = x[k] as f64 * norm.act_std[k] + norm.act_mean[k];
             *o = match m.encoding.action {
                 ActionEncoding::DeltaFromObserved => obs[k % m.d_a] + a,
-                ActionEncoding::Absolute => a,
+                ActionEncoding::Absolute | ActionEncoding::Residual => a,
             };
         }
     }

@@ -406,6 +406,76 @@ fn state_source(name: &str) -> Option<chunkrt_policy::StateSource> {
 }
 
 /// A format-2 manifest: a policy brought from elsewhere (LeRobot exports).
+/// The residual policy of `[policy.residual]` (none without one): a format-2 manifest
+/// with a `[residual]` binding whose `base_sha256` is the base's model digest (a
+/// residual trained on another base is refused), loaded as any format-2 policy.
+pub fn residual(cfg: &Config) -> Result<Option<Box<dyn Policy>>, RunError> {
+    let Some(r) = &cfg.policy.residual else {
+        return Ok(None);
+    };
+    let base = cfg
+        .policy
+        .manifest
+        .as_ref()
+        .map(|m| cfg.resolve(m))
+        .ok_or_else(|| RunError::Policy("policy.manifest is not set".into()))?;
+    let path = cfg.resolve(&r.manifest);
+    let bound = residual_binding(&path)?;
+    let base_sha256 = model_sha256(&base)?;
+    if bound != base_sha256 {
+        return Err(RunError::Policy(format!(
+            "policy.residual: {} was trained on the base model {bound} ([residual] \
+             base_sha256); this run's base {} is the model {base_sha256}: refused (train \
+             the residual on this base, or run the base alone with --frozen)",
+            path.display(),
+            base.display()
+        )));
+    }
+    imported(cfg, path).map(Some)
+}
+
+/// The base digest a residual manifest is bound to (`[residual] base_sha256`).
+fn residual_binding(path: &std::path::Path) -> Result<String, RunError> {
+    let text = chunkrt_policy::manifest::read_manifest_text(path)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    let format = chunkrt_policy::manifest2::manifest_format(path, &text)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    if format != 2 {
+        return Err(RunError::Policy(format!(
+            "policy.residual: {} is a format-{format} manifest; a residual's is format 2 with \
+             a [residual] table",
+            path.display()
+        )));
+    }
+    let m = chunkrt_policy::CheckedManifest2::parse(path, &text)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    match m.raw.residual {
+        Some(b) => Ok(b.base_sha256),
+        None => Err(RunError::Policy(format!(
+            "policy.residual: {} has no [residual] table: it is not a residual policy \
+             (no base_sha256 binds it to a base)",
+            path.display()
+        ))),
+    }
+}
+
+/// The model digest a policy manifest (format 1 or 2) declares.
+fn model_sha256(path: &std::path::Path) -> Result<String, RunError> {
+    let text = chunkrt_policy::manifest::read_manifest_text(path)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    let format = chunkrt_policy::manifest2::manifest_format(path, &text)
+        .map_err(|e| RunError::Policy(e.to_string()))?;
+    if format == 2 {
+        let m = chunkrt_policy::CheckedManifest2::parse(path, &text)
+            .map_err(|e| RunError::Policy(e.to_string()))?;
+        Ok(m.raw.model_sha256)
+    } else {
+        let m =
+            chunkrt_policy::Manifest::load(path).map_err(|e| RunError::Policy(e.to_string()))?;
+        Ok(m.model_sha256)
+    }
+}
+
 fn imported(cfg: &Config, manifest: std::path::PathBuf) -> Result<Box<dyn Policy>, RunError> {
     let p = &cfg.policy;
     if let Some(s) = &p.sampler {

@@ -21,6 +21,10 @@ pub struct ControlLoop {
     pub(crate) executor: Executor,
     gate: Gate,
     chunks: Subscriber<Chunk>,
+    /// The residual policy's corrections, one per base chunk (same `seq`).
+    residual_chunks: Option<Subscriber<Chunk>>,
+    /// This cycle's base setpoint, before the residual gate (for the records).
+    base: JointVec,
     observations: Publisher<Observation>,
     /// The arm's measurement for the synthetic camera (none: no such camera).
     world: Option<Publisher<Observation>>,
@@ -128,6 +132,8 @@ impl ControlLoop {
             backend: p.backend,
             executor: p.executor,
             gate: p.gate,
+            residual_chunks: None,
+            base: [0.0; MAX_DOF],
             chunks: p.chunks,
             observations: p.observations,
             world: None,
@@ -243,6 +249,13 @@ impl ControlLoop {
     pub fn with_gate_saturation(mut self, event_cycles: u32, fallback_cycles: u32) -> Self {
         self.saturation_event_cycles = event_cycles.max(1);
         self.saturation_fallback_cycles = fallback_cycles.max(1);
+        self
+    }
+
+    /// Takes the residual policy's correction chunks (the gate was built with its
+    /// residual stage, `Gate::with_residual`).
+    pub fn with_residual_chunks(mut self, chunks: Option<Subscriber<Chunk>>) -> Self {
+        self.residual_chunks = chunks;
         self
     }
 
@@ -459,6 +472,10 @@ impl ControlLoop {
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
+        let playing = self.executor.mode() == Mode::Playing;
+        self.base = self.setpoint.pos_rad;
+        self.gate
+            .add_residual(deadline, playing, &mut self.setpoint);
         self.gate.shape(&mut self.setpoint);
         let probed = self.probe(deadline);
         self.injected_control_panic(deadline);
@@ -507,7 +524,11 @@ impl ControlLoop {
         if chunk.play_at_cycle != 0 && chunk.play_at_cycle < self.cycle {
             self.chunks_played_late += 1;
         }
-        if let Err(reason) = self.executor.offer(chunk, wake) {
+        let offered = self.executor.offer(chunk, wake);
+        if offered.is_ok() {
+            Self::take_correction(&mut self.residual_chunks, &mut self.gate, chunk.seq);
+        }
+        if let Err(reason) = offered {
             if reason == RejectReason::OutOfDomain {
                 // The policy's own support monitor (manifest domain) flagged the
                 // observation: it loses authority until it is back inside.
@@ -520,6 +541,23 @@ impl ControlLoop {
                 seq: chunk.seq,
                 reason,
             });
+        }
+    }
+
+    /// The residual's correction for the base chunk `seq` just accepted, offered to
+    /// the residual gate; a correction that is missing (another chunk's) or refused
+    /// leaves that chunk without one (the correction goes to zero at its rate).
+    #[inline]
+    fn take_correction(chunks: &mut Option<Subscriber<Chunk>>, gate: &mut Gate, seq: u64) {
+        let (Some(sub), Some(residual)) = (chunks.as_mut(), gate.residual_mut()) else {
+            return;
+        };
+        sub.update();
+        let correction = sub.peek();
+        if correction.seq == seq {
+            residual.offer(correction);
+        } else {
+            residual.clear();
         }
     }
 
@@ -873,6 +911,12 @@ impl ControlLoop {
             track_err_rad: track_err,
             dof: self.dof as u16,
             setpoint_pos_rad: self.setpoint.pos_rad,
+            base_pos_rad: self.base,
+            residual_rad: self
+                .gate
+                .residual()
+                .map_or([0.0; MAX_DOF], |r| r.applied().pos_rad),
+            residual: self.gate.residual().is_some(),
             cmd_pos_rad: self.cmd.pos_rad,
             fb_pos_rad: self.fb.pos_rad,
             fb_torque_nm: self.fb.torque_nm,

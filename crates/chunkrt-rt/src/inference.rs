@@ -58,6 +58,64 @@ pub struct InferenceParts {
     pub draw_schedule: Vec<Replayed>,
     /// The camera, for a policy that takes an image (none: no camera).
     pub camera: Option<crate::camera::CameraFeed>,
+    /// The residual policy, run on each published chunk's observation (none: the base
+    /// alone).
+    pub residual: Option<ResidualStage>,
+}
+
+/// The residual policy on the inference thread: for every base chunk published, the
+/// correction computed from the same observation, stamped with the base chunk's
+/// sequence number and times, published first on its own handoff. A residual that
+/// fails (an error, a panic) gives an empty correction chunk, which the control loop
+/// refuses: that base chunk plays without a correction.
+pub struct ResidualStage {
+    policy: Box<dyn Policy>,
+    chunks: Publisher<Chunk>,
+    chunk: Box<Chunk>,
+    /// Corrections the residual failed to compute.
+    pub failed: u64,
+}
+
+impl ResidualStage {
+    /// The residual `policy` publishing on `chunks`.
+    pub fn new(policy: Box<dyn Policy>, chunks: Publisher<Chunk>) -> Self {
+        ResidualStage {
+            policy,
+            chunks,
+            chunk: Box::default(),
+            failed: 0,
+        }
+    }
+
+    /// Computes the correction for `base` (stamped, not yet published) from `obs`.
+    fn compute(&mut self, obs: &Observation, base: &Chunk) {
+        let (policy, out) = (&mut self.policy, &mut *self.chunk);
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(obs, out)));
+        match result {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!("residual inference failed: {e}");
+                self.failed += 1;
+                self.chunk.len = 0;
+            }
+            Err(_) => {
+                tracing::warn!("the residual policy panicked; this chunk plays without it");
+                self.failed += 1;
+                self.chunk.len = 0;
+            }
+        }
+        let c = &mut *self.chunk;
+        c.seq = base.seq;
+        c.t_obs = base.t_obs;
+        c.t_start = base.t_start;
+        c.play_at_cycle = base.play_at_cycle;
+    }
+
+    /// Publishes the correction computed last, stamped `t_publish`.
+    fn publish(&mut self, t_publish: MonoTime) {
+        self.chunk.t_publish = t_publish;
+        self.chunks.publish(&self.chunk);
+    }
 }
 
 /// One chunk of a recorded run, replayed (`policy.draw_schedule`).
@@ -616,8 +674,15 @@ impl Inference {
         chunk.out_of_domain = info.out_of_domain;
         chunk.t_start = obs.t_capture.add_signed_ns(self.p.start_offset_ns);
         chunk.play_at_cycle = drawn.played;
+        if let Some(r) = self.p.residual.as_mut() {
+            r.compute(obs, chunk);
+        }
         let t_publish = os::now();
         chunk.t_publish = t_publish;
+        // The correction first: the control loop takes it when it takes the base.
+        if let Some(r) = self.p.residual.as_mut() {
+            r.publish(t_publish);
+        }
         if self.p.chunks.publish(chunk) {
             self.p.handoff.overwritten.fetch_add(1, Ordering::Relaxed);
         }

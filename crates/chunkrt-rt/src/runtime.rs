@@ -193,6 +193,8 @@ pub struct Runtime {
     cfg: Config,
     backend: Box<dyn Backend>,
     policy: Box<dyn Policy>,
+    /// The residual policy of `[policy.residual]` (none: the base alone).
+    residual: Option<Box<dyn Policy>>,
 }
 
 impl Runtime {
@@ -200,7 +202,15 @@ impl Runtime {
     pub fn from_config(cfg: &Config) -> Result<Runtime, RunError> {
         let backend = crate::build::backend(cfg)?;
         let policy = crate::build::policy(cfg)?;
-        Ok(Runtime::with_parts(cfg, backend, policy))
+        let residual = crate::build::residual(cfg)?;
+        Ok(Runtime::with_parts(cfg, backend, policy).with_residual(residual))
+    }
+
+    /// With a residual policy on top of the base (its gate's limits from the config's
+    /// `[policy.residual]`, which it needs).
+    pub fn with_residual(mut self, residual: Option<Box<dyn Policy>>) -> Self {
+        self.residual = residual;
+        self
     }
 
     /// Uses the given backend and policy.
@@ -209,6 +219,7 @@ impl Runtime {
             cfg: cfg.clone(),
             backend,
             policy,
+            residual: None,
         }
     }
 
@@ -223,8 +234,14 @@ impl Runtime {
             cfg,
             backend,
             policy,
+            residual,
         } = self;
-        let built = Built::new(&cfg, policy, opts)?;
+        if residual.is_some() && cfg.residual_limits().is_none() {
+            return Err(RunError::Policy(
+                "a residual policy needs the config's [policy.residual] (its gate's bounds)".into(),
+            ));
+        }
+        let built = Built::new(&cfg, policy, residual, opts)?;
         let threads = Threads::start(&cfg, backend, built, opts)?;
         let (controlled, others) = threads.supervise();
         let stopped = others.stop(controlled)?;
@@ -271,6 +288,20 @@ struct Shared {
     inject_counts: Arc<crate::inject::InjectCounts>,
 }
 
+impl Shared {
+    fn new(cfg: &Config) -> Shared {
+        Shared {
+            stop_inference: Arc::new(AtomicBool::new(false)),
+            policy_failed: Arc::new(AtomicBool::new(false)),
+            control_done: Arc::new(AtomicBool::new(false)),
+            handoff: Arc::new(HandoffCounts::default()),
+            grid: Arc::new(ControlGrid::new(cfg.period_ns())),
+            failures: Arc::new(Failures::default()),
+            inject_counts: Arc::new(crate::inject::InjectCounts::default()),
+        }
+    }
+}
+
 /// What the telemetry thread drains and writes (handed back when it ends).
 struct TelemetryParts {
     collector: Collector,
@@ -290,12 +321,18 @@ struct Built {
 }
 
 impl Built {
-    fn new(cfg: &Config, policy: Box<dyn Policy>, opts: &RunOptions) -> Result<Built, RunError> {
+    fn new(
+        cfg: &Config,
+        policy: Box<dyn Policy>,
+        residual: Option<Box<dyn Policy>>,
+        opts: &RunOptions,
+    ) -> Result<Built, RunError> {
         make_out_dir(opts)?;
         let image_size = policy.image_size();
         check_camera(cfg, image_size)?;
         let t_start = os::now();
         let (chunk_pub, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
+        let (residual, residual_sub) = residual_stage(residual);
         let (obs_pub, obs_sub) = chunkrt_buffer::channel(Observation::default());
         let (cycle_p, event_p, infer_p, consumers) = rings(cfg.telemetry.ring_capacity);
         // Published chunks for the recording: 64 chunks (about 3 s at 50 ms) between
@@ -314,23 +351,15 @@ impl Built {
         }
         let loop_parts = LoopParts {
             chunks: chunk_sub,
+            residual: residual_sub,
             observations: obs_pub,
             cycles_out: cycle_p,
             events_out: event_p,
             world,
             exclusions: policy.exclusions(),
         };
-        let inject_counts = Arc::new(crate::inject::InjectCounts::default());
         let collector = collector(cfg, opts, t_start)?;
-        let shared = Shared {
-            stop_inference: Arc::new(AtomicBool::new(false)),
-            policy_failed: Arc::new(AtomicBool::new(false)),
-            control_done: Arc::new(AtomicBool::new(false)),
-            handoff: Arc::new(HandoffCounts::default()),
-            grid: Arc::new(ControlGrid::new(cfg.period_ns())),
-            failures: Arc::new(Failures::default()),
-            inject_counts,
-        };
+        let shared = Shared::new(cfg);
         let inference = InferenceParts {
             policy,
             observations: obs_sub,
@@ -351,6 +380,7 @@ impl Built {
             draw_schedule: crate::inference::Replayed::schedule(&cfg.policy),
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
+            residual,
         };
         let telemetry = TelemetryParts {
             collector,
@@ -365,6 +395,26 @@ impl Built {
             telemetry,
             shared,
         })
+    }
+}
+
+/// The residual policy on the inference thread and its corrections' handoff to the
+/// control loop (none without a residual).
+fn residual_stage(
+    residual: Option<Box<dyn Policy>>,
+) -> (
+    Option<crate::inference::ResidualStage>,
+    Option<chunkrt_buffer::Subscriber<Chunk>>,
+) {
+    match residual {
+        Some(policy) => {
+            let (p, s) = chunkrt_buffer::channel(Chunk::default());
+            (
+                Some(crate::inference::ResidualStage::new(policy, p)),
+                Some(s),
+            )
+        }
+        None => (None, None),
     }
 }
 
@@ -978,6 +1028,8 @@ fn write_report(report: &Report, opts: &RunOptions, records_error: &mut Option<S
 /// backend is up.
 struct LoopParts {
     chunks: chunkrt_buffer::Subscriber<Chunk>,
+    /// The residual policy's correction chunks (none: the base alone).
+    residual: Option<chunkrt_buffer::Subscriber<Chunk>>,
     observations: chunkrt_buffer::Publisher<Observation>,
     cycles_out: chunkrt_telemetry::CycleProducer,
     events_out: chunkrt_telemetry::EventProducer,
@@ -1033,7 +1085,14 @@ fn bring_up(
     let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
     let gate = Gate::new(limits, period_ns, &first.pos_rad)
         .with_action_filter(cfg.action_filter_hz())
-        .with_torque_slew(cfg.torque_slew_jerk());
+        .with_torque_slew(cfg.torque_slew_jerk())
+        .with_residual(
+            parts
+                .residual
+                .is_some()
+                .then(|| cfg.residual_limits())
+                .flatten(),
+        );
     let control = ControlLoop::new(ControlParts {
         backend,
         executor,
@@ -1052,7 +1111,8 @@ fn bring_up(
         .with_gate_saturation(sat_event, sat_fallback)
         .with_following_error(cfg.following_error_limits())
         .with_exclusions(parts.exclusions)
-        .with_thermal(cfg.thermal_limits());
+        .with_thermal(cfg.thermal_limits())
+        .with_residual_chunks(parts.residual);
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);
     Ok(match parts.world {

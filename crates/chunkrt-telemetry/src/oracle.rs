@@ -128,7 +128,9 @@ impl CommandOracle {
             return;
         }
         self.cycles += 1;
-        if r.gate_mask != 0 {
+        // The permission gate's own clamps: the shaping stages in front of it (the
+        // action filter, the residual gate) change the proposal, not the command.
+        if r.gate_mask & !chunkrt_core::SHAPING_BITS != 0 {
             self.gated += 1;
         }
         let mut gap: f64 = 0.0;

@@ -207,7 +207,9 @@ const CYCLE_SCHEMA: &str = r#"{
     "feedback_held": {"type": "boolean", "description": "some joint was not measured this cycle (a frame lost and ridden through, a bus error, a drive out of OP): feedback_rad holds its last measurement"},
     "track_err_rad": {"type": "number"},
     "t_deadline_ns": {"type": "integer", "description": "the cycle's deadline, CLOCK_MONOTONIC ns"},
-    "setpoint_rad": {"type": "array", "items": {"type": "number"}, "description": "the executor's proposal per joint"},
+    "setpoint_rad": {"type": "array", "items": {"type": "number"}, "description": "the proposal per joint (the base's plus the residual's correction, after the action filter), what the permission gate was given"},
+    "base_rad": {"type": "array", "items": {"type": "number"}, "description": "with a residual policy: the base policy's own setpoint per joint"},
+    "residual_rad": {"type": "array", "items": {"type": "number"}, "description": "with a residual policy: the correction the residual gate let through, added to base_rad"},
     "command_rad": {"type": "array", "items": {"type": "number"}, "description": "the command after the gate, as the backend received it"},
     "feedback_rad": {"type": "array", "items": {"type": "number"}, "description": "the measured positions"},
     "feedback_torque_nm": {"type": "array", "items": {"type": "number"}, "description": "the torques the drives report (0x6077; 0 where the backend measures none)"}
@@ -510,6 +512,10 @@ pub(crate) fn cycle_json(r: &CycleRecord, t_s: f64) -> serde_json::Value {
     });
     if let Some(e) = r.sync_phase_ns {
         v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
+    }
+    if r.residual {
+        v["base_rad"] = json!(finite(&r.base_pos_rad[..dof]));
+        v["residual_rad"] = json!(finite(&r.residual_rad[..dof]));
     }
     v
 }

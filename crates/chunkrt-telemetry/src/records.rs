@@ -46,8 +46,16 @@ pub struct CycleRecord {
     pub track_err_rad: f64,
     /// Number of joints in the position vectors below.
     pub dof: u16,
-    /// The executor's proposal (before the gate), per joint.
+    /// The executor's proposal (before the gate), per joint: the base's plus the
+    /// residual's correction, after the action filter.
     pub setpoint_pos_rad: JointVec,
+    /// With a residual policy (`residual` true): the base's own setpoint, per joint.
+    pub base_pos_rad: JointVec,
+    /// With a residual policy: the correction the residual gate let through (added to
+    /// the base's setpoint), per joint.
+    pub residual_rad: JointVec,
+    /// A residual policy was configured (its parts above are filled in).
+    pub residual: bool,
     /// The command after the gate, as handed to the backend, per joint.
     pub cmd_pos_rad: JointVec,
     /// The measured positions returned by this cycle's exchange, per joint.

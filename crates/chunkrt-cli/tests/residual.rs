@@ -1,0 +1,179 @@
+//! A residual policy on the frozen base through the binary (issue 40): the bundled
+//! flow policy on the simulated arm is the base; the residual is a format-2 model bound
+//! to it by its digest (LeRobot's ACT graph, whose absolute joint positions read as
+//! corrections are far out of scale: the residual gate must hold them).
+//!
+//! The oracle reads what the drives were sent (the recording's commands) against the
+//! base's own setpoint: wherever the permission gate did not act, every command is
+//! within the residual bound of the base; where the base is outside the activity
+//! region the proposal is the base's exactly. `--frozen` leaves the residual out, and a
+//! residual bound to another base is refused before anything moves.
+
+mod common;
+
+use chunkrt_core::SHAPING_BITS;
+use chunkrt_testkit::edit::Edit;
+use chunkrt_testkit::policy_files::policies;
+use chunkrt_tests::recording;
+use common::{output_text, repo, temp_dir};
+use std::path::{Path, PathBuf};
+
+const BOUND: f64 = 0.05;
+/// Joint 0's activity region (the other joints' spans cover their range).
+const J0_LO: f64 = -0.3;
+const J0_HI: f64 = 0.45;
+
+/// The residual manifest, bound to the base model `base_sha256`.
+fn residual_manifest(dir: &Path, base_sha256: &str) -> PathBuf {
+    let act = policies().join("lerobot-act.onnx");
+    let text = std::fs::read_to_string(policies().join("lerobot-act.toml"))
+        .unwrap()
+        .edit_once(
+            "model_file = \"lerobot-act.onnx\"",
+            &format!("model_file = \"{}\"", act.display()),
+        )
+        .edit_once("encoding = \"absolute\"", "encoding = \"residual\"")
+        + &format!("\n[residual]\nbase_sha256 = \"{base_sha256}\"\n");
+    let path = dir.join("residual.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn model_sha256(manifest: &str) -> String {
+    let text = std::fs::read_to_string(policies().join(manifest)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("model_sha256"))
+        .expect("a model_sha256 line");
+    line.split('"').nth(1).unwrap().to_string()
+}
+
+/// `rt-config/sim.toml` (the flow base), threads unpinned, with `[policy.residual]`.
+fn config_in(dir: &Path, base_sha256: &str) -> PathBuf {
+    let residual = residual_manifest(dir, base_sha256);
+    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
+        .unwrap()
+        .edit_once("cpu = 1 ", "cpu = -1 ")
+        .edit_once("cpu = 0\n", "cpu = -1\n")
+        .edit_once(
+            "manifest = \"policies/flow.toml\"",
+            &format!("manifest = \"{}\"", policies().join("flow.toml").display()),
+        )
+        .edit_once(
+            "\n[executor]",
+            &format!(
+                "\n[policy.residual]\nmanifest = \"{}\"\nbound_rad = {BOUND}\nrate_rad_s = 0.3\n\n\
+                 [policy.residual.region]\nlo_rad = [{J0_LO}, -3, -3, -3, -3, -3, -3]\n\
+                 hi_rad = [{J0_HI}, 3, 3, 3, 3, 4, 3]\nfade_rad = 0.1\n\n[executor]",
+                residual.display()
+            ),
+        );
+    let path = dir.join("residual-run.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run(config: &Path, out: &Path, duration: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--duration", duration, "--quiet", "--no-plots"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--config"]);
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_chunkrt"));
+    c.args(&args).arg(config).arg("--out").arg(out);
+    c.env("CHUNKRT_LOG", "warn").output().unwrap()
+}
+
+fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn the_residual_moves_the_commands_within_its_bound_of_the_base_and_only_in_its_region() {
+    let dir = temp_dir("residual", "bound");
+    let config = config_in(&dir, &model_sha256("flow.toml"));
+    let out = dir.join("run");
+    let o = run(&config, &out, "5s", &[]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
+    let (mut free, mut outside, mut moved) = (0usize, 0usize, 0usize);
+    for c in &cycles {
+        let n = c.command_rad.len();
+        assert_eq!(c.base_rad.len(), n, "cycle {}: base_rad recorded", c.cycle);
+        assert_eq!(c.residual_rad.len(), n, "cycle {}: residual_rad", c.cycle);
+        if c.mode != "Playing" {
+            continue;
+        }
+        let base_outside = c.base_rad[0] <= J0_LO || c.base_rad[0] >= J0_HI;
+        if base_outside {
+            outside += 1;
+            assert_eq!(
+                c.setpoint_rad, c.base_rad,
+                "cycle {}: outside the region the proposal is the base's",
+                c.cycle
+            );
+        }
+        if c.gate_mask & !SHAPING_BITS == 0 {
+            free += 1;
+            for j in 0..n {
+                let off = (c.command_rad[j] - c.base_rad[j]).abs();
+                assert!(
+                    off <= BOUND + 1e-9,
+                    "cycle {} joint {j}: command {off} rad off the base (bound {BOUND})",
+                    c.cycle
+                );
+                if off > 0.5 * BOUND {
+                    moved += 1;
+                }
+            }
+        }
+    }
+    assert!(free > 50, "only {free} cycles without the permission gate");
+    assert!(
+        outside > 10,
+        "the base left the region in {outside} cycles only"
+    );
+    assert!(
+        moved > 50,
+        "the residual moved the commands in {moved} joint-cycles only"
+    );
+    let gate = &report(&out)["gate"];
+    assert!(gate["residual_bound"].as_u64().unwrap() > 0, "{gate}");
+    assert!(gate["residual_region"].as_u64().unwrap() > 0, "{gate}");
+    let logged = std::fs::read_to_string(out.join("gate.jsonl")).unwrap();
+    assert!(
+        logged.contains("\"constraint\":\"residual_bound\""),
+        "gate.jsonl"
+    );
+
+    // --frozen: the base alone, no correction recorded or counted.
+    let frozen = dir.join("frozen");
+    let o = run(&config, &frozen, "3s", &["--frozen"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let (cycles, _) = recording::read(&frozen.join("recording.mcap")).unwrap();
+    assert!(cycles.iter().all(|c| c.base_rad.is_empty()));
+    let gate = &report(&frozen)["gate"];
+    for k in ["residual_bound", "residual_rate", "residual_region"] {
+        assert_eq!(gate[k], 0, "{k} in a frozen run");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_residual_trained_on_another_base_is_refused_before_anything_moves() {
+    let dir = temp_dir("residual", "other-base");
+    let config = config_in(&dir, &model_sha256("ddim.toml"));
+    let out = dir.join("run");
+    let o = run(&config, &out, "5s", &[]);
+    let text = output_text(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("was trained on the base model")
+            && text.contains(&model_sha256("ddim.toml"))
+            && text.contains(&model_sha256("flow.toml")),
+        "{text}"
+    );
+    assert!(!out.join("report.json").exists(), "nothing ran");
+    // The frozen base does not load the residual: it runs.
+    let o = run(&config, &dir.join("frozen"), "1s", &["--frozen"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
