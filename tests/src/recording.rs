@@ -8,6 +8,8 @@ use std::path::Path;
 pub struct RecordedCycle {
     /// Cycle number.
     pub cycle: u64,
+    /// Its wake, s since the run's start (the clock of `events.jsonl`'s `t_s`).
+    pub t_s: f64,
     /// Deadline, monotonic ns.
     pub t_deadline_ns: u64,
     /// Executor mode name.
@@ -124,6 +126,9 @@ fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
     };
     let c = RecordedCycle {
         cycle: int("cycle")?,
+        t_s: v["t_s"]
+            .as_f64()
+            .ok_or_else(|| missing("t_s", "a number"))?,
         t_deadline_ns: int("t_deadline_ns")?,
         mode: v["mode"]
             .as_str()

@@ -23,6 +23,17 @@ fn fake_now() -> MonoTime {
     MonoTime(FAKE_NS.load(Ordering::Relaxed))
 }
 
+/// The stages in front of the permission gate a run has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shaped {
+    /// None.
+    No,
+    /// The action filter, the torque slew limit and a residual.
+    Filtered,
+    /// A residual, and episodes.
+    Episodes,
+}
+
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
 /// allocations counted on the control path after warm-up.
 fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
@@ -33,7 +44,7 @@ fn allocations_over(period_ms: f64, cycles: u64, domain: bool) -> u64 {
         None,
         Exclusions::NONE,
         None,
-        false,
+        Shaped::No,
     )
     .0
 }
@@ -47,8 +58,9 @@ fn allocations_with(
     inject: Option<chunkrt_config::InjectConfig>,
     exclusions: Exclusions,
     thermal: Option<ThermalLimits>,
-    shaped: bool,
+    shaped: Shaped,
 ) -> (u64, u64, [u64; chunkrt_core::CONSTRAINT_COUNT]) {
+    let residual = shaped != Shaped::No;
     let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
@@ -66,14 +78,16 @@ fn allocations_with(
         chunkrt_telemetry::rings(cfg.telemetry.ring_capacity);
     let mut control = ControlLoop::new(ControlParts {
         executor: Executor::new(cfg.executor_config(), limits, &first.pos_rad, t0),
-        gate: if shaped {
+        gate: if shaped != Shaped::No {
             // The action filter at 5 Hz and a torque slew limit far below the jerk
             // limit (issue 41): both act on the scripted motion.
             // And a residual gate (issue 40) whose correction is out of scale: its
             // bound, rate and region act.
             Gate::new(limits, period_ns, &first.pos_rad)
-                .with_action_filter(Some(5.0))
-                .with_torque_slew(Some([5.0; chunkrt_core::MAX_DOF]))
+                .with_action_filter((shaped == Shaped::Filtered).then_some(5.0))
+                .with_torque_slew(
+                    (shaped == Shaped::Filtered).then_some([5.0; chunkrt_core::MAX_DOF]),
+                )
                 .with_residual(Some(chunkrt_core::ResidualLimits {
                     dof: cfg.control.joints,
                     bound_rad: [0.05; chunkrt_core::MAX_DOF],
@@ -105,8 +119,34 @@ fn allocations_with(
     });
     control = control.with_exclusions(exclusions).with_thermal(thermal);
     let (mut residual_pub, residual_sub) = chunkrt_buffer::channel(Chunk::default());
-    if shaped {
+    if residual {
         control = control.with_residual_chunks(Some(residual_sub));
+    }
+    if shaped == Shaped::Episodes {
+        // Episodes (issue 40) of 2 s from where the arm is toward a goal out of
+        // reach, a residual budget no episode keeps: episodes end, the residual is
+        // rolled back, resets run.
+        let mut plan = chunkrt_core::EpisodePlan {
+            dof: cfg.control.joints,
+            count: 50,
+            starts: [first.pos_rad; chunkrt_core::episodes::MAX_POSES],
+            n_starts: 1,
+            held_out: [false; chunkrt_core::episodes::MAX_POSES],
+            goals: [[0.0; chunkrt_core::MAX_DOF]; chunkrt_core::episodes::MAX_POSES],
+            n_goals: 1,
+            time_limit_ns: 2_000_000_000,
+            reset_limit_ns: 60_000_000_000,
+            tolerance_rad: 0.01,
+            settle_vel_rad_s: 0.05,
+            settle_ns: 0,
+        };
+        plan.goals[0] = [5.0; chunkrt_core::MAX_DOF];
+        let budget = chunkrt_core::Budget {
+            max_track_p99_rad: Some(0.0),
+            window_episodes: 1,
+            ..chunkrt_core::Budget::default()
+        };
+        control = control.with_episodes(Some(plan), budget);
     }
     if let Some(inject) = &inject {
         control = control.attach_injection(inject, &first);
@@ -147,7 +187,17 @@ fn allocations_with(
                 chunk.t_obs = obs.t_capture;
                 chunk.t_start = obs.t_capture;
                 chunk.t_publish = wake;
-                if shaped {
+                chunk.episode = obs.episode;
+                // The reset planner's part: hold the start pose while resetting.
+                if obs
+                    .episode
+                    .is_some_and(|t| t.phase == chunkrt_core::Phase::Reset)
+                {
+                    for row in chunk.pos_rad.iter_mut() {
+                        *row = first.pos_rad;
+                    }
+                }
+                if residual {
                     let mut correction = *chunk;
                     for row in correction.pos_rad.iter_mut() {
                         row.fill(if seq % 2 == 0 { 10.0 } else { -3.0 });
@@ -173,6 +223,11 @@ fn allocations_with(
                     if m.reason == ModeChangeReason::Excluded || m.reason == ModeChangeReason::Thermal)
                 {
                     excluded_events += 1;
+                }
+                if let EventRecord::Episode(s) = e {
+                    // Counted with the withdrawals: the episode ends (and the
+                    // residual's rollback) ran on the counted path.
+                    excluded_events += 1 + u64::from(s.breach.is_some()) * 1000;
                 }
             }
         }
@@ -223,7 +278,7 @@ fn ten_thousand_cycles_with_every_delay_line_allocate_nothing() {
             Some(inject),
             Exclusions::NONE,
             None,
-            false
+            Shaped::No
         )
         .0,
         0
@@ -240,7 +295,8 @@ fn ten_thousand_cycles_in_and_out_of_an_excluded_region_allocate_nothing() {
     [region.vel_lo_rad_s[0], region.vel_hi_rad_s[0]] = [0.05, 10.0];
     let mut ex = Exclusions::NONE;
     assert!(ex.push(region));
-    let (allocations, excluded, _) = allocations_with(20.0, 10_000, true, None, ex, None, false);
+    let (allocations, excluded, _) =
+        allocations_with(20.0, 10_000, true, None, ex, None, Shaped::No);
     assert!(excluded > 2, "the region was entered {excluded} time(s)");
     assert_eq!(allocations, 0);
 }
@@ -267,7 +323,7 @@ fn ten_thousand_cycles_heated_derated_and_withdrawn_by_the_thermal_monitor_alloc
         None,
         Exclusions::NONE,
         Some(limits),
-        false,
+        Shaped::No,
     );
     assert!(
         withdrawn >= 1,
@@ -279,8 +335,15 @@ fn ten_thousand_cycles_heated_derated_and_withdrawn_by_the_thermal_monitor_alloc
 #[test]
 fn ten_thousand_cycles_through_the_residual_gate_action_filter_and_torque_slew_limit_allocate_nothing(
 ) {
-    let (allocations, _, shaped_counts) =
-        allocations_with(20.0, 10_000, true, None, Exclusions::NONE, None, true);
+    let (allocations, _, shaped_counts) = allocations_with(
+        20.0,
+        10_000,
+        true,
+        None,
+        Exclusions::NONE,
+        None,
+        Shaped::Filtered,
+    );
     use chunkrt_core::Constraint;
     for c in [
         Constraint::TorqueSlew,
@@ -295,6 +358,27 @@ fn ten_thousand_cycles_through_the_residual_gate_action_filter_and_torque_slew_l
             c.name()
         );
     }
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn ten_thousand_cycles_of_episodes_resets_and_a_residual_rollback_allocate_nothing() {
+    let (allocations, episodes, counts) = allocations_with(
+        20.0,
+        10_000,
+        true,
+        None,
+        Exclusions::NONE,
+        None,
+        Shaped::Episodes,
+    );
+    // Episodes of 2 s (the goal out of reach) with resets between them ended; the
+    // first rolled the residual back.
+    assert!(
+        episodes % 1000 >= 5 && episodes / 1000 == 1,
+        "episodes {episodes}"
+    );
+    assert!(counts[chunkrt_core::Constraint::ResidualBound as usize] > 0);
     assert_eq!(allocations, 0);
 }
 

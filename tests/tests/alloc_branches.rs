@@ -377,9 +377,11 @@ impl Rig {
                     }
                 }
                 EventRecord::GateSaturated { .. } => seen.gate_saturated += 1,
-                // No following-error limit here: tests/tests/alloc.rs counts that path;
-                // the operator's stop is the signals tests'.
-                EventRecord::FollowingError { .. } | EventRecord::OperatorStop { .. } => {}
+                // No following-error limit or episodes here: tests/tests/alloc.rs counts
+                // those paths; the operator's stop is the signals tests'.
+                EventRecord::FollowingError { .. }
+                | EventRecord::OperatorStop { .. }
+                | EventRecord::Episode(_) => {}
                 EventRecord::Backend { error, .. } => {
                     *seen
                         .backend_errors

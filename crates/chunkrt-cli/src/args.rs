@@ -40,6 +40,10 @@ pub enum Command {
     /// A wear ledger (`[wear] ledger`): each hardware id's runs, hours, shocks and
     /// peaks, and the `[[adaptation_wear_ledger]]` entry a policy manifest cites it by.
     Wear(crate::tools::wear::WearArgs),
+    /// The episodes of one or more runs (`[episodes]`): outcomes, goal and tracking
+    /// errors, gate interventions, operator stops, resets, the residual's budget; the
+    /// success rate per kind of start, frozen base against residual.
+    Episodes(crate::tools::episodes::EpisodesArgs),
     /// Inspect a policy model.
     #[command(subcommand)]
     Policy(crate::tools::PolicyCommand),

@@ -104,6 +104,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Ecsim(args) => crate::tools::ecsim(&args),
         Command::Policy(cmd) => crate::tools::policy(&cmd),
         Command::Wear(args) => crate::tools::wear::wear(&args),
+        Command::Episodes(args) => crate::tools::episodes::episodes(&args),
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

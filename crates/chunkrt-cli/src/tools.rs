@@ -1,6 +1,7 @@
 //! `chunkrt ecsim`, `chunkrt policy sample`, `chunkrt policy inspect` and `chunkrt validate`: the tools around
 //! the runtime.
 
+pub mod episodes;
 pub mod validate;
 pub mod wear;
 

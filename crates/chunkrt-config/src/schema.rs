@@ -48,6 +48,9 @@ pub struct Config {
     /// wear).
     #[serde(default)]
     pub wear: Option<WearConfig>,
+    /// The run as a sequence of episodes (`[episodes]`; absent: one continuous run).
+    #[serde(default)]
+    pub episodes: Option<EpisodesConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -248,6 +251,83 @@ pub struct ResidualConfig {
     /// Where the correction may act (absent: wherever the policy plays).
     #[serde(default)]
     pub region: Option<RegionConfig>,
+    /// Its intervention budget, judged at the end of every episode (needs
+    /// `[episodes]`): past it the residual loses authority for the rest of the run.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+}
+
+/// `[policy.residual.budget]`: each figure optional; at least one.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Cycles in which the permission gate acted, per episode.
+    #[serde(default)]
+    pub max_gate_interventions: Option<u64>,
+    /// Operator stops within the last `window_episodes` episodes.
+    #[serde(default)]
+    pub max_operator_stops: Option<u32>,
+    /// The operator-stop window (1 to 64 episodes).
+    #[serde(default = "default_budget_window")]
+    pub window_episodes: u32,
+    /// An episode's tracking error P99 (rad).
+    #[serde(default)]
+    pub max_tracking_error_p99_rad: Option<f64>,
+}
+
+fn default_budget_window() -> u32 {
+    10
+}
+
+/// `[episodes]`: the run as a sequence of episodes, each from a start pose toward a goal
+/// with a time limit and a success rule, a reset move under the gate between them.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodesConfig {
+    /// Episodes to run (default: one per start pose).
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// Start poses (rad, one list per pose); episode k starts at `starts_rad[k % n]`.
+    pub starts_rad: Vec<Vec<f64>>,
+    /// Which start poses are held out (evaluation only), one flag per pose.
+    #[serde(default)]
+    pub held_out: Vec<bool>,
+    /// Goals (rad); episode k pursues `goals_rad[k % n]`.
+    pub goals_rad: Vec<Vec<f64>>,
+    /// An episode's time limit (s).
+    pub time_limit_s: f64,
+    /// The reset move's time limit (s); past it the run ends.
+    #[serde(default = "default_reset_limit")]
+    pub reset_limit_s: f64,
+    /// Success: every joint within this of the goal (rad); a reset is done within it of
+    /// the start.
+    #[serde(default = "default_episode_tolerance")]
+    pub tolerance_rad: f64,
+    /// And slower than this (rad/s).
+    #[serde(default = "default_settle_vel")]
+    pub settle_vel_rad_s: f64,
+    /// For this long (ms).
+    #[serde(default = "default_settle_ms")]
+    pub settle_ms: f64,
+    /// The reset planner's cruise speed (rad/s).
+    #[serde(default = "default_reset_vel")]
+    pub reset_vel_rad_s: f64,
+}
+
+fn default_reset_limit() -> f64 {
+    20.0
+}
+fn default_episode_tolerance() -> f64 {
+    0.05
+}
+fn default_settle_vel() -> f64 {
+    0.05
+}
+fn default_settle_ms() -> f64 {
+    200.0
+}
+fn default_reset_vel() -> f64 {
+    0.5
 }
 
 /// `[policy.residual.region]`: a box of joint positions, judged on the base's setpoint;

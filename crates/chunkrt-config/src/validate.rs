@@ -99,6 +99,7 @@ impl Config {
         self.validate_policy(n)?;
         self.validate_executor()?;
         self.validate_limits(n)?;
+        self.check_episodes()?;
         if let Some(d) = &self.domain {
             d.pos_min_rad
                 .check("domain.pos_min_rad", n, |_| true, "a finite number")?;
@@ -778,6 +779,141 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// `[episodes]`: poses of the arm's joints inside its position limits, at most
+    /// `chunkrt_core::episodes::MAX_POSES` of each, positive times and tolerances; a
+    /// residual budget needs episodes.
+    fn check_episodes(&self) -> Check {
+        let budget = self
+            .policy
+            .residual
+            .as_ref()
+            .and_then(|r| r.budget.as_ref());
+        let Some(e) = &self.episodes else {
+            if budget.is_some() {
+                return fail(
+                    "policy.residual.budget",
+                    "the budget is judged per episode: the config needs [episodes]",
+                );
+            }
+            return Ok(());
+        };
+        let n = self.control.joints;
+        let max = chunkrt_core::episodes::MAX_POSES;
+        for (key, poses) in [
+            ("episodes.starts_rad", &e.starts_rad),
+            ("episodes.goals_rad", &e.goals_rad),
+        ] {
+            if poses.is_empty() || poses.len() > max {
+                return fail(
+                    key,
+                    format!("expected 1 to {max} poses, got {}", poses.len()),
+                );
+            }
+            for (i, p) in poses.iter().enumerate() {
+                if p.len() != n {
+                    return fail(
+                        key,
+                        format!("pose {i}: expected {n} joint positions, got {}", p.len()),
+                    );
+                }
+                for (j, q) in p.iter().enumerate() {
+                    let (lo, hi) = (
+                        self.limits.pos_min_rad.get(j),
+                        self.limits.pos_max_rad.get(j),
+                    );
+                    if !(q.is_finite() && *q > lo && *q < hi) {
+                        return fail(key, format!("pose {i} joint {j}: {q} is outside the position limits [{lo}, {hi}]"));
+                    }
+                }
+            }
+        }
+        if !e.held_out.is_empty() && e.held_out.len() != e.starts_rad.len() {
+            return fail(
+                "episodes.held_out",
+                format!(
+                    "expected one flag per start pose ({}), got {}",
+                    e.starts_rad.len(),
+                    e.held_out.len()
+                ),
+            );
+        }
+        if e.count == Some(0) {
+            return fail("episodes.count", "expected at least 1 episode");
+        }
+        range("episodes.time_limit_s", e.time_limit_s, 0.1, 3600.0)?;
+        range("episodes.reset_limit_s", e.reset_limit_s, 0.1, 3600.0)?;
+        range("episodes.tolerance_rad", e.tolerance_rad, 1e-4, 1.0)?;
+        range("episodes.settle_vel_rad_s", e.settle_vel_rad_s, 1e-4, 10.0)?;
+        range("episodes.settle_ms", e.settle_ms, 0.0, 60_000.0)?;
+        range("episodes.reset_vel_rad_s", e.reset_vel_rad_s, 0.01, 10.0)?;
+        if let Some(b) = budget {
+            if b.max_gate_interventions.is_none()
+                && b.max_operator_stops.is_none()
+                && b.max_tracking_error_p99_rad.is_none()
+            {
+                return fail("policy.residual.budget", "sets no figure: expected max_gate_interventions, max_operator_stops or max_tracking_error_p99_rad");
+            }
+            if !(1..=64).contains(&b.window_episodes) {
+                return fail(
+                    "policy.residual.budget.window_episodes",
+                    format!("expected 1 to 64 episodes, got {}", b.window_episodes),
+                );
+            }
+            if let Some(t) = b.max_tracking_error_p99_rad {
+                range(
+                    "policy.residual.budget.max_tracking_error_p99_rad",
+                    t,
+                    0.0,
+                    10.0,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The episode plan of `[episodes]` (none without one).
+    pub fn episode_plan(&self) -> Option<chunkrt_core::EpisodePlan> {
+        let e = self.episodes.as_ref()?;
+        let max = chunkrt_core::episodes::MAX_POSES;
+        let mut plan = chunkrt_core::EpisodePlan {
+            dof: self.control.joints.min(MAX_DOF),
+            count: e.count.unwrap_or(e.starts_rad.len() as u32),
+            starts: [[0.0; MAX_DOF]; chunkrt_core::episodes::MAX_POSES],
+            n_starts: e.starts_rad.len().min(max),
+            held_out: [false; chunkrt_core::episodes::MAX_POSES],
+            goals: [[0.0; MAX_DOF]; chunkrt_core::episodes::MAX_POSES],
+            n_goals: e.goals_rad.len().min(max),
+            time_limit_ns: (e.time_limit_s * 1e9) as u64,
+            reset_limit_ns: (e.reset_limit_s * 1e9) as u64,
+            tolerance_rad: e.tolerance_rad,
+            settle_vel_rad_s: e.settle_vel_rad_s,
+            settle_ns: (e.settle_ms * 1e6) as u64,
+        };
+        for (k, p) in e.starts_rad.iter().take(max).enumerate() {
+            plan.starts[k][..p.len().min(MAX_DOF)].copy_from_slice(&p[..p.len().min(MAX_DOF)]);
+            plan.held_out[k] = e.held_out.get(k).copied().unwrap_or(false);
+        }
+        for (k, p) in e.goals_rad.iter().take(max).enumerate() {
+            plan.goals[k][..p.len().min(MAX_DOF)].copy_from_slice(&p[..p.len().min(MAX_DOF)]);
+        }
+        Some(plan)
+    }
+
+    /// The residual's budget of `[policy.residual.budget]` (an unlimited one without).
+    pub fn residual_budget(&self) -> chunkrt_core::Budget {
+        let b = self
+            .policy
+            .residual
+            .as_ref()
+            .and_then(|r| r.budget.as_ref());
+        b.map_or(chunkrt_core::Budget::default(), |b| chunkrt_core::Budget {
+            max_gate_cycles: b.max_gate_interventions,
+            max_operator_stops: b.max_operator_stops,
+            window_episodes: b.window_episodes,
+            max_track_p99_rad: b.max_tracking_error_p99_rad,
+        })
     }
 
     /// The residual gate's limits from `[policy.residual]` (none without one).

@@ -38,6 +38,9 @@ pub struct Chunk {
     /// after it arrives). Set only where a run replays a recorded one
     /// (`policy.draw_schedule`), so each chunk starts playing in the cycle it did.
     pub play_at_cycle: u64,
+    /// With `[episodes]`: the episode and phase of the observation it was computed
+    /// from (the control loop plays only the current one's).
+    pub episode: Option<crate::phase::EpisodeTag>,
     /// Joint position setpoints in radians, `pos_rad[i][j]` for setpoint `i`, joint `j`.
     pub pos_rad: [JointVec; MAX_HORIZON],
 }
@@ -55,6 +58,7 @@ impl Default for Chunk {
             sampler_steps: 0,
             out_of_domain: false,
             play_at_cycle: 0,
+            episode: None,
             pos_rad: [[0.0; MAX_DOF]; MAX_HORIZON],
         }
     }

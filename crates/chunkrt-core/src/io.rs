@@ -33,6 +33,8 @@ pub struct Observation {
     pub plan_pos_rad: JointVec,
     /// Its velocity.
     pub plan_vel_rad_s: JointVec,
+    /// With `[episodes]`: the episode and phase the arm is in.
+    pub episode: Option<crate::phase::EpisodeTag>,
 }
 
 impl Default for Observation {
@@ -49,6 +51,7 @@ impl Default for Observation {
             cmd_vel_rad_s: [0.0; MAX_DOF],
             plan_pos_rad: [0.0; MAX_DOF],
             plan_vel_rad_s: [0.0; MAX_DOF],
+            episode: None,
         }
     }
 }

@@ -12,11 +12,13 @@ pub mod chunk;
 pub mod constraint;
 pub mod delay;
 mod envelope;
+pub mod episodes;
 pub mod executor;
 pub mod gate;
 pub mod io;
 pub mod ladder;
 pub mod limits;
+pub mod phase;
 pub mod policy;
 pub mod residual;
 pub mod spline;
@@ -31,6 +33,9 @@ pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
 pub use delay::{
     stream_seed, DelayLine, DelayLineFull, DelayModel, DelaySampler, DropDecider, SplitMix64,
     INJECT_LINE_CAPACITY,
+};
+pub use episodes::{
+    Breach, Budget, CycleFacts, EpisodePlan, EpisodeSummary, EpisodeTag, Episodes, Outcome, Phase,
 };
 pub use executor::{
     ChunkInfo, Executor, ExecutorConfig, Mode, ModeChangeReason, ModeEvent, RejectReason, Resume,

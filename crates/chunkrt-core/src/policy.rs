@@ -74,6 +74,10 @@ pub trait Policy: Send {
         Ok(())
     }
 
+    /// An episode begins (`[episodes]`): the policy pursues `goal` alone until the next
+    /// one. Default: nothing (a policy without goals).
+    fn begin_episode(&mut self, _goal: &crate::JointVec) {}
+
     /// The regions of joint state its manifest's omission log removes from its declared
     /// domain: the control loop takes its authority in them, every cycle, as it does
     /// outside the domain box. Default: none.

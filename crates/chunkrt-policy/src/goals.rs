@@ -122,6 +122,19 @@ impl GoalSequence {
         })
     }
 
+    /// Pursues `goal` alone from now on (an episode's goal): the list becomes that one
+    /// pose, the arrival and any schedule forgotten. Joints past `dof` are ignored.
+    pub fn pursue_only(&mut self, goal: &JointVec) {
+        let mut g = [0.0; MAX_DOF];
+        g[..self.dof].copy_from_slice(&goal[..self.dof]);
+        self.goals.clear();
+        self.goals.push(g);
+        self.index = 0;
+        self.reached_since = None;
+        self.schedule.clear();
+        self.pending = false;
+    }
+
     /// The goals change as `schedule` says instead of on arrival: from observation
     /// (its cycle) `seq` on, goal `index`, entries in ascending `seq` (the goal
     /// changes of a recorded run, replayed: the margin instrument's unprobed twin and

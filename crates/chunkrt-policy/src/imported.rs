@@ -623,6 +623,13 @@ impl ImportedPolicy {
 }
 
 impl Policy for ImportedPolicy {
+    fn begin_episode(&mut self, goal: &chunkrt_core::JointVec) {
+        if let Some(g) = self.goals.as_mut() {
+            g.pursue_only(goal);
+        }
+        self.settler.restart();
+    }
+
     fn spec(&self) -> PolicySpec {
         let raw = &self.model.manifest().raw;
         PolicySpec {

@@ -332,6 +332,11 @@ impl OnnxPolicy {
 }
 
 impl Policy for OnnxPolicy {
+    fn begin_episode(&mut self, goal: &chunkrt_core::JointVec) {
+        self.goals.pursue_only(goal);
+        self.settler.restart();
+    }
+
     fn spec(&self) -> PolicySpec {
         let m = self.engine.manifest();
         PolicySpec {

@@ -157,6 +157,11 @@ impl ScriptedPolicy {
 }
 
 impl Policy for ScriptedPolicy {
+    fn begin_episode(&mut self, goal: &chunkrt_core::JointVec) {
+        self.goals.pursue_only(goal);
+        self.plan = None;
+    }
+
     fn spec(&self) -> PolicySpec {
         PolicySpec {
             dof: self.params.dof,

@@ -84,6 +84,12 @@ impl ServoPolicy {
 }
 
 impl Policy for ServoPolicy {
+    fn begin_episode(&mut self, goal: &chunkrt_core::JointVec) {
+        let mut g = [0.0; MAX_DOF];
+        g[..self.params.dof].copy_from_slice(&goal[..self.params.dof]);
+        self.goal = Some(g);
+    }
+
     fn spec(&self) -> PolicySpec {
         PolicySpec {
             dof: self.params.dof,

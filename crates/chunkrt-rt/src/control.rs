@@ -23,6 +23,10 @@ pub struct ControlLoop {
     chunks: Subscriber<Chunk>,
     /// The residual policy's corrections, one per base chunk (same `seq`).
     residual_chunks: Option<Subscriber<Chunk>>,
+    /// `[episodes]`: the episode state machine (boxed: built once).
+    episodes: Option<Box<chunkrt_core::Episodes>>,
+    /// Chunks of another episode or phase than the current one, not offered.
+    chunks_other_episode: u64,
     /// This cycle's base setpoint, before the residual gate (for the records).
     base: JointVec,
     observations: Publisher<Observation>,
@@ -133,6 +137,8 @@ impl ControlLoop {
             executor: p.executor,
             gate: p.gate,
             residual_chunks: None,
+            episodes: None,
+            chunks_other_episode: 0,
             base: [0.0; MAX_DOF],
             chunks: p.chunks,
             observations: p.observations,
@@ -317,12 +323,14 @@ impl ControlLoop {
     pub fn note_operator_stop(&mut self, now: MonoTime, signals: u32) {
         self.events_out
             .push(EventRecord::OperatorStop { t: now, signals });
+        self.end_episode_by_operator(now);
     }
 
     /// Takes authority away from the policy for good (shutdown): the arm is brought
     /// to rest and no further chunk is offered to the executor.
     pub fn stop_playing(&mut self, now: MonoTime, reason: ModeChangeReason) {
         self.stopping = true;
+        self.end_episodes(now);
         if self.executor.mode() == Mode::Playing {
             self.executor.force_fallback(now, reason);
         }
@@ -472,7 +480,7 @@ impl ControlLoop {
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
-        let playing = self.executor.mode() == Mode::Playing;
+        let playing = self.executor.mode() == Mode::Playing && self.policy_runs();
         self.base = self.setpoint.pos_rad;
         self.gate
             .add_residual(deadline, playing, &mut self.setpoint);
@@ -484,6 +492,7 @@ impl ControlLoop {
         self.cmd.t_cmd = deadline;
         self.cmd.request = self.drive_request(mode);
         let sent = self.exchange(deadline, work_began);
+        self.observe_episode(deadline, mask);
         self.publish_observation(deadline, &commanded);
         self.publish_world(deadline);
         self.log_mode_events();
@@ -518,6 +527,11 @@ impl ControlLoop {
             return;
         }
         if chunk.play_at_cycle > self.cycle {
+            return;
+        }
+        if self.episodes.is_some() && chunk.episode != self.episode_tag() {
+            self.chunk_waiting = false;
+            self.chunks_other_episode += 1;
             return;
         }
         self.chunk_waiting = false;
@@ -807,6 +821,10 @@ impl ControlLoop {
         let fb = &self.fb;
         let cmd = &self.cmd;
         let seq = self.cycle;
+        let episode = self.episodes.as_deref().map(|e| chunkrt_core::EpisodeTag {
+            index: e.index(),
+            phase: e.phase(),
+        });
         if let Some(inj) = self
             .inject
             .as_deref_mut()
@@ -825,6 +843,7 @@ impl ControlLoop {
                 cmd_vel_rad_s: commanded.vel_rad_s,
                 plan_pos_rad: plan.pos_rad,
                 plan_vel_rad_s: plan.vel_rad_s,
+                episode,
             };
             if let Some(mut old) = inj.observation(deadline, &fresh) {
                 old.t_cycle = deadline;
@@ -843,6 +862,7 @@ impl ControlLoop {
                 o.cmd_vel_rad_s = commanded.vel_rad_s;
                 o.plan_pos_rad = plan.pos_rad;
                 o.plan_vel_rad_s = plan.vel_rad_s;
+                o.episode = episode;
             });
         }
     }
@@ -871,6 +891,9 @@ impl ControlLoop {
     fn log_mode_events(&mut self) {
         while let Some(ev) = self.executor.pop_event() {
             self.events_out.push(EventRecord::Mode(ev));
+            if ev.from == Mode::Playing {
+                self.episode_withdrawn(ev.t, ev.reason);
+            }
         }
     }
 
@@ -946,5 +969,6 @@ struct Sent {
     backend_error: bool,
 }
 
+mod episode_stage;
 #[cfg(test)]
 mod tests;

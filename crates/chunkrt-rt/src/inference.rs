@@ -61,6 +61,53 @@ pub struct InferenceParts {
     /// The residual policy, run on each published chunk's observation (none: the base
     /// alone).
     pub residual: Option<ResidualStage>,
+    /// `[episodes]`: the reset planner between episodes, the episode's goal to the
+    /// policy (none: one continuous run).
+    pub episodes: Option<EpisodeDriver>,
+}
+
+/// The inference thread's side of `[episodes]`: the control loop says which episode and
+/// phase the arm is in (`Observation::episode`). In a reset the reset planner (the
+/// scripted planner toward the episode's start pose, at `reset_vel_rad_s`) takes the
+/// policy's place and its chunks are published; when the episode runs the policy comes
+/// back, told the episode's goal (`Policy::begin_episode`, the residual too). Every
+/// chunk is tagged with the episode and phase of its observation.
+pub struct EpisodeDriver {
+    plan: chunkrt_core::EpisodePlan,
+    reset_vel_rad_s: f64,
+    reset_acc_rad_s2: f64,
+    /// The policy, parked while the reset planner plays.
+    parked: Option<Box<dyn Policy>>,
+    current: Option<chunkrt_core::EpisodeTag>,
+}
+
+impl EpisodeDriver {
+    /// For `plan`, resets at `reset_vel_rad_s` and `reset_acc_rad_s2`.
+    pub fn new(
+        plan: chunkrt_core::EpisodePlan,
+        reset_vel_rad_s: f64,
+        reset_acc_rad_s2: f64,
+    ) -> Self {
+        EpisodeDriver {
+            plan,
+            reset_vel_rad_s,
+            reset_acc_rad_s2,
+            parked: None,
+            current: None,
+        }
+    }
+
+    /// The reset planner toward episode `k`'s start pose.
+    fn reset_planner(&self, k: u32) -> Result<Box<dyn Policy>, String> {
+        let dof = self.plan.dof;
+        let start = self.plan.start(k)[..dof].to_vec();
+        let mut params = chunkrt_policy::ScriptedParams::new(dof, vec![start]);
+        params.max_vel_rad_s = self.reset_vel_rad_s;
+        params.max_acc_rad_s2 = self.reset_acc_rad_s2;
+        params.goal_tolerance_rad = (self.plan.tolerance_rad * 0.2).max(1e-4);
+        let planner = chunkrt_policy::ScriptedPolicy::new(params).map_err(|e| e.to_string())?;
+        Ok(Box::new(planner))
+    }
 }
 
 /// The residual policy on the inference thread: for every base chunk published, the
@@ -466,6 +513,7 @@ impl Inference {
     fn one_chunk(&mut self, tick: MonoTime, obs: Observation) -> Result<(), Skip> {
         let t_begin = os::now();
         crate::supervise::check_panic(&mut self.p.inject.panic, t_begin);
+        self.follow_episode(&obs)?;
         let stamp = self.give_image(&obs, t_begin)?;
         let obs = if self.p.extrapolate {
             extrapolated(&obs, t_begin)
@@ -488,6 +536,43 @@ impl Inference {
         };
         self.inject_delay_or_drop(&obs, t_begin, stamp, &info)?;
         self.publish(&obs, t_begin, stamp, &info, &drawn);
+        Ok(())
+    }
+
+    /// With `[episodes]`: the reset planner in the policy's place during a reset, the
+    /// policy back (told the episode's goal) when the episode runs; nothing once done.
+    fn follow_episode(&mut self, obs: &Observation) -> Result<(), Skip> {
+        let (Some(ep), Some(tag)) = (self.p.episodes.as_mut(), obs.episode) else {
+            return Ok(());
+        };
+        if ep.current == Some(tag) {
+            return Ok(());
+        }
+        use chunkrt_core::Phase;
+        match tag.phase {
+            Phase::Done => return Err(Skip::Period),
+            Phase::Reset => match ep.reset_planner(tag.index) {
+                Ok(planner) => {
+                    let policy = std::mem::replace(&mut self.p.policy, planner);
+                    ep.parked.get_or_insert(policy);
+                }
+                Err(e) => {
+                    tracing::warn!("reset planner: {e}");
+                    return Err(Skip::Period);
+                }
+            },
+            Phase::Running => {
+                if let Some(policy) = ep.parked.take() {
+                    self.p.policy = policy;
+                }
+                let goal = *ep.plan.goal(tag.index);
+                self.p.policy.begin_episode(&goal);
+                if let Some(r) = self.p.residual.as_mut() {
+                    r.policy.begin_episode(&goal);
+                }
+            }
+        }
+        ep.current = Some(tag);
         Ok(())
     }
 
@@ -674,13 +759,17 @@ impl Inference {
         chunk.out_of_domain = info.out_of_domain;
         chunk.t_start = obs.t_capture.add_signed_ns(self.p.start_offset_ns);
         chunk.play_at_cycle = drawn.played;
-        if let Some(r) = self.p.residual.as_mut() {
+        chunk.episode = obs.episode;
+        let runs = obs
+            .episode
+            .is_none_or(|t| t.phase == chunkrt_core::Phase::Running);
+        if let Some(r) = self.p.residual.as_mut().filter(|_| runs) {
             r.compute(obs, chunk);
         }
         let t_publish = os::now();
         chunk.t_publish = t_publish;
         // The correction first: the control loop takes it when it takes the base.
-        if let Some(r) = self.p.residual.as_mut() {
+        if let Some(r) = self.p.residual.as_mut().filter(|_| runs) {
             r.publish(t_publish);
         }
         if self.p.chunks.publish(chunk) {

@@ -381,6 +381,7 @@ impl Built {
             chunk_records: recording.then_some(chunk_p),
             camera: camera_feed,
             residual,
+            episodes: episode_driver(cfg),
         };
         let telemetry = TelemetryParts {
             collector,
@@ -396,6 +397,22 @@ impl Built {
             shared,
         })
     }
+}
+
+/// The inference thread's side of `[episodes]` (none without): the reset planner at
+/// the configured speed and at most half the arm's smallest acceleration limit.
+fn episode_driver(cfg: &Config) -> Option<crate::inference::EpisodeDriver> {
+    let plan = cfg.episode_plan()?;
+    let e = cfg.episodes.as_ref()?;
+    let limits = cfg.joint_limits();
+    let acc = (0..plan.dof)
+        .map(|j| limits.joint[j].max_acc_rad_s2)
+        .fold(f64::INFINITY, f64::min);
+    Some(crate::inference::EpisodeDriver::new(
+        plan,
+        e.reset_vel_rad_s,
+        (0.5 * acc).min(4.0),
+    ))
 }
 
 /// The residual policy on the inference thread and its corrections' handoff to the
@@ -1112,7 +1129,8 @@ fn bring_up(
         .with_following_error(cfg.following_error_limits())
         .with_exclusions(parts.exclusions)
         .with_thermal(cfg.thermal_limits())
-        .with_residual_chunks(parts.residual);
+        .with_residual_chunks(parts.residual)
+        .with_episodes(cfg.episode_plan(), cfg.residual_budget());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);
     Ok(match parts.world {

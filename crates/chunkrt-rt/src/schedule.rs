@@ -150,6 +150,11 @@ impl Schedule {
         }
     }
 
+    /// The run's time is up: its duration, or the last episode (`[episodes]`).
+    fn expired(&self, control: &ControlLoop, now: MonoTime) -> bool {
+        self.end.is_some_and(|e| now >= e) || control.episodes_done()
+    }
+
     /// One pass of the loop: sleeps until the deadline, runs the cycle, takes a
     /// pending re-arm, starts the controlled stop when asked to, and moves to the
     /// next deadline. Returns the end time once the controlled stop is over (the
@@ -174,7 +179,7 @@ impl Schedule {
         let quick = stops >= 2 || failed;
         match self.stopping_since {
             None => {
-                let expired = self.end.is_some_and(|e| now >= e);
+                let expired = self.expired(control, now);
                 let policy_failed = requests.policy_failed.load(Ordering::Relaxed);
                 let lost = control.drive_lost().is_some();
                 if expired

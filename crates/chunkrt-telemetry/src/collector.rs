@@ -39,6 +39,8 @@ pub struct Collector {
     last_wake: Option<MonoTime>,
     counters: BTreeMap<&'static str, u64>,
     events: Vec<EventRecord>,
+    /// Every ended episode (`[episodes]`), as the report's `episodes` lists them.
+    episodes: Vec<serde_json::Value>,
     gate_log: Option<JsonlLog>,
     event_log: Option<JsonlLog>,
     /// Gate interventions (`repeats`) in the gate runs that the cap cut.
@@ -124,6 +126,7 @@ impl Collector {
             last_wake: None,
             counters,
             events: Vec::with_capacity(MAX_REPORT_EVENTS),
+            episodes: Vec::new(),
             gate_log: open("gate.jsonl")?,
             event_log: open("events.jsonl")?,
             gate_repeats_cut: 0,
@@ -505,6 +508,14 @@ impl Collector {
             EventRecord::GateSaturated { .. } => self.bump("gate_saturated", 1),
             EventRecord::FollowingError { .. } => self.bump("following_errors", 1),
             EventRecord::OperatorStop { .. } => self.bump("operator_stops", 1),
+            EventRecord::Episode(s) => {
+                self.bump("episodes", 1);
+                if s.breach.is_some() {
+                    self.bump("residual_rollbacks", 1);
+                }
+                let line = crate::episodes::episode_json(s, |t| self.t_rel(t));
+                self.episodes.push(line);
+            }
             _ => {}
         }
         let value = self.event_json(e);
@@ -537,6 +548,7 @@ impl Collector {
                 "event": "operator_stop",
                 "signals": signals,
             }),
+            EventRecord::Episode(s) => crate::episodes::episode_json(s, |t| self.t_rel(t)),
             EventRecord::Backend { t, error } => json!({
                 "t_s": self.t_rel(*t),
                 "event": "backend_error",
@@ -847,6 +859,12 @@ impl Collector {
         );
         if let Some(o) = &self.oracle {
             report.extra.insert("command_stream".into(), o.summary());
+        }
+        if !self.episodes.is_empty() {
+            let episodes = std::mem::take(&mut self.episodes);
+            report
+                .extra
+                .insert("episodes".into(), crate::episodes::summary_json(&episodes));
         }
         self.log_summary(&mut report);
         self.recording_summary(&mut report);

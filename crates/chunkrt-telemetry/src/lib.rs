@@ -11,6 +11,7 @@ pub mod age_check;
 pub mod baseline;
 pub mod budget;
 pub mod collector;
+pub mod episodes;
 pub mod hgrm;
 pub mod interventions;
 pub mod logfile;

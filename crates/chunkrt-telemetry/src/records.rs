@@ -206,6 +206,9 @@ pub enum EventRecord {
         /// The error.
         error: BackendError,
     },
+    /// An episode ended (`[episodes]`), with its figures; `breach`: the residual's
+    /// budget was broken and the residual rolled back.
+    Episode(chunkrt_core::EpisodeSummary),
     /// An operator asked the run to stop (SIGINT, SIGTERM, SIGHUP, or the embedding
     /// program's stop flag) before its end: the controlled stop begins.
     OperatorStop {

@@ -1,0 +1,207 @@
+//! `chunkrt episodes RUN_DIR...`: the episodes of one or more runs (`[episodes]`) in one
+//! table, run after run: outcome, start pose (held out or seen), whether the residual had
+//! authority (or the base ran frozen), goal error, tracking error P99, the permission
+//! gate's and the residual gate's cycles, operator stops, the reset before it and a
+//! budget breach (the residual rolled back from there); then per run and kind of start
+//! the success rate and the means. Read from each run's `events.jsonl`, which holds
+//! every ended episode even when the run was cut short.
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// `chunkrt episodes`.
+#[derive(Parser, Debug, Clone)]
+pub struct EpisodesArgs {
+    /// Run directories (each a `chunkrt run --out`).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Print the summaries as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A run's episodes, from its `events.jsonl`.
+pub fn read_episodes(run: &Path) -> anyhow::Result<Vec<Value>> {
+    let path = run.join("events.jsonl");
+    let text =
+        chunkrt_files::read_text_bounded(&path, chunkrt_files::MODEL_LIMIT_BYTES, "event log")
+            .with_context(|| format!("reading {}", path.display()))?
+            .map_err(|_| anyhow::anyhow!("{}: not UTF-8 text", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let v: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a JSON line", path.display(), i + 1))?;
+        if v["event"] == "episode" {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let (mut s, mut n) = (0.0, 0usize);
+    for x in xs {
+        s += x;
+        n += 1;
+    }
+    (n > 0).then(|| s / n as f64)
+}
+
+/// Per kind of start and residual state: episodes, success rate, goal error, tracking
+/// error P99, gate interventions and operator stops per episode.
+pub fn summaries(run: &str, episodes: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for held_out in [false, true] {
+        for residual in [false, true] {
+            let of: Vec<&Value> = episodes
+                .iter()
+                .filter(|e| e["held_out"] == held_out && e["residual"] == residual)
+                .collect();
+            if of.is_empty() {
+                continue;
+            }
+            let n = of.len() as f64;
+            let count = |k: &str| of.iter().filter_map(|e| e[k].as_u64()).sum::<u64>() as f64;
+            let stops = of
+                .iter()
+                .filter(|e| e["outcome"] == "operator_stop")
+                .count() as f64;
+            out.push(json!({
+                "run": run,
+                "starts": if held_out { "held_out" } else { "seen" },
+                "policy": if residual { "residual" } else { "frozen" },
+                "episodes": of.len(),
+                "success_rate": of.iter().filter(|e| e["outcome"] == "success").count() as f64 / n,
+                "goal_err_rad": mean(of.iter().filter_map(|e| num(&e["goal_err_rad"]))),
+                "tracking_error_p99_rad": mean(of.iter().filter_map(|e| num(&e["tracking_error_p99_rad"]))),
+                "gate_interventions_per_episode": count("gate_interventions") / n,
+                "operator_stops_per_episode": stops / n,
+            }));
+        }
+    }
+    out
+}
+
+fn opt(v: &Value, digits: usize) -> String {
+    num(v).map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Runs `chunkrt episodes`.
+pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
+    let mut all = Vec::new();
+    for run in &args.runs {
+        let eps = read_episodes(run)?;
+        if eps.is_empty() {
+            bail!(
+                "{}: no episode in events.jsonl (a run with [episodes] records them)",
+                run.display()
+            );
+        }
+        all.push((run.display().to_string(), eps));
+    }
+    let sums: Vec<Value> = all.iter().flat_map(|(r, e)| summaries(r, e)).collect();
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "summaries": sums }))?
+        );
+        return Ok(0);
+    }
+    outln!(
+        "{:<24} {:>3} {:>6} {:>8} {:<13} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>7} {}",
+        "run",
+        "ep",
+        "start",
+        "policy",
+        "outcome",
+        "dur_s",
+        "reset_s",
+        "goal_err",
+        "track_p99",
+        "gate",
+        "resid",
+        "stops",
+        "budget"
+    );
+    for (run, eps) in &all {
+        let mut prev_end: Option<f64> = None;
+        for e in eps {
+            let reset = match (prev_end, num(&e["t_begin_s"])) {
+                (Some(a), Some(b)) => format!("{:.2}", b - a),
+                _ => "-".into(),
+            };
+            prev_end = num(&e["t_s"]);
+            outln!(
+                "{:<24} {:>3} {:>6} {:>8} {:<13} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>7} {}",
+                run.chars()
+                    .rev()
+                    .take(24)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>(),
+                e["episode"].to_string(),
+                format!(
+                    "{}{}",
+                    e["start"],
+                    if e["held_out"] == true { "*" } else { "" }
+                ),
+                if e["residual"] == true {
+                    "residual"
+                } else {
+                    "frozen"
+                },
+                e["outcome"].as_str().unwrap_or("?"),
+                opt(&e["duration_s"], 2),
+                reset,
+                opt(&e["goal_err_rad"], 4),
+                opt(&e["tracking_error_p99_rad"], 4),
+                e["gate_interventions"].to_string(),
+                e["residual_interventions"].to_string(),
+                e["operator_stops_window"].to_string(),
+                e["budget_breach"].as_str().map_or("", |b| b),
+            );
+        }
+    }
+    outln!("\n(* held-out start; gate: cycles the permission gate acted; resid: cycles the residual gate acted)\n");
+    outln!(
+        "{:<24} {:<9} {:<8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
+        "run",
+        "starts",
+        "policy",
+        "episodes",
+        "success",
+        "goal_err",
+        "track_p99",
+        "gate/ep",
+        "stops/ep"
+    );
+    for s in &sums {
+        let run = s["run"].as_str().unwrap_or("");
+        outln!(
+            "{:<24} {:<9} {:<8} {:>8} {:>7.0}% {:>9} {:>9} {:>10.1} {:>10.2}",
+            run.chars()
+                .rev()
+                .take(24)
+                .collect::<String>()
+                .chars()
+                .rev()
+                .collect::<String>(),
+            s["starts"].as_str().unwrap_or(""),
+            s["policy"].as_str().unwrap_or(""),
+            s["episodes"].to_string(),
+            num(&s["success_rate"]).unwrap_or(0.0) * 100.0,
+            opt(&s["goal_err_rad"], 4),
+            opt(&s["tracking_error_p99_rad"], 4),
+            num(&s["gate_interventions_per_episode"]).unwrap_or(0.0),
+            num(&s["operator_stops_per_episode"]).unwrap_or(0.0),
+        );
+    }
+    Ok(0)
+}
