@@ -174,7 +174,7 @@ mod tests {
 
     fn message() -> serde_json::Value {
         json!({
-            "cycle": 7, "t_deadline_ns": 7_000_000, "mode": "Playing", "gate_mask": 0,
+            "cycle": 7, "t_s": 0.14, "t_deadline_ns": 7_000_000, "mode": "Playing", "gate_mask": 0,
             "chunk_seq": 2, "missed": 0, "setpoint_rad": [0.1, 0.2],
             "command_rad": [0.1, 0.2], "feedback_rad": [0.1, 0.2]
         })
@@ -223,7 +223,14 @@ mod tests {
 
     #[test]
     fn a_missing_field_is_refused_by_name() {
-        for k in ["cycle", "t_deadline_ns", "mode", "missed", "command_rad"] {
+        for k in [
+            "cycle",
+            "t_s",
+            "t_deadline_ns",
+            "mode",
+            "missed",
+            "command_rad",
+        ] {
             let mut v = message();
             v.as_object_mut().unwrap().remove(k);
             let e = read_back(k, &[message(), v]).unwrap_err();

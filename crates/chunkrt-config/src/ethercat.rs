@@ -82,8 +82,23 @@ pub struct EthercatConfig {
     /// The process-data mapping written to every drive in PRE-OP.
     #[serde(default)]
     pub pdo: PdoConfig,
+    /// An enable (deadman) switch read from a drive's digital inputs: the policy has
+    /// authority only while it is held (`[ethercat.enable_input]`).
+    #[serde(default)]
+    pub enable_input: Option<EnableInputConfig>,
     /// The drives in bus order (the first one is the closest to the host).
     pub drive: Vec<DriveConfig>,
+}
+
+/// `[ethercat.enable_input]`: a bit of the digital inputs (0x60FD, mapped in `pdo.tx`)
+/// of the drive that moves `joint`; 1 while the switch is held.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnableInputConfig {
+    /// The joint whose drive has the switch wired to its inputs.
+    pub joint: usize,
+    /// The bit (0-31; CiA 402 leaves 16-31 to the manufacturer).
+    pub bit: u8,
 }
 
 /// One drive on the bus.
@@ -159,11 +174,14 @@ pub enum PdoEntry {
     ErrorCode,
     /// 0x6061 modes of operation display (tx).
     ModeDisplay,
+    /// 0x60FD digital inputs (tx): limit switches, home, and manufacturer bits 16-31
+    /// (an enable/deadman switch or a stop button wired to the drive).
+    DigitalInputs,
 }
 
 impl PdoEntry {
     /// Every entry, in declaration order.
-    pub const ALL: [PdoEntry; 10] = [
+    pub const ALL: [PdoEntry; 11] = [
         PdoEntry::Controlword,
         PdoEntry::TargetPosition,
         PdoEntry::VelocityOffset,
@@ -174,6 +192,7 @@ impl PdoEntry {
         PdoEntry::TorqueActual,
         PdoEntry::ErrorCode,
         PdoEntry::ModeDisplay,
+        PdoEntry::DigitalInputs,
     ];
 
     /// The entry a drive's mapping word names (`index`, subindex `sub`, `bits` long),
@@ -197,6 +216,7 @@ impl PdoEntry {
             PdoEntry::TorqueActual => 0x6077,
             PdoEntry::ErrorCode => 0x603F,
             PdoEntry::ModeDisplay => 0x6061,
+            PdoEntry::DigitalInputs => 0x60FD,
         }
     }
 
@@ -247,6 +267,37 @@ fn positive_ms(path: &str, v: f64, hi: f64) -> Check {
 }
 
 impl EthercatConfig {
+    /// `[ethercat.enable_input]`: a joint of the arm, a bit of 32, 0x60FD mapped.
+    fn check_enable_input(&self, joints: usize) -> Check {
+        let Some(e) = &self.enable_input else {
+            return Ok(());
+        };
+        if e.joint >= joints {
+            return fail(
+                "ethercat.enable_input.joint".into(),
+                format!(
+                    "expected a joint 0 to {}, got {}",
+                    joints.saturating_sub(1),
+                    e.joint
+                ),
+            );
+        }
+        if e.bit > 31 {
+            return fail(
+                "ethercat.enable_input.bit".into(),
+                format!("expected a bit 0 to 31 of 0x60FD, got {}", e.bit),
+            );
+        }
+        if !self.pdo.tx.contains(&PdoEntry::DigitalInputs) {
+            return fail(
+                "ethercat.enable_input".into(),
+                "the switch is read from the drive's digital inputs: ethercat.pdo.tx must map \
+                 digital_inputs (0x60FD)",
+            );
+        }
+        Ok(())
+    }
+
     /// Checks the section against the joint count, the bus period and the joint limits
     /// (every joint angle within the limits must fit the drive's int32 position range).
     pub(crate) fn validate(
@@ -255,6 +306,7 @@ impl EthercatConfig {
         period_ms: f64,
         limit_rad: impl Fn(usize) -> f64,
     ) -> Check {
+        self.check_enable_input(joints)?;
         let iface = self.interface.trim();
         if iface.is_empty() || iface.len() > 15 || iface.contains(['/', ' ']) {
             return fail(
@@ -524,6 +576,7 @@ pub fn entry_name(e: PdoEntry) -> &'static str {
         PdoEntry::TorqueActual => "torque_actual",
         PdoEntry::ErrorCode => "error_code",
         PdoEntry::ModeDisplay => "mode_display",
+        PdoEntry::DigitalInputs => "digital_inputs",
     }
 }
 

@@ -14,7 +14,9 @@ mod schema;
 mod validate;
 
 pub use error::{ConfigError, OverrideError};
-pub use ethercat::{entry_name, DriveConfig, EthercatConfig, PdoConfig, PdoEntry};
+pub use ethercat::{
+    entry_name, DriveConfig, EnableInputConfig, EthercatConfig, PdoConfig, PdoEntry,
+};
 pub use inject::{
     InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig, ProbeShape,
     MAX_INJECT_DELAY_MS, MAX_PROBE_FREQS, PROBE_LIMIT_SHARE,

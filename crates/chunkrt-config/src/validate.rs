@@ -916,6 +916,16 @@ impl Config {
         })
     }
 
+    /// The enable switch of `[ethercat.enable_input]` on an EtherCAT run: the joint whose
+    /// drive's digital inputs carry it and its bit (none otherwise).
+    pub fn enable_input(&self) -> Option<(usize, u8)> {
+        self.ethercat
+            .as_ref()
+            .filter(|_| self.backend.kind == BackendKind::Ethercat)
+            .and_then(|e| e.enable_input.as_ref())
+            .map(|e| (e.joint, e.bit))
+    }
+
     /// The residual gate's limits from `[policy.residual]` (none without one).
     pub fn residual_limits(&self) -> Option<chunkrt_core::ResidualLimits> {
         let r = self.policy.residual.as_ref()?;

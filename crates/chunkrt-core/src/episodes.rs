@@ -13,7 +13,7 @@
 //! - `GateStop`: a check took authority from the policy (gate saturation, following
 //!   error, domain, omission-log region, thermal monitor, probe guard);
 //! - `Fault`: a drive fault, a backend error, a drive lost;
-//! - `OperatorStop`: an operator stopped it;
+//! - `OperatorStop`: an operator stopped it (a stop request, the enable switch released);
 //! - `Ended`: the run ended before it did (its duration, a reset that could not
 //!   finish).
 //!
@@ -326,6 +326,7 @@ impl Episodes {
             ModeChangeReason::BackendError
             | ModeChangeReason::DriveLost
             | ModeChangeReason::DrivesRecovered => Outcome::Fault,
+            ModeChangeReason::EnableReleased => Outcome::OperatorStop,
             _ => return None,
         };
         Some(self.end(now, outcome, Some(reason)))

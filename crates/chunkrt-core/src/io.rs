@@ -149,6 +149,9 @@ pub struct Feedback {
     /// ns, wrapped into half a SYNC0 period either side; positive is late. The control
     /// loop moves its deadlines by it (phase lock). None without DC or without a reply.
     pub sync_phase_ns: Option<i32>,
+    /// Per joint, its drive's digital inputs (CiA 402 0x60FD) where the backend reads
+    /// them (0 elsewhere): an enable switch, a stop button.
+    pub digital_inputs: [u32; MAX_DOF],
 }
 
 impl Default for Feedback {
@@ -164,6 +167,7 @@ impl Default for Feedback {
             bus_rtt_ns: 0,
             held: false,
             sync_phase_ns: None,
+            digital_inputs: [0; MAX_DOF],
         }
     }
 }

@@ -59,6 +59,9 @@ pub enum ModeChangeReason {
     /// `inject.probe.max_excursion_rad` from the executor's unprobed setpoint (the
     /// loop ran away from the path the policy commands).
     ProbeExcursion,
+    /// The enable (deadman) switch (`[ethercat.enable_input]`) is not held: the
+    /// policy has authority only while an operator holds it.
+    EnableReleased,
 }
 
 /// A timestamped mode change.

@@ -79,6 +79,7 @@ pub(crate) fn describe(index: u16, sub: u8) -> Result<(usize, Access, Map), u32>
         (0x6077, 0) => (2, Ro, Map::Tx),
         (0x607A, 0) => (4, Rw, Map::Rx),
         (0x6085, 0) => (4, Rw, Map::No),
+        (0x60FD, 0) => (4, Ro, Map::Tx),
         (i, _) if object_exists(i) => return Err(abort::NO_SUBINDEX),
         _ => return Err(abort::NO_OBJECT),
     };
@@ -113,6 +114,7 @@ fn object_exists(index: u16) -> bool {
             | 0x607A
             | 0x6085
             | 0x60F4
+            | 0x60FD
             | 0x6502
     )
 }

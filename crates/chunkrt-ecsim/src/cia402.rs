@@ -79,6 +79,8 @@ pub struct Drive {
     pub quick_stop_decel: u32,
     /// 0x605A.
     pub quick_stop_option: i16,
+    /// 0x60FD digital inputs (switches wired to the drive).
+    pub digital_inputs: u32,
     /// 0x603F.
     error_code: u16,
     fe_latched: bool,
@@ -113,6 +115,7 @@ impl Drive {
             fe_timeout_ms: params.following_error_timeout_ms,
             quick_stop_decel: params.quick_stop_decel_counts_s2,
             quick_stop_option: params.quick_stop_option,
+            digital_inputs: params.digital_inputs,
             error_code: 0,
             fe_latched: false,
             pending_fault: None,

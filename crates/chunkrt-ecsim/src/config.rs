@@ -95,6 +95,9 @@ pub struct DriveParams {
     /// at power-up (a conformant fixed mapping aborts with 0x06010002 instead, which a
     /// master sees at once; this one only a read-back finds).
     pub pdo_writable: bool,
+    /// Initial value of 0x60FD digital inputs (e.g. `0x10000`: an enable switch wired
+    /// to bit 16, held); [`crate::SimNetwork::set_digital_inputs`] changes it.
+    pub digital_inputs: u32,
 }
 
 impl Default for DriveParams {
@@ -118,6 +121,7 @@ impl Default for DriveParams {
             rx_pdo: crate::pdo::DEFAULT_RX.iter().collect(),
             tx_pdo: crate::pdo::DEFAULT_TX.iter().collect(),
             pdo_writable: true,
+            digital_inputs: 0,
         }
     }
 }

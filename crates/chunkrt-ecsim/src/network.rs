@@ -265,6 +265,18 @@ impl SimNetwork {
         }
     }
 
+    /// Sets drive `i`'s digital inputs (0x60FD: a switch pressed or released); its
+    /// next process-data frame carries them. Returns false if there is no such drive.
+    pub fn set_digital_inputs(&mut self, i: usize, bits: u32) -> bool {
+        match self.devices.get_mut(i) {
+            Some(d) => {
+                d.objs.drive.digital_inputs = bits;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The replies to the next `n` process-data frames (those with a logical command)
     /// come back malformed as `how` says; other frames are untouched. The drives process
     /// those frames as usual: their outputs are taken, their inputs written.

@@ -159,6 +159,7 @@ impl Objects {
             0x607A => Value::u32(d.target as u32),
             0x6085 => Value::u32(d.quick_stop_decel),
             0x60F4 => Value::u32(d.following_error() as u32),
+            0x60FD => Value::u32(d.digital_inputs),
             _ => Value::u32(0),
         }
     }

@@ -34,6 +34,8 @@ pub(crate) struct DriveIo {
     pub error_code: u16,
     /// 0x6061 modes of operation display, when mapped (else 0).
     pub mode_display: i8,
+    /// 0x60FD digital inputs, when mapped (else 0).
+    pub inputs: u32,
     /// Target held while the drive is not following commands (enabling, fault reset, a
     /// refused resume): the actual position when it was last not enabled.
     pub hold: i32,
@@ -52,6 +54,7 @@ impl Default for DriveIo {
             torque: 0,
             error_code: 0,
             mode_display: 0,
+            inputs: 0,
             hold: 0,
             tracking: false,
         }
@@ -593,6 +596,7 @@ impl EthercatBackend {
             fb.torque_nm[j] = 0.0;
             fb.state[j] = DriveState::Disabled;
             fb.error_code[j] = 0;
+            fb.digital_inputs[j] = 0;
         }
         for (i, dp) in self.p.drives.iter().enumerate() {
             let d = &self.drv[i];
@@ -606,6 +610,7 @@ impl EthercatBackend {
                 d.power.drive_state()
             };
             fb.error_code[j] = d.error_code;
+            fb.digital_inputs[j] = d.inputs;
         }
     }
 
@@ -728,6 +733,7 @@ fn read_inputs(inp: &[u8], l: &PdoLayout, d: &mut DriveIo) -> bool {
     d.torque = l.torque_actual.map_or(0, |o| u16_at(o) as i16);
     d.error_code = l.error_code.map_or(0, u16_at);
     d.mode_display = l.mode_display.map_or(0, |o| inp[o] as i8);
+    d.inputs = l.digital_inputs.map_or(0, |o| i32_at(o) as u32);
     true
 }
 

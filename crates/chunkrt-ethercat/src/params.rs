@@ -51,6 +51,8 @@ pub struct PdoLayout {
     pub error_code: Option<usize>,
     /// 0x6061, when mapped.
     pub mode_display: Option<usize>,
+    /// 0x60FD, when mapped.
+    pub digital_inputs: Option<usize>,
     /// Bytes of inputs.
     pub in_len: usize,
 }
@@ -87,6 +89,7 @@ impl PdoLayout {
             PdoEntry::TorqueActual => self.torque_actual = Some(at),
             PdoEntry::ErrorCode => self.error_code = Some(at),
             PdoEntry::ModeDisplay => self.mode_display = Some(at),
+            PdoEntry::DigitalInputs => self.digital_inputs = Some(at),
         }
     }
 }

@@ -78,6 +78,11 @@ pub struct ControlLoop {
     /// away at the second.
     saturation_event_cycles: u32,
     saturation_fallback_cycles: u32,
+    /// The enable switch (`[ethercat.enable_input]`): the joint whose feedback carries
+    /// the drive's digital inputs, and the switch's bit mask.
+    enable_input: Option<(usize, u32)>,
+    /// The switch was released at the last check (an event is logged at each release).
+    enable_released: bool,
     /// Following-error limits per joint (`limits.max_following_error_rad`).
     following_limit: Option<[f64; MAX_DOF]>,
     /// Joints over their limit now (an event is logged when one goes over).
@@ -172,6 +177,8 @@ impl ControlLoop {
             saturation_fallback_cycles: (SATURATION_FALLBACK_MS * 1_000_000)
                 .div_ceil(p.period_ns.max(1))
                 .max(1) as u32,
+            enable_input: None,
+            enable_released: false,
             following_limit: None,
             exclusions: Exclusions::NONE,
             thermal: None,
@@ -581,11 +588,44 @@ impl ControlLoop {
     /// measurement, in [`Self::exchange`].)
     #[inline]
     fn check_authority(&mut self, wake: MonoTime, missed: u32) {
+        self.check_enable(wake);
         self.check_domain(wake);
         self.check_thermal(wake, missed);
         self.check_probe_guard(wake);
         self.check_drive_faults(wake);
         self.check_backend_health(wake);
+    }
+
+    /// The enable switch on the last measurement (`[ethercat.enable_input]`): every
+    /// cycle while it is not held, the policy (or the reset planner) loses authority, so
+    /// the command that follows the frame that carried the release is already the stop.
+    /// A held frame keeps the last reading (the backend's loss policy bounds how long).
+    #[inline]
+    fn check_enable(&mut self, wake: MonoTime) {
+        let Some((joint, mask)) = self.enable_input else {
+            return;
+        };
+        if !self.fb.held {
+            self.enable_released = self.fb.digital_inputs[joint] & mask == 0;
+        }
+        if self.enable_released {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::EnableReleased);
+        }
+    }
+
+    /// Reads the enable switch at bit `bit` of the digital inputs the feedback carries
+    /// for `joint` (`[ethercat.enable_input]`); none: no switch.
+    pub fn with_enable_input(mut self, input: Option<(usize, u8)>) -> Self {
+        self.enable_input = input.map(|(j, bit)| (j.min(MAX_DOF - 1), 1u32 << bit.min(31)));
+        // Released until a frame says otherwise.
+        self.enable_released = self.enable_input.is_some();
+        self
+    }
+
+    /// Whether the enable switch is released now (false without one).
+    pub fn enable_released(&self) -> bool {
+        self.enable_released
     }
 
     /// The support monitor on the last measurement. Every cycle while outside the

@@ -1100,16 +1100,7 @@ fn bring_up(
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
     let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
-    let gate = Gate::new(limits, period_ns, &first.pos_rad)
-        .with_action_filter(cfg.action_filter_hz())
-        .with_torque_slew(cfg.torque_slew_jerk())
-        .with_residual(
-            parts
-                .residual
-                .is_some()
-                .then(|| cfg.residual_limits())
-                .flatten(),
-        );
+    let gate = gate(cfg, &first, parts.residual.is_some());
     let control = ControlLoop::new(ControlParts {
         backend,
         executor,
@@ -1130,6 +1121,7 @@ fn bring_up(
         .with_exclusions(parts.exclusions)
         .with_thermal(cfg.thermal_limits())
         .with_residual_chunks(parts.residual)
+        .with_enable_input(cfg.enable_input())
         .with_episodes(cfg.episode_plan(), cfg.residual_budget());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);
@@ -1137,6 +1129,15 @@ fn bring_up(
         Some(world) => control.with_world(world),
         None => control,
     })
+}
+
+/// The gate at rest at the first measurement, with the config's action filter, torque
+/// slew limit and (with a residual policy) residual gate.
+fn gate(cfg: &Config, first: &Feedback, residual: bool) -> Gate {
+    Gate::new(cfg.joint_limits(), cfg.period_ns(), &first.pos_rad)
+        .with_action_filter(cfg.action_filter_hz())
+        .with_torque_slew(cfg.torque_slew_jerk())
+        .with_residual(residual.then(|| cfg.residual_limits()).flatten())
 }
 
 /// The full-rate recording in `dir` (`recording.mcap`), limits from `[telemetry]`.
