@@ -381,7 +381,8 @@ impl Rig {
                 // those paths; the operator's stop is the signals tests'.
                 EventRecord::FollowingError { .. }
                 | EventRecord::OperatorStop { .. }
-                | EventRecord::Episode(_) => {}
+                | EventRecord::Episode(_)
+                | EventRecord::OperatorMark { .. } => {}
                 EventRecord::Backend { error, .. } => {
                     *seen
                         .backend_errors

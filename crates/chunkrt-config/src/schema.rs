@@ -51,6 +51,9 @@ pub struct Config {
     /// The run as a sequence of episodes (`[episodes]`; absent: one continuous run).
     #[serde(default)]
     pub episodes: Option<EpisodesConfig>,
+    /// The operator's command channel (`[operator]`).
+    #[serde(default)]
+    pub operator: Option<OperatorConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -255,6 +258,14 @@ pub struct ResidualConfig {
     /// `[episodes]`): past it the residual loses authority for the rest of the run.
     #[serde(default)]
     pub budget: Option<BudgetConfig>,
+}
+
+/// `[operator]`: a UNIX socket taking `stop`, `intervene` and `rearm`, one per line.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorConfig {
+    /// The socket's path, relative to this file (a stale socket there is replaced).
+    pub socket: PathBuf,
 }
 
 /// `[policy.residual.budget]`: each figure optional; at least one.

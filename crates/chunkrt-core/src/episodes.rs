@@ -190,6 +190,8 @@ pub struct EpisodeSummary {
     /// The figure that broke the residual's budget at its end (the residual then
     /// loses authority for the rest of the run).
     pub breach: Option<Breach>,
+    /// Times an operator marked it intervened (`intervene`).
+    pub marks: u32,
 }
 
 /// What one cycle tells the episodes.
@@ -229,6 +231,7 @@ pub struct Episodes {
     /// Operator stops of the last 64 episodes, newest in bit 0.
     stops: u64,
     last_goal_err: f64,
+    marks: u32,
 }
 
 impl Episodes {
@@ -254,6 +257,7 @@ impl Episodes {
             hist: [0; BINS],
             stops: 0,
             last_goal_err: f64::NAN,
+            marks: 0,
         }
     }
 
@@ -326,10 +330,22 @@ impl Episodes {
             ModeChangeReason::BackendError
             | ModeChangeReason::DriveLost
             | ModeChangeReason::DrivesRecovered => Outcome::Fault,
-            ModeChangeReason::EnableReleased => Outcome::OperatorStop,
+            ModeChangeReason::EnableReleased | ModeChangeReason::OperatorHold => {
+                Outcome::OperatorStop
+            }
             _ => return None,
         };
         Some(self.end(now, outcome, Some(reason)))
+    }
+
+    /// An operator marked the running episode intervened `n` times (false: none runs).
+    pub fn mark(&mut self, n: u32) -> bool {
+        if self.phase == Phase::Running {
+            self.marks = self.marks.saturating_add(n);
+            true
+        } else {
+            false
+        }
     }
 
     /// An operator stopped the running episode (nothing otherwise).
@@ -351,6 +367,7 @@ impl Episodes {
         self.track_max = 0.0;
         self.hist = [0; BINS];
         self.last_goal_err = f64::NAN;
+        self.marks = 0;
     }
 
     fn tally(&mut self, f: &CycleFacts) {
@@ -417,6 +434,7 @@ impl Episodes {
             track_max_rad: self.track_max,
             operator_stops_window: stops_window,
             breach: None,
+            marks: self.marks,
         };
         if self.residual {
             s.breach = self.breach(&s);

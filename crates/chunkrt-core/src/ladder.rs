@@ -62,6 +62,9 @@ pub enum ModeChangeReason {
     /// The enable (deadman) switch (`[ethercat.enable_input]`) is not held: the
     /// policy has authority only while an operator holds it.
     EnableReleased,
+    /// An operator's `stop` on the command channel (`[operator] socket`): the policy
+    /// holds off until `rearm`.
+    OperatorHold,
 }
 
 /// A timestamped mode change.

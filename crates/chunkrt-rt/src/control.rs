@@ -589,6 +589,7 @@ impl ControlLoop {
     #[inline]
     fn check_authority(&mut self, wake: MonoTime, missed: u32) {
         self.check_enable(wake);
+        self.check_operator(wake);
         self.check_domain(wake);
         self.check_thermal(wake, missed);
         self.check_probe_guard(wake);
@@ -611,6 +612,28 @@ impl ControlLoop {
         if self.enable_released {
             self.executor
                 .force_fallback(wake, ModeChangeReason::EnableReleased);
+        }
+    }
+
+    /// The operator's command channel (`crate::operator`): a `stop` holds the policy
+    /// off every cycle until `rearm`; `intervene` marks the running episode.
+    #[inline]
+    fn check_operator(&mut self, wake: MonoTime) {
+        if crate::operator::held() {
+            self.executor
+                .force_fallback(wake, ModeChangeReason::OperatorHold);
+        }
+        let marks = crate::operator::take_marks();
+        if marks > 0 {
+            let episode = self.episodes.as_deref_mut().and_then(|e| {
+                let i = e.index();
+                e.mark(marks).then_some(i)
+            });
+            self.events_out.push(EventRecord::OperatorMark {
+                t: wake,
+                count: marks,
+                episode,
+            });
         }
     }
 

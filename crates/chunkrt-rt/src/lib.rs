@@ -12,6 +12,7 @@ pub mod control;
 pub mod error;
 pub mod inference;
 pub mod inject;
+pub mod operator;
 pub mod os;
 pub mod runtime;
 pub mod schedule;

@@ -260,6 +260,18 @@ fn make_out_dir(opts: &RunOptions) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The operator's command channel of `[operator]`, listening before anything moves.
+fn serve_operator(cfg: &Config) -> Result<(), RunError> {
+    let Some(op) = &cfg.operator else {
+        return Ok(());
+    };
+    let path = cfg.resolve(&op.socket);
+    crate::operator::serve(&path).map_err(|e| RunError::Output {
+        dir: path.clone(),
+        message: format!("[operator] socket: {e}"),
+    })
+}
+
 /// A policy that takes an image needs a camera, and a camera needs such a policy:
 /// said before anything moves.
 fn check_camera(cfg: &Config, image_size: Option<(usize, usize)>) -> Result<(), RunError> {
@@ -328,6 +340,7 @@ impl Built {
         opts: &RunOptions,
     ) -> Result<Built, RunError> {
         make_out_dir(opts)?;
+        serve_operator(cfg)?;
         let image_size = policy.image_size();
         check_camera(cfg, image_size)?;
         let t_start = os::now();

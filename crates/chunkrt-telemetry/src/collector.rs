@@ -549,6 +549,12 @@ impl Collector {
                 "signals": signals,
             }),
             EventRecord::Episode(s) => crate::episodes::episode_json(s, |t| self.t_rel(t)),
+            EventRecord::OperatorMark { t, count, episode } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "operator_intervention",
+                "marks": count,
+                "episode": episode,
+            }),
             EventRecord::Backend { t, error } => json!({
                 "t_s": self.t_rel(*t),
                 "event": "backend_error",

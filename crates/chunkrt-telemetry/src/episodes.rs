@@ -30,6 +30,7 @@ pub fn episode_json(s: &EpisodeSummary, t_rel: impl Fn(MonoTime) -> f64) -> Valu
         "residual_interventions": s.residual_cycles,
         "operator_stops_window": s.operator_stops_window,
         "budget_breach": s.breach.map(|b| b.name()),
+        "intervened": s.marks,
     })
 }
 

@@ -239,6 +239,14 @@ fn trigger(e: &EventRecord) -> Option<(&'static str, MonoTime, String)> {
             format!("joint {joint}: {error_rad:.4} rad against a limit of {limit_rad} rad"),
         )),
         EventRecord::Backend { t, error } => Some(("backend_fault", *t, error.to_string())),
+        EventRecord::OperatorMark { t, episode, .. } => Some((
+            "operator_intervention",
+            *t,
+            match episode {
+                Some(e) => format!("episode {e} marked intervened"),
+                None => "marked intervened (no episode running)".to_string(),
+            },
+        )),
         EventRecord::OperatorStop { t, signals } => Some((
             "operator_stop",
             *t,

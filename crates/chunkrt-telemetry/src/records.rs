@@ -206,6 +206,16 @@ pub enum EventRecord {
         /// The error.
         error: BackendError,
     },
+    /// An operator marked the running episode intervened (`intervene` on the command
+    /// channel).
+    OperatorMark {
+        /// When.
+        t: MonoTime,
+        /// Marks since the last cycle.
+        count: u32,
+        /// The episode marked (none: no episode was running).
+        episode: Option<u32>,
+    },
     /// An episode ended (`[episodes]`), with its figures; `breach`: the residual's
     /// budget was broken and the residual rolled back.
     Episode(chunkrt_core::EpisodeSummary),

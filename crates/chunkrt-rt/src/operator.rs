@@ -1,0 +1,81 @@
+//! The operator's command channel (`[operator] socket`): a UNIX socket that takes one
+//! command per line, answered `ok` or why not:
+//! - `stop`: the policy loses authority now and stays without it (`OperatorHold`, every
+//!   cycle) until `rearm`: the arm is brought to rest by the gate; in an episode, the
+//!   episode ends as `operator_stop`; the run goes on;
+//! - `intervene`: marks the running episode as intervened (counted in its record, an
+//!   intervention record of its own);
+//! - `rearm`: lifts a `stop` and re-arms the executor, as SIGUSR1 does.
+//!
+//! The listener is a thread of its own; the control loop polls the flags it sets
+//! (lock-free, no allocation), as it polls the signals.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+static HOLD: AtomicBool = AtomicBool::new(false);
+static MARKS: AtomicU32 = AtomicU32::new(0);
+
+/// Whether an operator's `stop` holds the policy off.
+pub fn held() -> bool {
+    HOLD.load(Ordering::Relaxed)
+}
+
+/// Takes the `intervene` marks given since the last call.
+pub fn take_marks() -> u32 {
+    if MARKS.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    MARKS.swap(0, Ordering::AcqRel)
+}
+
+/// Carries out one command line; the answer.
+pub fn command(line: &str) -> &'static str {
+    match line.trim() {
+        "stop" => {
+            HOLD.store(true, Ordering::SeqCst);
+            "ok: the policy holds off until rearm"
+        }
+        "intervene" => {
+            MARKS.fetch_add(1, Ordering::SeqCst);
+            "ok: the running episode is marked intervened"
+        }
+        "rearm" => {
+            HOLD.store(false, Ordering::SeqCst);
+            crate::signals::request_rearm();
+            "ok: re-armed"
+        }
+        _ => "error: unknown command (stop, intervene, rearm)",
+    }
+}
+
+/// Listens on `path` (a stale socket file there is replaced) on a thread of its own,
+/// for as long as the process lives.
+pub fn serve(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::thread::Builder::new()
+        .name("chunkrt-operator".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                // One client at a time: commands are short; a client that hangs keeps
+                // only this thread waiting, never the control loop.
+                let _ = session(conn);
+            }
+        })?;
+    Ok(())
+}
+
+fn session(conn: UnixStream) -> std::io::Result<()> {
+    let mut out = conn.try_clone()?;
+    // A bound on what one connection may send: an endless line is cut off.
+    for line in BufReader::new(Read::take(conn, 64 * 1024)).lines() {
+        let answer = command(&line?);
+        writeln!(out, "{answer}")?;
+    }
+    Ok(())
+}
