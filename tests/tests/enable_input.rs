@@ -17,71 +17,14 @@
 mod common;
 
 use chunkrt_config::{EnableInputConfig, PdoEntry};
-use chunkrt_core::{Backend, BackendError, Command, Feedback, MonoTime};
-use chunkrt_ethercat::EthercatBackend;
 use chunkrt_rt::{RunOptions, Runtime};
+use chunkrt_tests::faulty::Logged;
 use chunkrt_tests::{braking, recording};
 use common::*;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 const BIT: u8 = 16;
-
-/// One exchange: the command sent and the switch's bit in the frame that came back.
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    cmd: Command,
-    held_bit: bool,
-    fb_held: bool,
-}
-
-struct Recorder {
-    inner: EthercatBackend,
-    log: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Backend for Recorder {
-    fn dof(&self) -> usize {
-        self.inner.dof()
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn start(
-        &mut self,
-        now: MonoTime,
-        fb: &mut Feedback,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.inner.start(now, fb)
-    }
-    fn enable(
-        &mut self,
-        now: MonoTime,
-        fb: &mut Feedback,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.inner.enable(now, fb)
-    }
-    fn exchange(
-        &mut self,
-        now: MonoTime,
-        cmd: &Command,
-        fb: &mut Feedback,
-    ) -> Result<(), BackendError> {
-        let result = self.inner.exchange(now, cmd, fb);
-        self.log.lock().unwrap().push(Seen {
-            cmd: *cmd,
-            held_bit: fb.digital_inputs[0] & (1 << BIT) != 0,
-            fb_held: fb.held,
-        });
-        result
-    }
-    fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.inner.shutdown(now)
-    }
-    fn hardware(&self, out: &mut dyn FnMut(&str, std::ops::Range<usize>)) {
-        self.inner.hardware(out)
-    }
-}
 
 #[test]
 fn releasing_the_enable_switch_stops_the_arm_within_one_bus_period_and_its_braking_envelope() {
@@ -103,11 +46,7 @@ fn releasing_the_enable_switch_stops_the_arm_within_one_bus_period_and_its_braki
     let mut sim = sim_config(&cfg, 7);
     sim.drive.digital_inputs = 1 << BIT;
     let (b, ctl) = backend(&cfg, sim);
-    let log = Arc::new(Mutex::new(Vec::with_capacity(20_000)));
-    let rec = Recorder {
-        inner: b,
-        log: Arc::clone(&log),
-    };
+    let (rec, log) = Logged::new(b);
     let out_dir = std::env::temp_dir().join(format!("chunkrt-enable-input-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     // The operator: releases the switch once the arm is moving, presses it again later.
@@ -134,18 +73,20 @@ fn releasing_the_enable_switch_stops_the_arm_within_one_bus_period_and_its_braki
         .run(&opts)
         .expect("run");
     let _ctl = operator.join().unwrap();
+    let held_bit =
+        |e: &chunkrt_tests::faulty::Exchange| e.seen.fb.digital_inputs[0] & (1 << BIT) != 0;
     let seen = log.lock().unwrap().clone();
 
     // The frame that carried the release, and the recorded cycles (cycle k is the k-th
     // exchange: the same commands).
     let k = seen
         .iter()
-        .position(|s| !s.held_bit && !s.fb_held)
+        .position(|s| !held_bit(s) && !s.seen.fb.held)
         .expect("a release was read");
     let (cycles, _) = recording::read(&out_dir.join("recording.mcap")).unwrap();
     for c in cycles.iter().take(k + 50) {
         let s = &seen[c.cycle as usize];
-        for (a, b) in c.command_rad.iter().zip(&s.cmd.pos_rad) {
+        for (a, b) in c.command_rad.iter().zip(&s.seen.cmd.pos_rad) {
             assert!(
                 (a - b).abs() < 1e-12,
                 "cycle {}: the recording is the bus's",
@@ -179,7 +120,7 @@ fn releasing_the_enable_switch_stops_the_arm_within_one_bus_period_and_its_braki
     for j in 0..7 {
         let q: Vec<f64> = seen[..(k + 1500).min(seen.len())]
             .iter()
-            .map(|s| s.cmd.pos_rad[j])
+            .map(|s| s.seen.cmd.pos_rad[j])
             .collect();
         let v = (q[k] - q[k - 1]) / t;
         if v.abs() > 0.05 {
@@ -194,10 +135,7 @@ fn releasing_the_enable_switch_stops_the_arm_within_one_bus_period_and_its_braki
     );
 
     // Held again: the policy plays again.
-    let k2 = k + seen[k..]
-        .iter()
-        .position(|s| s.held_bit)
-        .expect("pressed again");
+    let k2 = k + seen[k..].iter().position(held_bit).expect("pressed again");
     assert!(
         cycles
             .iter()

@@ -13,9 +13,10 @@
 mod common;
 
 use chunkrt_testkit::edit::Edit;
-use chunkrt_testkit::policy_files::policies;
 use chunkrt_tests::recording;
-use common::{output_text, repo, temp_dir};
+use common::{
+    act_residual_manifest, bundled_model_sha256, flow_sim_config_text, output_text, temp_dir,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -23,48 +24,18 @@ const BOUND: f64 = 0.05;
 const RATE: f64 = 0.2;
 const BUDGET_P99: f64 = 0.002;
 
-fn model_sha256(manifest: &str) -> String {
-    let text = std::fs::read_to_string(policies().join(manifest)).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("model_sha256"))
-        .unwrap();
-    line.split('"').nth(1).unwrap().to_string()
-}
-
 /// `rt-config/sim.toml` (the flow base) unpinned, with the residual, its budget and
 /// three episodes.
 fn config_in(dir: &Path) -> PathBuf {
-    let act = policies().join("lerobot-act.onnx");
-    let residual = std::fs::read_to_string(policies().join("lerobot-act.toml"))
-        .unwrap()
-        .edit_once(
-            "model_file = \"lerobot-act.onnx\"",
-            &format!("model_file = \"{}\"", act.display()),
-        )
-        .edit_once("encoding = \"absolute\"", "encoding = \"residual\"")
-        + &format!(
-            "\n[residual]\nbase_sha256 = \"{}\"\n",
-            model_sha256("flow.toml")
-        );
-    std::fs::write(dir.join("residual.toml"), residual).unwrap();
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
-        .unwrap()
-        .edit_once("cpu = 1 ", "cpu = -1 ")
-        .edit_once("cpu = 0\n", "cpu = -1\n")
-        .edit_once(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", policies().join("flow.toml").display()),
-        )
-        .edit_once(
-            "\n[executor]",
-            &format!(
-                "\n[policy.residual]\nmanifest = \"residual.toml\"\nbound_rad = {BOUND}\n\
-                 rate_rad_s = {RATE}\n\n[policy.residual.budget]\n\
-                 max_tracking_error_p99_rad = {BUDGET_P99}\n\n[executor]"
-            ),
-        )
-        + "\n[episodes]\ncount = 3\n\
+    act_residual_manifest(dir, &bundled_model_sha256("flow.toml"));
+    let text = flow_sim_config_text().edit_once(
+        "\n[executor]",
+        &format!(
+            "\n[policy.residual]\nmanifest = \"residual.toml\"\nbound_rad = {BOUND}\n\
+             rate_rad_s = {RATE}\n\n[policy.residual.budget]\n\
+             max_tracking_error_p99_rad = {BUDGET_P99}\n\n[executor]"
+        ),
+    ) + "\n[episodes]\ncount = 3\n\
            starts_rad = [[0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8], [-0.6, 0.2, 0.5, -1.0, -0.4, 1.5, 1.1]]\n\
            held_out = [false, true]\n\
            goals_rad = [[0.9, 0.1, -0.4, -1.2, 0.5, 1.0, 0.2]]\n\

@@ -9,9 +9,7 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
-use chunkrt_testkit::policy_files::policies;
-use common::{output_text, repo, temp_dir};
+use common::{flow_sim_config_text, output_text, temp_dir};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -29,14 +27,7 @@ fn ask(sock: &std::path::Path, command: &str) -> String {
 fn an_operator_marks_and_stops_an_episode_and_the_run_goes_on_after_the_rearm() {
     let dir = temp_dir("operator", "stop");
     let sock = dir.join("operator.sock");
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
-        .unwrap()
-        .edit_once("cpu = 1 ", "cpu = -1 ")
-        .edit_once("cpu = 0\n", "cpu = -1\n")
-        .edit_once(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", policies().join("flow.toml").display()),
-        )
+    let text = flow_sim_config_text()
         + &format!(
             "\n[operator]\nsocket = \"{}\"\n\n[episodes]\ncount = 2\n\
              starts_rad = [[0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8]]\n\

@@ -13,9 +13,10 @@ mod common;
 
 use chunkrt_core::SHAPING_BITS;
 use chunkrt_testkit::edit::Edit;
-use chunkrt_testkit::policy_files::policies;
 use chunkrt_tests::recording;
-use common::{output_text, repo, temp_dir};
+use common::{
+    act_residual_manifest, bundled_model_sha256, flow_sim_config_text, output_text, temp_dir,
+};
 use std::path::{Path, PathBuf};
 
 const BOUND: f64 = 0.05;
@@ -23,51 +24,18 @@ const BOUND: f64 = 0.05;
 const J0_LO: f64 = -0.3;
 const J0_HI: f64 = 0.45;
 
-/// The residual manifest, bound to the base model `base_sha256`.
-fn residual_manifest(dir: &Path, base_sha256: &str) -> PathBuf {
-    let act = policies().join("lerobot-act.onnx");
-    let text = std::fs::read_to_string(policies().join("lerobot-act.toml"))
-        .unwrap()
-        .edit_once(
-            "model_file = \"lerobot-act.onnx\"",
-            &format!("model_file = \"{}\"", act.display()),
-        )
-        .edit_once("encoding = \"absolute\"", "encoding = \"residual\"")
-        + &format!("\n[residual]\nbase_sha256 = \"{base_sha256}\"\n");
-    let path = dir.join("residual.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn model_sha256(manifest: &str) -> String {
-    let text = std::fs::read_to_string(policies().join(manifest)).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("model_sha256"))
-        .expect("a model_sha256 line");
-    line.split('"').nth(1).unwrap().to_string()
-}
-
 /// `rt-config/sim.toml` (the flow base), threads unpinned, with `[policy.residual]`.
 fn config_in(dir: &Path, base_sha256: &str) -> PathBuf {
-    let residual = residual_manifest(dir, base_sha256);
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
-        .unwrap()
-        .edit_once("cpu = 1 ", "cpu = -1 ")
-        .edit_once("cpu = 0\n", "cpu = -1\n")
-        .edit_once(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", policies().join("flow.toml").display()),
-        )
-        .edit_once(
-            "\n[executor]",
-            &format!(
-                "\n[policy.residual]\nmanifest = \"{}\"\nbound_rad = {BOUND}\nrate_rad_s = 0.3\n\n\
-                 [policy.residual.region]\nlo_rad = [{J0_LO}, -3, -3, -3, -3, -3, -3]\n\
-                 hi_rad = [{J0_HI}, 3, 3, 3, 3, 4, 3]\nfade_rad = 0.1\n\n[executor]",
-                residual.display()
-            ),
-        );
+    let residual = act_residual_manifest(dir, base_sha256);
+    let text = flow_sim_config_text().edit_once(
+        "\n[executor]",
+        &format!(
+            "\n[policy.residual]\nmanifest = \"{}\"\nbound_rad = {BOUND}\nrate_rad_s = 0.3\n\n\
+             [policy.residual.region]\nlo_rad = [{J0_LO}, -3, -3, -3, -3, -3, -3]\n\
+             hi_rad = [{J0_HI}, 3, 3, 3, 3, 4, 3]\nfade_rad = 0.1\n\n[executor]",
+            residual.display()
+        ),
+    );
     let path = dir.join("residual-run.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -89,7 +57,7 @@ fn report(out: &Path) -> serde_json::Value {
 #[test]
 fn the_residual_moves_the_commands_within_its_bound_of_the_base_and_only_in_its_region() {
     let dir = temp_dir("residual", "bound");
-    let config = config_in(&dir, &model_sha256("flow.toml"));
+    let config = config_in(&dir, &bundled_model_sha256("flow.toml"));
     let out = dir.join("run");
     let o = run(&config, &out, "5s", &[]);
     assert!(o.status.success(), "{}", output_text(&o));
@@ -160,15 +128,15 @@ fn the_residual_moves_the_commands_within_its_bound_of_the_base_and_only_in_its_
 #[test]
 fn a_residual_trained_on_another_base_is_refused_before_anything_moves() {
     let dir = temp_dir("residual", "other-base");
-    let config = config_in(&dir, &model_sha256("ddim.toml"));
+    let config = config_in(&dir, &bundled_model_sha256("ddim.toml"));
     let out = dir.join("run");
     let o = run(&config, &out, "5s", &[]);
     let text = output_text(&o);
     assert!(!o.status.success(), "{text}");
     assert!(
         text.contains("was trained on the base model")
-            && text.contains(&model_sha256("ddim.toml"))
-            && text.contains(&model_sha256("flow.toml")),
+            && text.contains(&bundled_model_sha256("ddim.toml"))
+            && text.contains(&bundled_model_sha256("flow.toml")),
         "{text}"
     );
     assert!(!out.join("report.json").exists(), "nothing ran");

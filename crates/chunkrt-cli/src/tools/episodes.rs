@@ -44,50 +44,6 @@ fn num(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
-fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
-    let (mut s, mut n) = (0.0, 0usize);
-    for x in xs {
-        s += x;
-        n += 1;
-    }
-    (n > 0).then(|| s / n as f64)
-}
-
-/// Per kind of start and residual state: episodes, success rate, goal error, tracking
-/// error P99, gate interventions and operator stops per episode.
-pub fn summaries(run: &str, episodes: &[Value]) -> Vec<Value> {
-    let mut out = Vec::new();
-    for held_out in [false, true] {
-        for residual in [false, true] {
-            let of: Vec<&Value> = episodes
-                .iter()
-                .filter(|e| e["held_out"] == held_out && e["residual"] == residual)
-                .collect();
-            if of.is_empty() {
-                continue;
-            }
-            let n = of.len() as f64;
-            let count = |k: &str| of.iter().filter_map(|e| e[k].as_u64()).sum::<u64>() as f64;
-            let stops = of
-                .iter()
-                .filter(|e| e["outcome"] == "operator_stop")
-                .count() as f64;
-            out.push(json!({
-                "run": run,
-                "starts": if held_out { "held_out" } else { "seen" },
-                "policy": if residual { "residual" } else { "frozen" },
-                "episodes": of.len(),
-                "success_rate": of.iter().filter(|e| e["outcome"] == "success").count() as f64 / n,
-                "goal_err_rad": mean(of.iter().filter_map(|e| num(&e["goal_err_rad"]))),
-                "tracking_error_p99_rad": mean(of.iter().filter_map(|e| num(&e["tracking_error_p99_rad"]))),
-                "gate_interventions_per_episode": count("gate_interventions") / n,
-                "operator_stops_per_episode": stops / n,
-            }));
-        }
-    }
-    out
-}
-
 fn opt(v: &Value, digits: usize) -> String {
     num(v).map_or("-".into(), |x| format!("{x:.digits$}"))
 }
@@ -105,7 +61,10 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         }
         all.push((run.display().to_string(), eps));
     }
-    let sums: Vec<Value> = all.iter().flat_map(|(r, e)| summaries(r, e)).collect();
+    let sums: Vec<Value> = all
+        .iter()
+        .flat_map(|(r, e)| chunkrt_telemetry::episodes::summaries(r, e))
+        .collect();
     if args.json {
         outln!(
             "{}",

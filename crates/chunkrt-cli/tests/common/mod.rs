@@ -137,3 +137,49 @@ pub fn output_text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The model digest a bundled policy manifest (`rt-config/policies/<name>`) declares.
+pub fn bundled_model_sha256(manifest: &str) -> String {
+    let text =
+        std::fs::read_to_string(chunkrt_testkit::policy_files::policies().join(manifest)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("model_sha256"))
+        .expect("a model_sha256 line");
+    line.split('"').nth(1).unwrap().to_string()
+}
+
+/// `rt-config/sim.toml` (the flow policy on the simulated arm), its threads unpinned and
+/// its manifest named by its absolute path, as text for a test to extend.
+pub fn flow_sim_config_text() -> String {
+    use chunkrt_testkit::edit::Edit;
+    let flow = chunkrt_testkit::policy_files::policies().join("flow.toml");
+    std::fs::read_to_string(repo().join("rt-config/sim.toml"))
+        .unwrap()
+        .edit_once("cpu = 1 ", "cpu = -1 ")
+        .edit_once("cpu = 0\n", "cpu = -1\n")
+        .edit_once(
+            "manifest = \"policies/flow.toml\"",
+            &format!("manifest = \"{}\"", flow.display()),
+        )
+}
+
+/// A residual manifest in `dir` (`residual.toml`) bound to the base model `base_sha256`:
+/// LeRobot's ACT graph, whose absolute joint positions read as corrections are far out
+/// of scale.
+pub fn act_residual_manifest(dir: &Path, base_sha256: &str) -> PathBuf {
+    use chunkrt_testkit::edit::Edit;
+    let policies = chunkrt_testkit::policy_files::policies();
+    let act = policies.join("lerobot-act.onnx");
+    let text = std::fs::read_to_string(policies.join("lerobot-act.toml"))
+        .unwrap()
+        .edit_once(
+            "model_file = \"lerobot-act.onnx\"",
+            &format!("model_file = \"{}\"", act.display()),
+        )
+        .edit_once("encoding = \"absolute\"", "encoding = \"residual\"")
+        + &format!("\n[residual]\nbase_sha256 = \"{base_sha256}\"\n");
+    let path = dir.join("residual.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
