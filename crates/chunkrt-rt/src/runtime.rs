@@ -465,8 +465,10 @@ fn collector(cfg: &Config, opts: &RunOptions, t_start: MonoTime) -> Result<Colle
     };
     if cfg.telemetry.intervention_records {
         let t = &cfg.telemetry;
-        // The window before, plus two drains: a trigger drained late still finds it.
-        let span_ms = t.intervention_before_s * 1e3 + 2.0 * t.drain_interval_ms;
+        // The windows before and after, plus two drains: a trigger drained late still
+        // finds its past when its window after closes.
+        let span_ms =
+            (t.intervention_before_s + t.intervention_after_s) * 1e3 + 2.0 * t.drain_interval_ms;
         let ring_cycles = (span_ms / cfg.control.period_ms).ceil() as usize + 1;
         collector = collector.with_interventions(
             t.intervention_before_s,

@@ -8,13 +8,18 @@
 //! (`{"intervention": kind, "t_s", "detail", "before_s", "after_s", "cycles_before",
 //! "cycles_after", "complete"}`), then one line per control cycle as the recording's
 //! `cycle` channel writes it, oldest first. The SHA-256 is of the file's bytes.
-//! Runs on the telemetry thread (never the control thread): it may allocate.
+//! Runs on the telemetry thread (never the control thread): it may allocate, but its
+//! memory is bounded whatever the run's length: the ring is allocated once, whole,
+//! and holds the windows before and after; an open record is its trigger alone, and
+//! its cycles go from the ring to the file through a buffered writer when its window
+//! after is full (no copy of the window, no file-sized string).
 
 use crate::records::{CycleRecord, EventRecord};
 use chunkrt_core::{Mode, ModeChangeReason, MonoTime};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Most records one run writes (a fault storm does not fill the disk).
@@ -46,8 +51,6 @@ struct Pending {
     kind: &'static str,
     detail: String,
     t: MonoTime,
-    cycles: Vec<CycleRecord>,
-    before: usize,
 }
 
 /// The ring of recent cycles and the records being cut from it.
@@ -72,8 +75,9 @@ pub struct InterventionLog {
 
 impl InterventionLog {
     /// Records into `run_dir/interventions`, `before_s` and `after_s` around each
-    /// trigger; `ring_cycles`: cycles the ring holds (the window before plus the
-    /// telemetry's drain interval, so a trigger drained late still finds its past).
+    /// trigger; `ring_cycles`: cycles the ring holds (the windows before and after
+    /// plus the telemetry's drain interval, so a trigger drained late still finds its
+    /// past when its window after closes).
     pub fn new(
         run_dir: &Path,
         t0: MonoTime,
@@ -109,16 +113,14 @@ impl InterventionLog {
             self.ring.pop_front();
         }
         self.ring.push_back(*r);
-        let after = self.after_ns;
-        let (done, mut open): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|p| r.t_deadline.saturating_since(p.t) > after);
-        for p in &mut open {
-            p.cycles.push(*r);
-        }
-        self.pending = open;
-        for p in done {
-            self.write(p, true);
+        let mut k = 0;
+        while k < self.pending.len() {
+            if r.t_deadline.saturating_since(self.pending[k].t) > self.after_ns {
+                let p = self.pending.remove(k);
+                self.write(p, true);
+            } else {
+                k += 1;
+            }
         }
     }
 
@@ -131,25 +133,18 @@ impl InterventionLog {
             self.dropped += 1;
             return;
         }
-        // The ring may already hold cycles after the trigger (the rings are drained
-        // cycles first): those count as after it.
+        self.pending.push(Pending { kind, detail, t });
+    }
+
+    /// The ring's cycles in `p`'s window, oldest first: from `before` up to the trigger
+    /// and `after` past it. The ring may hold cycles after the trigger when the event
+    /// is drained (the rings are drained cycles first): those count as after it.
+    fn window<'a>(&'a self, p: &Pending) -> impl Iterator<Item = &'a CycleRecord> + 'a {
+        let (t, after) = (p.t, self.after_ns);
         let from = t.as_ns().saturating_sub(self.before_ns);
-        let cycles: Vec<CycleRecord> = self
-            .ring
-            .iter()
-            .filter(|c| {
-                c.t_deadline.as_ns() >= from && c.t_deadline.saturating_since(t) <= self.after_ns
-            })
-            .copied()
-            .collect();
-        let before = cycles.iter().filter(|c| c.t_deadline <= t).count();
-        self.pending.push(Pending {
-            kind,
-            detail,
-            t,
-            cycles,
-            before,
-        });
+        self.ring.iter().filter(move |c| {
+            c.t_deadline.as_ns() >= from && c.t_deadline.saturating_since(t) <= after
+        })
     }
 
     /// The run ended: the records still open are written with what they have.
@@ -161,30 +156,43 @@ impl InterventionLog {
 
     fn write(&mut self, p: Pending, complete: bool) {
         let t_s = |t: MonoTime| t.diff_ns(self.t0) as f64 * 1e-9;
+        let (mut before, mut after) = (0, 0);
+        for c in self.window(&p) {
+            if c.t_deadline <= p.t {
+                before += 1;
+            } else {
+                after += 1;
+            }
+        }
         let head = serde_json::json!({
             "intervention": p.kind,
             "detail": p.detail,
             "t_s": t_s(p.t),
             "before_s": self.before_ns as f64 * 1e-9,
             "after_s": self.after_ns as f64 * 1e-9,
-            "cycles_before": p.before,
-            "cycles_after": p.cycles.len() - p.before,
+            "cycles_before": before,
+            "cycles_after": after,
             "complete": complete,
         });
-        let mut text = head.to_string() + "\n";
-        for c in &p.cycles {
-            text += &crate::recording::cycle_json(c, t_s(c.t_wake)).to_string();
-            text.push('\n');
-        }
-        let sha = hex(&Sha256::digest(text.as_bytes()));
-        let path = self.dir.join(format!("{sha}.jsonl"));
-        let wrote = std::fs::create_dir_all(&self.dir).and_then(|()| std::fs::write(&path, &text));
-        if let Err(e) = wrote {
-            self.dropped += 1;
-            self.failed += 1;
-            self.error = Some(format!("{}: {e}", path.display()));
-            return;
-        }
+        // Written under a temporary name while its digest is summed, then renamed to it:
+        // a file named by a digest always holds the bytes the digest is of.
+        let partial = self.dir.join(format!(".{}.partial", self.written.len()));
+        let wrote = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| self.write_window(&partial, &head, &p))
+            .and_then(|sha| {
+                let path = self.dir.join(format!("{sha}.jsonl"));
+                std::fs::rename(&partial, &path).map(|()| (sha, path))
+            });
+        let (sha, path) = match wrote {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                self.dropped += 1;
+                self.failed += 1;
+                self.error = Some(format!("{}: {e}", partial.display()));
+                return;
+            }
+        };
         self.written.push(InterventionRef {
             kind: p.kind,
             detail: p.detail,
@@ -195,10 +203,51 @@ impl InterventionLog {
                 .display()
                 .to_string(),
             sha256: sha,
-            cycles_before: p.before,
-            cycles_after: p.cycles.len() - p.before,
+            cycles_before: before,
+            cycles_after: after,
             complete,
         });
+    }
+
+    /// The head line and `p`'s window, one line each, into `path`; the SHA-256 (hex)
+    /// of the bytes written.
+    fn write_window(
+        &self,
+        path: &Path,
+        head: &serde_json::Value,
+        p: &Pending,
+    ) -> std::io::Result<String> {
+        let mut out = Digesting {
+            inner: std::io::BufWriter::new(std::fs::File::create(path)?),
+            sha: Sha256::new(),
+        };
+        serde_json::to_writer(&mut out, head)?;
+        out.write_all(b"\n")?;
+        for c in self.window(p) {
+            let t_s = c.t_wake.diff_ns(self.t0) as f64 * 1e-9;
+            serde_json::to_writer(&mut out, &crate::recording::cycle_json(c, t_s))?;
+            out.write_all(b"\n")?;
+        }
+        out.inner.flush()?;
+        Ok(hex(&out.sha.finalize()))
+    }
+}
+
+/// A writer that sums the SHA-256 of what passes through it.
+struct Digesting<W> {
+    inner: W,
+    sha: Sha256,
+}
+
+impl<W: Write> Write for Digesting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -288,8 +337,8 @@ mod tests {
     fn a_record_holds_the_window_around_its_trigger_and_is_named_by_its_digest() {
         let dir = std::env::temp_dir().join(format!("chunkrt-iv-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        // 10 ms cycles; 2 s before, 1 s after; the ring holds 3 s.
-        let mut log = InterventionLog::new(&dir, MonoTime::from_ns(0), 2.0, 1.0, 300);
+        // 10 ms cycles; 2 s before, 1 s after; the ring holds both and a drain (3.2 s).
+        let mut log = InterventionLog::new(&dir, MonoTime::from_ns(0), 2.0, 1.0, 320);
         // Drained as the telemetry thread drains: cycles up to 3.08 s, then the event
         // of 3.0 s (a domain exit), then the run's own stop (no record), more cycles.
         for k in 0..=308 {
