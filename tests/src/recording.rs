@@ -28,6 +28,10 @@ pub struct RecordedCycle {
     pub feedback_rad: Vec<f64>,
     /// Measured torque per joint (empty where the message has none).
     pub feedback_torque_nm: Vec<f64>,
+    /// Per joint, the constraints that acted on it (all 0 where `gate_mask` is 0).
+    pub gate_mask_joints: Vec<u32>,
+    /// With `[episodes]`: the episode and phase the command was made in.
+    pub episode: Option<(u64, String)>,
     /// With a residual policy: the base's own setpoint per joint (empty without one).
     pub base_rad: Vec<f64>,
     /// With a residual policy: the correction let through per joint (empty without one).
@@ -144,6 +148,21 @@ fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
             arr("feedback_torque_nm")?
         } else {
             Vec::new()
+        },
+        episode: match (v["episode"].as_u64(), v["phase"].as_str()) {
+            (Some(e), Some(p)) => Some((e, p.to_string())),
+            _ => None,
+        },
+        gate_mask_joints: match v.get("gate_mask_joints") {
+            Some(a) => a
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+                        .collect::<Option<Vec<u32>>>()
+                })
+                .ok_or_else(|| missing("gate_mask_joints", "an array of u32"))?,
+            None => Vec::new(),
         },
         base_rad: if v.get("base_rad").is_some() {
             arr("base_rad")?

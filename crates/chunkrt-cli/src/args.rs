@@ -44,6 +44,9 @@ pub enum Command {
     /// errors, gate interventions, operator stops, resets, the residual's budget; the
     /// success rate per kind of start, frozen base against residual.
     Episodes(crate::tools::episodes::EpisodesArgs),
+    /// Runs' records in a learner's format.
+    #[command(subcommand)]
+    Export(crate::tools::export::ExportCommand),
     /// Inspect a policy model.
     #[command(subcommand)]
     Policy(crate::tools::PolicyCommand),

@@ -105,6 +105,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Policy(cmd) => crate::tools::policy(&cmd),
         Command::Wear(args) => crate::tools::wear::wear(&args),
         Command::Episodes(args) => crate::tools::episodes::episodes(&args),
+        Command::Export(cmd) => crate::tools::export::export(&cmd),
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

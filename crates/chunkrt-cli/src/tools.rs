@@ -2,6 +2,7 @@
 //! the runtime.
 
 pub mod episodes;
+pub mod export;
 pub mod validate;
 pub mod wear;
 

@@ -15,7 +15,8 @@ mod common;
 use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::recording;
 use common::{
-    act_residual_manifest, bundled_model_sha256, flow_sim_config_text, output_text, temp_dir,
+    act_residual_manifest, bundled_model_sha256, chunkrt_at, flow_sim_config_text, output_text,
+    temp_dir,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -65,21 +66,17 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
     let dir = temp_dir("episodes", "rollback");
     let config = config_in(&dir);
     let out = dir.join("run");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_chunkrt"))
-        .args([
+    let o = chunkrt_at(
+        &[
             "run",
             "--duration",
             "0",
             "--quiet",
             "--no-plots",
             "--config",
-        ])
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .env("CHUNKRT_LOG", "warn")
-        .output()
-        .unwrap();
+        ],
+        &[&config, Path::new("--out"), &out],
+    );
     assert!(o.status.success(), "{}", output_text(&o));
     let eps = episodes_of(&out);
     assert_eq!(eps.len(), 3, "{eps:?}");
@@ -176,11 +173,7 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
     assert_eq!(report["episodes"]["list"].as_array().unwrap().len(), 3);
 
     // `chunkrt episodes` tabulates them: the held-out frozen start succeeded.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_chunkrt"))
-        .args(["episodes", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = chunkrt_at(&["episodes", "--json"], &[&out]);
     assert!(o.status.success(), "{}", output_text(&o));
     let sums: Value = serde_json::from_slice(&o.stdout).unwrap();
     let held = sums["summaries"]
@@ -190,5 +183,123 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
         .find(|s| s["starts"] == "held_out" && s["policy"] == "frozen")
         .expect("a held-out frozen summary");
     assert_eq!(held["success_rate"], 1.0);
+
+    // The learner's record: `chunkrt export lerobot`, read back with the parquet crate
+    // and judged against the recording.
+    let ds = dir.join("dataset");
+    let o = chunkrt_at(&["export", "lerobot"], &[&out, Path::new("--out"), &ds]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    check_dataset(&ds, &cycles, &eps);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The exported dataset against the recording and the episodes' lines: LeRobot's
+/// columns and types, one frame per recorded cycle of each running episode in order,
+/// the global index without gaps, the action as executed, the proposal and its parts,
+/// blocked proposals marked, the episodes' rows and outcomes.
+fn check_dataset(ds: &Path, cycles: &[recording::RecordedCycle], eps: &[Value]) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Int64Type};
+    let read = |p: &str| {
+        let f = std::fs::File::open(ds.join(p)).unwrap();
+        let mut r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .with_batch_size(1 << 20)
+            .build()
+            .unwrap();
+        let batch = r.next().unwrap().unwrap();
+        assert!(r.next().is_none(), "{p}: one batch");
+        batch
+    };
+    let data = read("data/chunk-000/file-000.parquet");
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(ds.join("meta/info.json")).unwrap()).unwrap();
+    assert_eq!(info["codebase_version"], "v3.0");
+    assert_eq!(info["fps"], 50);
+    // Every declared feature is a column, and no other.
+    let mut declared: Vec<String> = info["features"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut columns: Vec<String> = data
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    declared.sort();
+    columns.sort();
+    assert_eq!(declared, columns);
+    assert_eq!(info["total_frames"], data.num_rows());
+    let col = |n: &str| data.column_by_name(n).unwrap().clone();
+    let vec_at = |n: &str, r: usize| -> Vec<f32> {
+        let l = col(n);
+        let l = l.as_fixed_size_list();
+        l.value(r).as_primitive::<Float32Type>().values().to_vec()
+    };
+    let episode_index = col("episode_index");
+    let episode_index = episode_index.as_primitive::<Int64Type>();
+    let index = col("index");
+    let index = index.as_primitive::<Int64Type>();
+    let frame_index = col("frame_index");
+    let frame_index = frame_index.as_primitive::<Int64Type>();
+    let blocked = col("gate.blocked");
+    let blocked = blocked.as_boolean();
+    // One frame per recorded cycle of each running episode, in order.
+    let mut row = 0usize;
+    let mut blocked_seen = 0;
+    for (k, e) in eps.iter().enumerate() {
+        let k_run = e["episode"].as_u64().unwrap();
+        let mine: Vec<&recording::RecordedCycle> = cycles
+            .iter()
+            .filter(|c| c.episode == Some((k_run, "running".to_string())))
+            .collect();
+        assert!(!mine.is_empty());
+        for (i, c) in mine.iter().enumerate() {
+            assert_eq!(
+                (
+                    episode_index.value(row),
+                    frame_index.value(row),
+                    index.value(row)
+                ),
+                (k as i64, i as i64, row as i64),
+                "row {row}"
+            );
+            let as32 = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+            assert_eq!(vec_at("action", row), as32(&c.command_rad), "row {row}");
+            assert_eq!(
+                vec_at("action.proposed", row),
+                as32(&c.setpoint_rad),
+                "row {row}"
+            );
+            assert_eq!(vec_at("action.base", row), as32(&c.base_rad), "row {row}");
+            assert_eq!(
+                vec_at("action.residual", row),
+                as32(&c.residual_rad),
+                "row {row}"
+            );
+            let gate_blocked = c.gate_mask & !chunkrt_core::SHAPING_BITS != 0;
+            assert_eq!(blocked.value(row), gate_blocked, "row {row}");
+            if gate_blocked {
+                blocked_seen += 1;
+                assert_ne!(
+                    vec_at("action", row),
+                    vec_at("action.proposed", row),
+                    "row {row}"
+                );
+            }
+            row += 1;
+        }
+    }
+    assert_eq!(row, data.num_rows(), "no frame outside the episodes");
+    assert!(blocked_seen > 0, "no blocked step to judge");
+    let meta = read("meta/episodes/chunk-000/file-000.parquet");
+    assert_eq!(meta.num_rows(), eps.len());
+    let outcome = meta.column_by_name("outcome").unwrap().clone();
+    let outcome = outcome.as_string::<i32>();
+    for (k, e) in eps.iter().enumerate() {
+        assert_eq!(outcome.value(k), e["outcome"].as_str().unwrap());
+    }
 }

@@ -29,6 +29,8 @@ pub struct ControlLoop {
     chunks_other_episode: u64,
     /// This cycle's base setpoint, before the residual gate (for the records).
     base: JointVec,
+    /// The episode and phase this cycle's command is made in (for the records).
+    cycle_episode: Option<chunkrt_core::EpisodeTag>,
     observations: Publisher<Observation>,
     /// The arm's measurement for the synthetic camera (none: no such camera).
     world: Option<Publisher<Observation>>,
@@ -145,6 +147,7 @@ impl ControlLoop {
             episodes: None,
             chunks_other_episode: 0,
             base: [0.0; MAX_DOF],
+            cycle_episode: None,
             chunks: p.chunks,
             observations: p.observations,
             world: None,
@@ -482,13 +485,16 @@ impl ControlLoop {
             missed,
         };
         let work_began = self.injected_work_began();
+        self.cycle_episode = self.episode_tag();
         self.take_newest_chunk(wake);
         self.check_authority(wake, missed);
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
         let playing = self.executor.mode() == Mode::Playing && self.policy_runs();
-        self.base = self.setpoint.pos_rad;
+        if self.gate.residual().is_some() {
+            self.base = self.setpoint.pos_rad;
+        }
         self.gate
             .add_residual(deadline, playing, &mut self.setpoint);
         self.gate.shape(&mut self.setpoint);
@@ -499,12 +505,24 @@ impl ControlLoop {
         self.cmd.t_cmd = deadline;
         self.cmd.request = self.drive_request(mode);
         let sent = self.exchange(deadline, work_began);
-        self.observe_episode(deadline, mask);
+        // The largest |command - measurement|: the record's and the episode's.
+        let track_err = self.track_err();
+        self.observe_episode(deadline, mask, track_err);
         self.publish_observation(deadline, &commanded);
         self.publish_world(deadline);
         self.log_mode_events();
-        self.record_cycle(slot, mode, mask, sent);
+        self.record_cycle(slot, mode, mask, sent, track_err);
         self.cycle += 1;
+    }
+
+    /// The largest |command - measurement| over the joints this cycle.
+    #[inline]
+    fn track_err(&self) -> f64 {
+        let mut e: f64 = 0.0;
+        for j in 0..self.dof.min(MAX_DOF) {
+            e = e.max((self.cmd.pos_rad[j] - self.fb.pos_rad[j]).abs());
+        }
+        e
     }
 
     /// When the cycle's work began on the real clock, for injected extra work (a
@@ -963,7 +981,7 @@ impl ControlLoop {
     /// The cycle record: times, mode (as it was when the command was made), gate
     /// mask, chunk ages and latencies, and the largest tracking error.
     #[inline]
-    fn record_cycle(&mut self, slot: Slot, mode: Mode, mask: GateMask, sent: Sent) {
+    fn record_cycle(&mut self, slot: Slot, mode: Mode, mask: GateMask, sent: Sent, track_err: f64) {
         let (mut handoff_ns, mut e2e_ns, mut chunk_age_ns) = (0, 0, 0);
         if let Some(info) = self.executor.current_chunk() {
             chunk_age_ns = slot.wake.saturating_since(info.t_obs);
@@ -972,9 +990,11 @@ impl ControlLoop {
             handoff_ns = slot.wake.saturating_since(info.t_publish).max(1);
             e2e_ns = sent.t_cmd.saturating_since(info.t_obs).max(1);
         }
-        let mut track_err: f64 = 0.0;
-        for j in 0..self.dof.min(MAX_DOF) {
-            track_err = track_err.max((self.cmd.pos_rad[j] - self.fb.pos_rad[j]).abs());
+        let mut gate_joint_mask = [0u32; MAX_DOF];
+        if mask.0 != 0 {
+            for iv in self.gate.interventions() {
+                gate_joint_mask[(iv.joint as usize).min(MAX_DOF - 1)] |= iv.mask.0;
+            }
         }
         self.cycles_out.push(CycleRecord {
             cycle: self.cycle,
@@ -1003,6 +1023,8 @@ impl ControlLoop {
                 .residual()
                 .map_or([0.0; MAX_DOF], |r| r.applied().pos_rad),
             residual: self.gate.residual().is_some(),
+            gate_joint_mask,
+            episode: self.cycle_episode,
             cmd_pos_rad: self.cmd.pos_rad,
             fb_pos_rad: self.fb.pos_rad,
             fb_torque_nm: self.fb.torque_nm,

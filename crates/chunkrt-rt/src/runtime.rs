@@ -1445,6 +1445,10 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
     );
     conf.insert("blend_ms".into(), json!(cfg.executor.blend_ms));
     conf.insert("joints".into(), json!(cfg.control.joints));
+    if let Some(e) = &cfg.episodes {
+        // The episodes' poses: the learner's record names each episode's goal by them.
+        conf.insert("episodes".into(), json!(e));
+    }
     report.config = conf;
 }
 

@@ -130,6 +130,15 @@ pub struct CycleSample<'a> {
     /// The drives' measured torque per joint (empty in recordings made before it was
     /// recorded).
     pub feedback_torque_nm: &'a [f64],
+    /// Per joint, the constraints that acted on it (empty where the gate did not act).
+    pub gate_mask_joints: &'a [u32],
+    /// With a residual policy: the base's setpoint per joint (empty without one).
+    pub base_rad: &'a [f64],
+    /// With a residual policy: the correction let through per joint (empty without).
+    pub residual_rad: &'a [f64],
+    /// With `[episodes]`: the episode whose running phase the command was made in (none
+    /// in a reset, or without episodes).
+    pub running_episode: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +169,18 @@ struct CycleMsg {
     /// Absent in recordings made before it was recorded.
     #[serde(default)]
     feedback_torque_nm: Vec<f64>,
+    /// Present where the gate acted.
+    #[serde(default)]
+    gate_mask_joints: Vec<u32>,
+    /// Present with a residual policy.
+    #[serde(default)]
+    base_rad: Vec<f64>,
+    #[serde(default)]
+    residual_rad: Vec<f64>,
+    #[serde(default)]
+    episode: Option<u64>,
+    #[serde(default)]
+    phase: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -493,6 +514,10 @@ impl Reader<'_> {
                 command_rad: &c.command_rad,
                 feedback_rad: &c.feedback_rad,
                 feedback_torque_nm: &c.feedback_torque_nm,
+                gate_mask_joints: &c.gate_mask_joints,
+                base_rad: &c.base_rad,
+                residual_rad: &c.residual_rad,
+                running_episode: c.episode.filter(|_| c.phase.as_deref() == Some("running")),
             });
         }
         let d = &mut self.data;

@@ -195,6 +195,9 @@ const CYCLE_SCHEMA: &str = r#"{
     "mode": {"type": "string"},
     "mode_id": {"type": "integer"},
     "gate_mask": {"type": "integer", "description": "bit i: constraint i acted"},
+    "episode": {"type": "integer", "description": "with [episodes]: the episode the command was made in"},
+    "phase": {"type": "string", "description": "with [episodes]: reset, running or done when the command was made"},
+    "gate_mask_joints": {"type": "array", "items": {"type": "integer"}, "description": "per joint, the constraints that acted on it (present where gate_mask is not 0)"},
     "chunk_seq": {"type": "integer"},
     "chunk_age_ms": {"type": "number"},
     "wake_latency_us": {"type": "number"},
@@ -512,6 +515,17 @@ pub(crate) fn cycle_json(r: &CycleRecord, t_s: f64) -> serde_json::Value {
     });
     if let Some(e) = r.sync_phase_ns {
         v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
+    }
+    if r.gate_mask != 0 {
+        v["gate_mask_joints"] = json!(&r.gate_joint_mask[..dof]);
+    }
+    if let Some(t) = r.episode {
+        v["episode"] = json!(t.index);
+        v["phase"] = json!(match t.phase {
+            chunkrt_core::Phase::Reset => "reset",
+            chunkrt_core::Phase::Running => "running",
+            chunkrt_core::Phase::Done => "done",
+        });
     }
     if r.residual {
         v["base_rad"] = json!(finite(&r.base_pos_rad[..dof]));

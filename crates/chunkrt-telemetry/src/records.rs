@@ -56,6 +56,11 @@ pub struct CycleRecord {
     pub residual_rad: JointVec,
     /// A residual policy was configured (its parts above are filled in).
     pub residual: bool,
+    /// Per joint, the constraints that acted on it this cycle (`gate_mask` is their
+    /// union): which gate blocked which joint, for the learner's record.
+    pub gate_joint_mask: [u32; chunkrt_core::MAX_DOF],
+    /// With `[episodes]`: the episode and phase the command was made in.
+    pub episode: Option<chunkrt_core::EpisodeTag>,
     /// The command after the gate, as handed to the backend, per joint.
     pub cmd_pos_rad: JointVec,
     /// The measured positions returned by this cycle's exchange, per joint.

@@ -44,6 +44,12 @@ fn num(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
+/// The last `n` characters of `s` (a run's path in a column of `n`).
+fn tail(s: &str, n: usize) -> String {
+    let skip = s.chars().count().saturating_sub(n);
+    s.chars().skip(skip).collect()
+}
+
 fn opt(v: &Value, digits: usize) -> String {
     num(v).map_or("-".into(), |x| format!("{x:.digits$}"))
 }
@@ -98,13 +104,7 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
             prev_end = num(&e["t_s"]);
             outln!(
                 "{:<24} {:>3} {:>6} {:>8} {:<13} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>7} {}",
-                run.chars()
-                    .rev()
-                    .take(24)
-                    .collect::<String>()
-                    .chars()
-                    .rev()
-                    .collect::<String>(),
+                tail(run, 24),
                 e["episode"].to_string(),
                 format!(
                     "{}{}",
@@ -145,13 +145,7 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         let run = s["run"].as_str().unwrap_or("");
         outln!(
             "{:<24} {:<9} {:<8} {:>8} {:>7.0}% {:>9} {:>9} {:>10.1} {:>10.2}",
-            run.chars()
-                .rev()
-                .take(24)
-                .collect::<String>()
-                .chars()
-                .rev()
-                .collect::<String>(),
+            tail(run, 24),
             s["starts"].as_str().unwrap_or(""),
             s["policy"].as_str().unwrap_or(""),
             s["episodes"].to_string(),

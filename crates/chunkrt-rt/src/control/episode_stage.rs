@@ -6,7 +6,7 @@
 use super::ControlLoop;
 use chunkrt_core::{
     Budget, Constraint, CycleFacts, EpisodePlan, EpisodeSummary, EpisodeTag, Episodes,
-    ModeChangeReason, MonoTime, Phase, MAX_DOF, SHAPING_BITS,
+    ModeChangeReason, MonoTime, Phase, SHAPING_BITS,
 };
 use chunkrt_telemetry::EventRecord;
 
@@ -56,14 +56,15 @@ impl ControlLoop {
 
     /// The episode stage: this cycle's measurement and gate bits to the episodes.
     #[inline]
-    pub(super) fn observe_episode(&mut self, deadline: MonoTime, mask: chunkrt_core::GateMask) {
+    pub(super) fn observe_episode(
+        &mut self,
+        deadline: MonoTime,
+        mask: chunkrt_core::GateMask,
+        track: f64,
+    ) {
         let Some(e) = self.episodes.as_deref_mut() else {
             return;
         };
-        let mut track: f64 = 0.0;
-        for j in 0..self.dof.min(MAX_DOF) {
-            track = track.max((self.cmd.pos_rad[j] - self.fb.pos_rad[j]).abs());
-        }
         let summary = e.observe(&CycleFacts {
             now: deadline,
             pos_rad: &self.fb.pos_rad,

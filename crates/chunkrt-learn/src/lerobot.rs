@@ -1,0 +1,677 @@
+//! Runs' episodes as a LeRobot dataset, format v3.0 (numeric features, no video).
+//!
+//! One frame per recorded control cycle of a running episode (every `stride`-th, so the
+//! frame rate is an integer `fps`). Columns:
+//! - `observation.state`: measured positions, then velocities (backward difference of the
+//!   measured positions over one control period), float32 `[2 dof]`;
+//! - `observation.environment_state`: the episode's goal, float32 `[dof]`;
+//! - `action`: the command that left the permission gate (what the drives got);
+//! - `action.proposed`: what the gate was given (base + correction, after the action
+//!   filter); `action.base`, `action.residual`: its parts (base = proposal and residual
+//!   0 without a residual policy);
+//! - `gate.mask`: per joint the constraints that acted, int64 `[dof]`;
+//! - `gate.blocked`: the permission gate changed the proposal (a blocked proposal: kept,
+//!   never an expert target); `intervention`: the policy had no authority or the
+//!   gate blocked it;
+//! - `episode.success`: the episode ended as a success;
+//! - the five columns every LeRobot frame has: `timestamp`, `frame_index`,
+//!   `episode_index`, `index`, `task_index`.
+//!
+//! `meta/episodes` holds each episode's rows, its outcome and whether the residual had
+//! authority; `meta/info.json` the features and, under `chunkrt`, the runs and the
+//! policy digests; `meta/stats.json` min, max, mean, std, count and quantiles per
+//! feature. Layout and types follow lerobot 0.6.1's reader: `scripts/lerobot/check_dataset.py`
+//! loads an export with `LeRobotDataset`; `chunkrt-cli`'s episodes test reads one back
+//! against the recording.
+
+use arrow_array::builder::{BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int64Builder};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why a dataset could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// A run's records could not be read or lack what the export needs.
+    #[error("{run}: {what}")]
+    Run {
+        /// The run directory.
+        run: PathBuf,
+        /// What was wrong.
+        what: String,
+    },
+    /// The dataset could not be written.
+    #[error("{path}: {what}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        what: String,
+    },
+}
+
+/// One frame's values.
+#[derive(Clone, Debug, Default)]
+struct Frame {
+    state: Vec<f32>,
+    goal: Vec<f32>,
+    action: Vec<f32>,
+    proposed: Vec<f32>,
+    base: Vec<f32>,
+    residual: Vec<f32>,
+    mask: Vec<i64>,
+    blocked: bool,
+    intervention: bool,
+}
+
+/// One episode's frames and outcome.
+#[derive(Clone, Debug)]
+pub struct Episode {
+    frames: Vec<Frame>,
+    /// Its outcome (`success`, `timeout`, ...).
+    pub outcome: String,
+    /// The residual had authority in it.
+    pub residual: bool,
+    /// Its start pose was held out.
+    pub held_out: bool,
+    /// The run it came from.
+    pub run: PathBuf,
+    /// Its index in that run.
+    pub run_episode: u64,
+}
+
+/// What was exported.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Episodes written.
+    pub episodes: usize,
+    /// Frames written.
+    pub frames: usize,
+    /// Frames per second.
+    pub fps: u32,
+    /// Joints.
+    pub dof: usize,
+}
+
+fn run_err(run: &Path, what: impl Into<String>) -> ExportError {
+    ExportError::Run {
+        run: run.to_path_buf(),
+        what: what.into(),
+    }
+}
+
+fn read_json_lines(path: &Path, run: &Path) -> Result<Vec<Value>, ExportError> {
+    let text =
+        chunkrt_files::read_text_bounded(path, chunkrt_files::MODEL_LIMIT_BYTES, "event log")
+            .map_err(|e| run_err(run, e.to_string()))?
+            .map_err(|_| run_err(run, format!("{} is not UTF-8", path.display())))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| run_err(run, format!("{}:{}: {e}", path.display(), i + 1)))
+        })
+        .collect()
+}
+
+/// A run's episode lines, its episodes' goals and its control period (s).
+type RunPlan = (Vec<Value>, Vec<Vec<f64>>, f64);
+
+/// The episodes of `run` (its events), the goals of its plan (its report's config) and its
+/// control period in seconds.
+fn run_plan(run: &Path) -> Result<RunPlan, ExportError> {
+    let events = read_json_lines(&run.join("events.jsonl"), run)?;
+    let episodes: Vec<Value> = events
+        .into_iter()
+        .filter(|e| e["event"] == "episode")
+        .collect();
+    if episodes.is_empty() {
+        return Err(run_err(
+            run,
+            "no episode in events.jsonl (a run with [episodes] records them)",
+        ));
+    }
+    let text = chunkrt_files::read_text_bounded(&run.join("report.json"), 64 << 20, "report")
+        .map_err(|e| run_err(run, e.to_string()))?
+        .map_err(|_| run_err(run, "report.json is not UTF-8"))?;
+    let report: Value =
+        serde_json::from_str(&text).map_err(|e| run_err(run, format!("report.json: {e}")))?;
+    let cfg = &report["config"];
+    let goals: Vec<Vec<f64>> = serde_json::from_value(cfg["episodes"]["goals_rad"].clone())
+        .map_err(|_| run_err(run, "report.json's config has no episodes.goals_rad"))?;
+    let period_ms = cfg["period_ms"]
+        .as_f64()
+        .ok_or_else(|| run_err(run, "report.json's config has no period_ms"))?;
+    Ok((episodes, goals, period_ms * 1e-3))
+}
+
+fn f32s(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|x| *x as f32).collect()
+}
+
+/// Reads `run`'s running episodes as frames, every `stride`-th cycle.
+pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), ExportError> {
+    let (eps, goals, period_s) = run_plan(run)?;
+    let files =
+        chunkrt_telemetry::readback::segments(run).map_err(|e| run_err(run, e.to_string()))?;
+    // The recorded cycles say which episode's running phase their command was made in.
+    let index: Vec<u64> = eps
+        .iter()
+        .map(|e| e["episode"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); eps.len()];
+    let mut seen: Vec<usize> = vec![0; eps.len()];
+    let mut prev_fb: Option<Vec<f64>> = None;
+    // The shaping stages (action filter, residual gate) are not blocks.
+    let shaping = chunkrt_core::SHAPING_BITS;
+    chunkrt_telemetry::readback::read_with(&files, None, |c| {
+        let fb_prev = prev_fb.replace(c.feedback_rad.to_vec());
+        let Some(k) = c
+            .running_episode
+            .and_then(|e| index.iter().position(|i| *i == e))
+        else {
+            return;
+        };
+        seen[k] += 1;
+        if !(seen[k] - 1).is_multiple_of(stride) {
+            return;
+        }
+        let dof = c.command_rad.len();
+        let vel: Vec<f64> = match &fb_prev {
+            Some(p) if p.len() == dof => (0..dof)
+                .map(|j| (c.feedback_rad[j] - p[j]) / period_s)
+                .collect(),
+            _ => vec![0.0; dof],
+        };
+        let mut state = f32s(c.feedback_rad);
+        state.extend(f32s(&vel));
+        // The plan's goals in turn, by the episode's index in its run.
+        let goal = goals
+            .get(index[k] as usize % goals.len().max(1))
+            .cloned()
+            .unwrap_or_default();
+        let mask: Vec<i64> = (0..dof)
+            .map(|j| i64::from(c.gate_mask_joints.get(j).copied().unwrap_or(0)))
+            .collect();
+        let blocked = c.gate_mask as u32 & !shaping != 0;
+        frames[k].push(Frame {
+            state,
+            goal: f32s(&goal),
+            action: f32s(c.command_rad),
+            proposed: f32s(c.setpoint_rad),
+            base: if c.base_rad.is_empty() {
+                f32s(c.setpoint_rad)
+            } else {
+                f32s(c.base_rad)
+            },
+            residual: if c.residual_rad.is_empty() {
+                vec![0.0; dof]
+            } else {
+                f32s(c.residual_rad)
+            },
+            mask,
+            blocked,
+            intervention: blocked || c.mode != chunkrt_core::Mode::Playing,
+        });
+    })
+    .map_err(|e| run_err(run, e.to_string()))?;
+    let out = eps
+        .iter()
+        .zip(frames)
+        .map(|(e, frames)| Episode {
+            frames,
+            outcome: e["outcome"].as_str().unwrap_or("?").to_string(),
+            residual: e["residual"] == true,
+            held_out: e["held_out"] == true,
+            run: run.to_path_buf(),
+            run_episode: e["episode"].as_u64().unwrap_or(0),
+        })
+        .filter(|e| !e.frames.is_empty())
+        .collect();
+    Ok((out, period_s * stride as f64))
+}
+
+fn vec_field(name: &str, dt: DataType, n: usize) -> Field {
+    Field::new(
+        name,
+        DataType::FixedSizeList(Arc::new(Field::new("item", dt, true)), n as i32),
+        true,
+    )
+}
+
+fn f32_list(rows: &[&[f32]], n: usize) -> ArrayRef {
+    let mut b = FixedSizeListBuilder::new(Float32Builder::new(), n as i32);
+    for r in rows {
+        for x in r.iter() {
+            b.values().append_value(*x);
+        }
+        b.append(true);
+    }
+    Arc::new(b.finish())
+}
+
+fn i64_list(rows: &[&[i64]], n: usize) -> ArrayRef {
+    let mut b = FixedSizeListBuilder::new(Int64Builder::new(), n as i32);
+    for r in rows {
+        for x in r.iter() {
+            b.values().append_value(*x);
+        }
+        b.append(true);
+    }
+    Arc::new(b.finish())
+}
+
+fn bools(v: impl Iterator<Item = bool>) -> ArrayRef {
+    let mut b = BooleanBuilder::new();
+    for x in v {
+        b.append_value(x);
+    }
+    Arc::new(b.finish())
+}
+
+fn i64s(v: impl Iterator<Item = i64>) -> ArrayRef {
+    let mut b = Int64Builder::new();
+    for x in v {
+        b.append_value(x);
+    }
+    Arc::new(b.finish())
+}
+
+fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<(), ExportError> {
+    let err = |what: String| ExportError::Write {
+        path: path.to_path_buf(),
+        what,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    }
+    let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None)
+        .map_err(|e| err(e.to_string()))?;
+    w.write(batch).map_err(|e| err(e.to_string()))?;
+    w.close().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+/// The data table of `episodes` at `fps`.
+fn data_batch(episodes: &[Episode], fps: u32, dof: usize) -> Result<RecordBatch, String> {
+    let frames: Vec<(usize, usize, &Frame)> = episodes
+        .iter()
+        .enumerate()
+        .flat_map(|(k, e)| e.frames.iter().enumerate().map(move |(i, f)| (k, i, f)))
+        .collect();
+    let col = |get: &dyn Fn(&Frame) -> &[f32]| -> Vec<&[f32]> {
+        frames.iter().map(|(_, _, f)| get(f)).collect()
+    };
+    let fields = vec![
+        vec_field("observation.state", DataType::Float32, 2 * dof),
+        vec_field("observation.environment_state", DataType::Float32, dof),
+        vec_field("action", DataType::Float32, dof),
+        vec_field("action.proposed", DataType::Float32, dof),
+        vec_field("action.base", DataType::Float32, dof),
+        vec_field("action.residual", DataType::Float32, dof),
+        vec_field("gate.mask", DataType::Int64, dof),
+        Field::new("gate.blocked", DataType::Boolean, true),
+        Field::new("intervention", DataType::Boolean, true),
+        Field::new("episode.success", DataType::Boolean, true),
+        Field::new("timestamp", DataType::Float32, true),
+        Field::new("frame_index", DataType::Int64, true),
+        Field::new("episode_index", DataType::Int64, true),
+        Field::new("index", DataType::Int64, true),
+        Field::new("task_index", DataType::Int64, true),
+    ];
+    let masks: Vec<&[i64]> = frames.iter().map(|(_, _, f)| f.mask.as_slice()).collect();
+    let mut ts = Float32Builder::new();
+    for (_, i, _) in &frames {
+        ts.append_value((*i as f64 / f64::from(fps)) as f32);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        f32_list(&col(&|f| &f.state), 2 * dof),
+        f32_list(&col(&|f| &f.goal), dof),
+        f32_list(&col(&|f| &f.action), dof),
+        f32_list(&col(&|f| &f.proposed), dof),
+        f32_list(&col(&|f| &f.base), dof),
+        f32_list(&col(&|f| &f.residual), dof),
+        i64_list(&masks, dof),
+        bools(frames.iter().map(|(_, _, f)| f.blocked)),
+        bools(frames.iter().map(|(_, _, f)| f.intervention)),
+        bools(
+            frames
+                .iter()
+                .map(|(k, _, _)| episodes[*k].outcome == "success"),
+        ),
+        Arc::new(ts.finish()),
+        i64s(frames.iter().map(|(_, i, _)| *i as i64)),
+        i64s(frames.iter().map(|(k, _, _)| *k as i64)),
+        i64s(0..frames.len() as i64),
+        i64s(frames.iter().map(|_| 0)),
+    ];
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+}
+
+/// Exports the running episodes of `runs` into `out` (a new directory) at every
+/// `stride`-th control cycle.
+pub fn export(
+    runs: &[PathBuf],
+    out: &Path,
+    stride: usize,
+    task: &str,
+) -> Result<Summary, ExportError> {
+    let stride = stride.max(1);
+    let mut episodes = Vec::new();
+    let mut dt: Option<f64> = None;
+    for run in runs {
+        let (eps, frame_dt) = read_run(run, stride)?;
+        if dt.is_some_and(|d| (d - frame_dt).abs() > 1e-9) {
+            return Err(run_err(
+                run,
+                "its frame period differs from the other runs' (control.period_ms x stride)",
+            ));
+        }
+        dt = Some(frame_dt);
+        episodes.extend(eps);
+    }
+    if episodes.is_empty() {
+        return Err(ExportError::Write {
+            path: out.to_path_buf(),
+            what: "no recorded cycle of a running episode in the runs (their recordings do \
+                   not say the episode and phase of each cycle: recorded by an older chunkrt?)"
+                .into(),
+        });
+    }
+    let dt = dt.unwrap_or(0.02);
+    let fps = (1.0 / dt).round();
+    if (fps * dt - 1.0).abs() > 1e-6 || fps < 1.0 {
+        return Err(ExportError::Write {
+            path: out.to_path_buf(),
+            what: format!("a frame period of {dt} s is not a whole number of frames per second: choose another stride"),
+        });
+    }
+    let fps = fps as u32;
+    let dof = episodes.first().map_or(0, |e| e.frames[0].action.len());
+    let write_err = |what: String| ExportError::Write {
+        path: out.to_path_buf(),
+        what,
+    };
+    if out.exists() {
+        return Err(write_err(
+            "exists already: the export writes a new dataset".into(),
+        ));
+    }
+    let batch = data_batch(&episodes, fps, dof).map_err(write_err)?;
+    write_parquet(&out.join("data/chunk-000/file-000.parquet"), &batch)?;
+    write_meta(out, &episodes, &batch, fps, dof, task)?;
+    Ok(Summary {
+        episodes: episodes.len(),
+        frames: batch.num_rows(),
+        fps,
+        dof,
+    })
+}
+
+/// meta/episodes, meta/tasks.parquet, meta/info.json, meta/stats.json.
+fn write_meta(
+    out: &Path,
+    episodes: &[Episode],
+    batch: &RecordBatch,
+    fps: u32,
+    dof: usize,
+    task: &str,
+) -> Result<(), ExportError> {
+    let werr = |path: &Path, what: String| ExportError::Write {
+        path: path.to_path_buf(),
+        what,
+    };
+    // meta/episodes: row i is episode i.
+    let mut from = 0i64;
+    let mut bounds = Vec::new();
+    for e in episodes {
+        let to = from + e.frames.len() as i64;
+        bounds.push((from, to));
+        from = to;
+    }
+    let n = episodes.len();
+    let mut tasks_b =
+        arrow_array::builder::ListBuilder::new(arrow_array::builder::StringBuilder::new());
+    let mut outcome_b = arrow_array::builder::StringBuilder::new();
+    let mut run_b = arrow_array::builder::StringBuilder::new();
+    for e in episodes {
+        tasks_b.values().append_value(task);
+        tasks_b.append(true);
+        outcome_b.append_value(&e.outcome);
+        run_b.append_value(e.run.display().to_string());
+    }
+    let ep_fields = vec![
+        Field::new("episode_index", DataType::Int64, true),
+        Field::new(
+            "tasks",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        ),
+        Field::new("length", DataType::Int64, true),
+        Field::new("data/chunk_index", DataType::Int64, true),
+        Field::new("data/file_index", DataType::Int64, true),
+        Field::new("dataset_from_index", DataType::Int64, true),
+        Field::new("dataset_to_index", DataType::Int64, true),
+        Field::new("meta/episodes/chunk_index", DataType::Int64, true),
+        Field::new("meta/episodes/file_index", DataType::Int64, true),
+        Field::new("outcome", DataType::Utf8, true),
+        Field::new("residual", DataType::Boolean, true),
+        Field::new("held_out", DataType::Boolean, true),
+        Field::new("run", DataType::Utf8, true),
+        Field::new("run_episode", DataType::Int64, true),
+    ];
+    let ep_cols: Vec<ArrayRef> = vec![
+        i64s(0..n as i64),
+        Arc::new(tasks_b.finish()),
+        i64s(bounds.iter().map(|(a, b)| b - a)),
+        i64s((0..n).map(|_| 0)),
+        i64s((0..n).map(|_| 0)),
+        i64s(bounds.iter().map(|b| b.0)),
+        i64s(bounds.iter().map(|b| b.1)),
+        i64s((0..n).map(|_| 0)),
+        i64s((0..n).map(|_| 0)),
+        Arc::new(outcome_b.finish()),
+        bools(episodes.iter().map(|e| e.residual)),
+        bools(episodes.iter().map(|e| e.held_out)),
+        Arc::new(run_b.finish()),
+        i64s(episodes.iter().map(|e| e.run_episode as i64)),
+    ];
+    let path = out.join("meta/episodes/chunk-000/file-000.parquet");
+    let eb = RecordBatch::try_new(Arc::new(Schema::new(ep_fields)), ep_cols)
+        .map_err(|e| werr(&path, e.to_string()))?;
+    write_parquet(&path, &eb)?;
+    // meta/tasks.parquet with the pandas index metadata pandas rebuilds the task from.
+    let pandas = json!({
+        "index_columns": ["task"],
+        "column_indexes": [{"name": null, "field_name": null, "pandas_type": "unicode", "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64", "metadata": null},
+            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object", "metadata": null}],
+        "creator": {"library": "pyarrow", "version": "21.0.0"},
+        "pandas_version": "2.2.3"
+    });
+    let mut md = HashMap::new();
+    md.insert("pandas".to_string(), pandas.to_string());
+    let ts = Schema::new_with_metadata(
+        vec![
+            Field::new("task_index", DataType::Int64, true),
+            Field::new("task", DataType::Utf8, true),
+        ],
+        md,
+    );
+    let mut tb = arrow_array::builder::StringBuilder::new();
+    tb.append_value(task);
+    let path = out.join("meta/tasks.parquet");
+    let tbatch = RecordBatch::try_new(
+        Arc::new(ts),
+        vec![i64s(std::iter::once(0)), Arc::new(tb.finish())],
+    )
+    .map_err(|e| werr(&path, e.to_string()))?;
+    write_parquet(&path, &tbatch)?;
+    // meta/info.json and meta/stats.json.
+    let mut features = serde_json::Map::new();
+    for f in batch.schema().fields() {
+        let (dtype, shape) = match f.data_type() {
+            DataType::FixedSizeList(item, n) => (dtype_name(item.data_type()), *n as usize),
+            dt => (dtype_name(dt), 1),
+        };
+        features.insert(
+            f.name().clone(),
+            json!({"dtype": dtype, "shape": [shape], "names": if shape > 1 { json!((0..shape).map(|i| format!("{i}")).collect::<Vec<_>>()) } else { Value::Null }}),
+        );
+    }
+    let info = json!({
+        "codebase_version": "v3.0",
+        "fps": fps,
+        "features": features,
+        "total_episodes": n,
+        "total_frames": batch.num_rows(),
+        "total_tasks": 1,
+        "chunks_size": 1000,
+        "data_files_size_in_mb": 100,
+        "video_files_size_in_mb": 200,
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": null,
+        "robot_type": "chunkrt",
+        "splits": {"train": format!("0:{n}")},
+    });
+    let path = out.join("meta/info.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&info).unwrap_or_default(),
+    )
+    .map_err(|e| werr(&path, e.to_string()))?;
+    // What chunkrt adds (LeRobot's info.json warns on keys it does not know).
+    let path = out.join("meta/chunkrt.json");
+    let runs: std::collections::BTreeSet<String> = episodes
+        .iter()
+        .map(|e| e.run.display().to_string())
+        .collect();
+    let ours = json!({"dof": dof, "runs": runs, "fps": fps});
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&ours).unwrap_or_default(),
+    )
+    .map_err(|e| werr(&path, e.to_string()))?;
+    let path = out.join("meta/stats.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&stats(batch)).unwrap_or_default(),
+    )
+    .map_err(|e| werr(&path, e.to_string()))?;
+    Ok(())
+}
+
+fn dtype_name(dt: &DataType) -> &'static str {
+    match dt {
+        DataType::Float32 => "float32",
+        DataType::Int64 => "int64",
+        DataType::Boolean => "bool",
+        _ => "float64",
+    }
+}
+
+/// Per feature and dimension: min, max, mean, std (population), count, q01..q99.
+fn stats(batch: &RecordBatch) -> Value {
+    use arrow_array::cast::AsArray;
+    let mut out = serde_json::Map::new();
+    for (f, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        let dims: Vec<Vec<f64>> = match f.data_type() {
+            DataType::FixedSizeList(_, n) => {
+                let l = col.as_fixed_size_list();
+                let n = *n as usize;
+                let mut dims = vec![Vec::with_capacity(l.len()); n];
+                for r in 0..l.len() {
+                    let v = l.value(r);
+                    for (d, dim) in dims.iter_mut().enumerate() {
+                        dim.push(value_f64(&v, d));
+                    }
+                }
+                dims
+            }
+            _ => vec![(0..col.len()).map(|r| value_f64(col, r)).collect()],
+        };
+        let per = |g: &dyn Fn(&mut Vec<f64>) -> f64| -> Vec<f64> {
+            dims.iter().map(|d| g(&mut d.clone())).collect()
+        };
+        let q = |p: f64| {
+            per(&|d: &mut Vec<f64>| {
+                d.sort_by(f64::total_cmp);
+                if d.is_empty() {
+                    0.0
+                } else {
+                    d[((d.len() - 1) as f64 * p).round() as usize]
+                }
+            })
+        };
+        let mean = per(&|d: &mut Vec<f64>| d.iter().sum::<f64>() / d.len().max(1) as f64);
+        let std: Vec<f64> = dims
+            .iter()
+            .zip(&mean)
+            .map(|(d, m)| {
+                (d.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / d.len().max(1) as f64).sqrt()
+            })
+            .collect();
+        out.insert(
+            f.name().clone(),
+            json!({
+                "min": per(&|d: &mut Vec<f64>| d.iter().copied().fold(f64::INFINITY, f64::min)),
+                "max": per(&|d: &mut Vec<f64>| d.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                "mean": mean,
+                "std": std,
+                "count": [batch.num_rows()],
+                "q01": q(0.01), "q10": q(0.10), "q50": q(0.50), "q90": q(0.90), "q99": q(0.99),
+            }),
+        );
+    }
+    Value::Object(out)
+}
+
+fn value_f64(a: &ArrayRef, i: usize) -> f64 {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Int64Type};
+    match a.data_type() {
+        DataType::Float32 => f64::from(a.as_primitive::<Float32Type>().value(i)),
+        DataType::Int64 => a.as_primitive::<Int64Type>().value(i) as f64,
+        DataType::Boolean => f64::from(u8::from(a.as_boolean().value(i))),
+        _ => 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_dir(name: &str, events: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("chunkrt-learn-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("events.jsonl"), events).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_run_without_episodes_is_refused_naming_the_run_and_why() {
+        let run = run_dir("noep", "{\"event\":\"mode\",\"t_s\":0.1}\n");
+        let out = run.join("ds");
+        let e = export(std::slice::from_ref(&run), &out, 1, "t").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&run.display().to_string()), "{text}");
+        assert!(text.contains("no episode in events.jsonl"), "{text}");
+        assert!(!out.exists(), "nothing written");
+        let _ = std::fs::remove_dir_all(&run);
+    }
+
+    #[test]
+    fn a_broken_event_line_is_named_by_file_and_line() {
+        let run = run_dir("badline", "{\"event\":\"episode\"}\nnot json\n");
+        let e = export(std::slice::from_ref(&run), &run.join("ds"), 1, "t").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("events.jsonl:2:"), "{text}");
+        let _ = std::fs::remove_dir_all(&run);
+    }
+}
