@@ -6,7 +6,8 @@
 #   - a Python venv (.venv) with numpy + onnxruntime for the reference sampler test,
 #     and mcap for the independent reader of the recording, websockets + msgpack +
 #     openpi-client for the remote policy's server and interop tests, mlserver for its
-#     OIP interop tests (every package pinned by scripts/constraints-test.txt)
+#     OIP interop tests, pyarrow + onnx for the adaptation demo (every package pinned by
+#     scripts/constraints-test.txt)
 #   - rt-tests (cyclictest), iproute2, ethtool and nftables, when apt is available and we are root
 #   - libclang-dev (bindgen generates the V4L2 bindings of the camera crate at build time)
 set -euo pipefail
@@ -19,7 +20,7 @@ if [[ -f scripts/requirements-test.txt ]]; then
     if [[ ! -x .venv/bin/python ]]; then
         python3 -m venv .venv
     fi
-    if ! .venv/bin/python -c 'import numpy, onnxruntime, mcap, msgpack, websockets, typing_extensions, mlserver' 2>/dev/null; then
+    if ! .venv/bin/python -c 'import numpy, onnxruntime, mcap, msgpack, websockets, typing_extensions, mlserver, pyarrow, onnx' 2>/dev/null; then
         .venv/bin/python -m pip install --quiet --disable-pip-version-check \
             -r scripts/requirements-test.txt -c scripts/constraints-test.txt
     fi

@@ -137,6 +137,7 @@ fn allocations_with(
             time_limit_ns: 2_000_000_000,
             reset_limit_ns: 60_000_000_000,
             tolerance_rad: 0.01,
+            reset_tolerance_rad: 0.01,
             settle_vel_rad_s: 0.05,
             settle_ns: 0,
         };

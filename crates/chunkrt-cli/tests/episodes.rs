@@ -190,6 +190,19 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
     let o = chunkrt_at(&["export", "lerobot"], &[&out, Path::new("--out"), &ds]);
     assert!(o.status.success(), "{}", output_text(&o));
     check_dataset(&ds, &cycles, &eps);
+    // The checkpoints the commands came from: the base's digest and the residual's.
+    let ours: Value =
+        serde_json::from_str(&std::fs::read_to_string(ds.join("meta/chunkrt.json")).unwrap())
+            .unwrap();
+    let run = &ours["runs"][0];
+    assert_eq!(
+        run["policy_model_sha256"],
+        bundled_model_sha256("flow.toml")
+    );
+    assert_eq!(
+        run["residual_model_sha256"],
+        bundled_model_sha256("lerobot-act.toml")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

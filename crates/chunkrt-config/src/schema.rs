@@ -260,12 +260,18 @@ pub struct ResidualConfig {
     pub budget: Option<BudgetConfig>,
 }
 
-/// `[operator]`: a UNIX socket taking `stop`, `intervene` and `rearm`, one per line.
+/// `[operator]`: a UNIX socket, and or the process's standard input, taking `stop`,
+/// `intervene` and `rearm` (or their keys `s`, `i`, `r`), one per line.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorConfig {
     /// The socket's path, relative to this file (a stale socket there is replaced).
-    pub socket: PathBuf,
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// Read the commands from standard input too (a key and Enter at the terminal that
+    /// started the run).
+    #[serde(default)]
+    pub stdin: bool,
 }
 
 /// `[policy.residual.budget]`: each figure optional; at least one.
@@ -310,10 +316,14 @@ pub struct EpisodesConfig {
     /// The reset move's time limit (s); past it the run ends.
     #[serde(default = "default_reset_limit")]
     pub reset_limit_s: f64,
-    /// Success: every joint within this of the goal (rad); a reset is done within it of
-    /// the start.
+    /// Success: every joint within this of the goal (rad).
     #[serde(default = "default_episode_tolerance")]
     pub tolerance_rad: f64,
+    /// A reset is done within this of the start pose (rad; default `tolerance_rad`): a
+    /// start need not be as exact as a goal, and on a worn arm the reset planner, which
+    /// does not learn, may not reach the goal's tolerance.
+    #[serde(default)]
+    pub reset_tolerance_rad: Option<f64>,
     /// And slower than this (rad/s).
     #[serde(default = "default_settle_vel")]
     pub settle_vel_rad_s: f64,

@@ -100,6 +100,14 @@ impl Config {
         self.validate_executor()?;
         self.validate_limits(n)?;
         self.check_episodes()?;
+        if let Some(op) = &self.operator {
+            if op.socket.is_none() && !op.stdin {
+                return fail(
+                    "operator",
+                    "opens no channel: set socket = \"PATH\" and/or stdin = true",
+                );
+            }
+        }
         if let Some(d) = &self.domain {
             d.pos_min_rad
                 .check("domain.pos_min_rad", n, |_| true, "a finite number")?;
@@ -845,6 +853,9 @@ impl Config {
         range("episodes.time_limit_s", e.time_limit_s, 0.1, 3600.0)?;
         range("episodes.reset_limit_s", e.reset_limit_s, 0.1, 3600.0)?;
         range("episodes.tolerance_rad", e.tolerance_rad, 1e-4, 1.0)?;
+        if let Some(t) = e.reset_tolerance_rad {
+            range("episodes.reset_tolerance_rad", t, 1e-4, 1.0)?;
+        }
         range("episodes.settle_vel_rad_s", e.settle_vel_rad_s, 1e-4, 10.0)?;
         range("episodes.settle_ms", e.settle_ms, 0.0, 60_000.0)?;
         range("episodes.reset_vel_rad_s", e.reset_vel_rad_s, 0.01, 10.0)?;
@@ -888,6 +899,7 @@ impl Config {
             time_limit_ns: (e.time_limit_s * 1e9) as u64,
             reset_limit_ns: (e.reset_limit_s * 1e9) as u64,
             tolerance_rad: e.tolerance_rad,
+            reset_tolerance_rad: e.reset_tolerance_rad.unwrap_or(e.tolerance_rad),
             settle_vel_rad_s: e.settle_vel_rad_s,
             settle_ns: (e.settle_ms * 1e6) as u64,
         };

@@ -54,8 +54,10 @@ pub struct EpisodePlan {
     pub time_limit_ns: u64,
     /// The reset move's time limit (ns): past it the run ends.
     pub reset_limit_ns: u64,
-    /// Success (and a finished reset): every joint within this of its target (rad).
+    /// Success: every joint within this of the goal (rad).
     pub tolerance_rad: f64,
+    /// A finished reset: every joint within this of the start pose (rad).
+    pub reset_tolerance_rad: f64,
     /// And slower than this (rad/s).
     pub settle_vel_rad_s: f64,
     /// For this long without a break (ns).
@@ -289,7 +291,7 @@ impl Episodes {
             Phase::Done => None,
             Phase::Reset => {
                 let target = *self.plan.start(self.k);
-                if self.settled(f, &target) {
+                if self.settled(f, &target, self.plan.reset_tolerance_rad) {
                     self.phase = Phase::Running;
                     self.t_phase = f.now;
                     self.settled_since = None;
@@ -303,7 +305,7 @@ impl Episodes {
                 self.tally(f);
                 let goal = *self.plan.goal(self.k);
                 self.last_goal_err = max_err(f.pos_rad, &goal, self.plan.dof);
-                if self.settled(f, &goal) {
+                if self.settled(f, &goal, self.plan.tolerance_rad) {
                     Some(self.end(f.now, Outcome::Success, None))
                 } else if f.now.saturating_since(self.t_phase) > self.plan.time_limit_ns {
                     Some(self.end(f.now, Outcome::Timeout, None))
@@ -387,10 +389,10 @@ impl Episodes {
         self.hist[bin(e)] += 1;
     }
 
-    /// Within the tolerance of `target` and slow, for the settle time.
-    fn settled(&mut self, f: &CycleFacts, target: &JointVec) -> bool {
+    /// Within `tolerance_rad` of `target` and slow, for the settle time.
+    fn settled(&mut self, f: &CycleFacts, target: &JointVec, tolerance_rad: f64) -> bool {
         let dof = self.plan.dof.min(MAX_DOF);
-        let near = max_err(f.pos_rad, target, dof) <= self.plan.tolerance_rad
+        let near = max_err(f.pos_rad, target, dof) <= tolerance_rad
             && f.vel_rad_s[..dof]
                 .iter()
                 .all(|v| v.abs() <= self.plan.settle_vel_rad_s);
@@ -525,6 +527,7 @@ mod tests {
             time_limit_ns: 2_000_000_000,
             reset_limit_ns: 5_000_000_000,
             tolerance_rad: 0.01,
+            reset_tolerance_rad: 0.01,
             settle_vel_rad_s: 0.05,
             settle_ns: 100_000_000,
         };

@@ -117,6 +117,28 @@ fn read_json_lines(path: &Path, run: &Path) -> Result<Vec<Value>, ExportError> {
         .collect()
 }
 
+fn read_report(run: &Path) -> Result<Value, ExportError> {
+    let text = chunkrt_files::read_text_bounded(&run.join("report.json"), 64 << 20, "report")
+        .map_err(|e| run_err(run, e.to_string()))?
+        .map_err(|_| run_err(run, "report.json is not UTF-8"))?;
+    serde_json::from_str(&text).map_err(|e| run_err(run, format!("report.json: {e}")))
+}
+
+/// The checkpoints `run`'s commands came from, as its report names them: the base
+/// policy's manifest and model digest and, with a residual in authority, the residual's
+/// (null when the run was frozen, or its report predates them).
+fn checkpoints(run: &Path) -> Result<Value, ExportError> {
+    let report = read_report(run)?;
+    let c = &report["config"];
+    Ok(json!({
+        "run": run.display().to_string(),
+        "policy_manifest": c["policy_manifest"],
+        "policy_model_sha256": c["policy_model_sha256"],
+        "residual_manifest": c["residual_manifest"],
+        "residual_model_sha256": c["residual_model_sha256"],
+    }))
+}
+
 /// A run's episode lines, its episodes' goals and its control period (s).
 type RunPlan = (Vec<Value>, Vec<Vec<f64>>, f64);
 
@@ -134,11 +156,7 @@ fn run_plan(run: &Path) -> Result<RunPlan, ExportError> {
             "no episode in events.jsonl (a run with [episodes] records them)",
         ));
     }
-    let text = chunkrt_files::read_text_bounded(&run.join("report.json"), 64 << 20, "report")
-        .map_err(|e| run_err(run, e.to_string()))?
-        .map_err(|_| run_err(run, "report.json is not UTF-8"))?;
-    let report: Value =
-        serde_json::from_str(&text).map_err(|e| run_err(run, format!("report.json: {e}")))?;
+    let report = read_report(run)?;
     let cfg = &report["config"];
     let goals: Vec<Vec<f64>> = serde_json::from_value(cfg["episodes"]["goals_rad"].clone())
         .map_err(|_| run_err(run, "report.json's config has no episodes.goals_rad"))?;
@@ -547,10 +565,12 @@ fn write_meta(
     .map_err(|e| werr(&path, e.to_string()))?;
     // What chunkrt adds (LeRobot's info.json warns on keys it does not know).
     let path = out.join("meta/chunkrt.json");
-    let runs: std::collections::BTreeSet<String> = episodes
-        .iter()
-        .map(|e| e.run.display().to_string())
-        .collect();
+    let runs: std::collections::BTreeSet<&Path> =
+        episodes.iter().map(|e| e.run.as_path()).collect();
+    let runs = runs
+        .into_iter()
+        .map(checkpoints)
+        .collect::<Result<Vec<Value>, _>>()?;
     let ours = json!({"dof": dof, "runs": runs, "fps": fps});
     std::fs::write(
         &path,

@@ -460,7 +460,7 @@ fn residual_binding(path: &std::path::Path) -> Result<String, RunError> {
 }
 
 /// The model digest a policy manifest (format 1 or 2) declares.
-fn model_sha256(path: &std::path::Path) -> Result<String, RunError> {
+pub(crate) fn model_sha256(path: &std::path::Path) -> Result<String, RunError> {
     let text = chunkrt_policy::manifest::read_manifest_text(path)
         .map_err(|e| RunError::Policy(e.to_string()))?;
     let format = chunkrt_policy::manifest2::manifest_format(path, &text)

@@ -104,7 +104,7 @@ impl EpisodeDriver {
         let mut params = chunkrt_policy::ScriptedParams::new(dof, vec![start]);
         params.max_vel_rad_s = self.reset_vel_rad_s;
         params.max_acc_rad_s2 = self.reset_acc_rad_s2;
-        params.goal_tolerance_rad = (self.plan.tolerance_rad * 0.2).max(1e-4);
+        params.goal_tolerance_rad = (self.plan.reset_tolerance_rad * 0.2).max(1e-4);
         let planner = chunkrt_policy::ScriptedPolicy::new(params).map_err(|e| e.to_string())?;
         Ok(Box::new(planner))
     }

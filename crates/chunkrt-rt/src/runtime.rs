@@ -265,11 +265,20 @@ fn serve_operator(cfg: &Config) -> Result<(), RunError> {
     let Some(op) = &cfg.operator else {
         return Ok(());
     };
-    let path = cfg.resolve(&op.socket);
-    crate::operator::serve(&path).map_err(|e| RunError::Output {
-        dir: path.clone(),
-        message: format!("[operator] socket: {e}"),
-    })
+    if let Some(socket) = &op.socket {
+        let path = cfg.resolve(socket);
+        crate::operator::serve(&path).map_err(|e| RunError::Output {
+            dir: path.clone(),
+            message: format!("[operator] socket: {e}"),
+        })?;
+    }
+    if op.stdin {
+        crate::operator::serve_stdin().map_err(|e| RunError::Output {
+            dir: "<stdin>".into(),
+            message: format!("[operator] stdin: {e}"),
+        })?;
+    }
+    Ok(())
 }
 
 /// A policy that takes an image needs a camera, and a camera needs such a policy:
@@ -1419,9 +1428,20 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
             *n,
         );
     }
+    report.config = report_config(cfg, opts, control.backend.name());
+}
+
+/// The report's `config`: what the run was, in a few keys (the file, the backend and its
+/// model, the policy and the checkpoints its commands came from, the timing, the
+/// episodes' plan).
+fn report_config(
+    cfg: &Config,
+    opts: &RunOptions,
+    backend: &str,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
     let mut conf = std::collections::BTreeMap::new();
     conf.insert("file".into(), json!(opts.config_name));
-    conf.insert("backend".into(), json!(control.backend.name()));
+    conf.insert("backend".into(), json!(backend));
     if let (chunkrt_config::BackendKind::Mujoco, Some(m)) = (cfg.backend.kind, &cfg.mujoco) {
         // The arm model the run was on: the file, and the digest it was checked against.
         conf.insert(
@@ -1434,6 +1454,25 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
         "policy".into(),
         json!(format!("{:?}", cfg.policy.kind).to_lowercase()),
     );
+    // The checkpoints the run's commands came from (the learner's record cites them):
+    // the base's model digest and, with a residual in authority, the residual's.
+    if let Some(m) = &cfg.policy.manifest {
+        let path = cfg.resolve(m);
+        if let Ok(sha) = crate::build::model_sha256(&path) {
+            conf.insert("policy_manifest".into(), json!(path.display().to_string()));
+            conf.insert("policy_model_sha256".into(), json!(sha));
+        }
+    }
+    if let Some(r) = &cfg.policy.residual {
+        let path = cfg.resolve(&r.manifest);
+        if let Ok(sha) = crate::build::model_sha256(&path) {
+            conf.insert(
+                "residual_manifest".into(),
+                json!(path.display().to_string()),
+            );
+            conf.insert("residual_model_sha256".into(), json!(sha));
+        }
+    }
     conf.insert("period_ms".into(), json!(cfg.control.period_ms));
     conf.insert(
         "chunk_period_ms".into(),
@@ -1449,7 +1488,7 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
         // The episodes' poses: the learner's record names each episode's goal by them.
         conf.insert("episodes".into(), json!(e));
     }
-    report.config = conf;
+    conf
 }
 
 /// Opens the camera and builds its thread's parts, the inference thread's feed and the

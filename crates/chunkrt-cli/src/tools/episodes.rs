@@ -4,7 +4,7 @@
 //! gate's and the residual gate's cycles, operator stops, the reset before it and a
 //! budget breach (the residual rolled back from there); then per run and kind of start
 //! the success rate and the means. Read from each run's `events.jsonl`, which holds
-//! every ended episode even when the run was cut short.
+//! every ended episode even when the run was cut short. `--plot STEM` draws them too.
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -20,6 +20,50 @@ pub struct EpisodesArgs {
     /// Print the summaries as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the episodes into STEM.svg and STEM.png: goal error, tracking error P99
+    /// and the permission gate's cycles per episode, frozen and residual.
+    #[arg(long, value_name = "STEM")]
+    pub plot: Option<PathBuf>,
+}
+
+/// The success tolerance of `run` (its report's `[episodes]`), when it says one.
+fn tolerance(run: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(run.join("report.json")).ok()?;
+    let report: Value = serde_json::from_str(&text).ok()?;
+    num(&report["config"]["episodes"]["tolerance_rad"])
+}
+
+/// Draws the runs' episodes (`--plot STEM`); the files written.
+fn plot(
+    runs: &[PathBuf],
+    all: &[(String, Vec<Value>)],
+    stem: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    use chunkrt_telemetry::plot::episodes::{EpisodePoint, EpisodesFigure};
+    let mut fig = EpisodesFigure {
+        points: Vec::new(),
+        run_starts: Vec::new(),
+        tolerance_rad: None,
+    };
+    for (_, eps) in all {
+        if !fig.points.is_empty() {
+            fig.run_starts.push(fig.points.len());
+        }
+        fig.points.extend(eps.iter().map(|e| EpisodePoint {
+            residual: e["residual"] == true,
+            held_out: e["held_out"] == true,
+            success: e["outcome"] == "success",
+            goal_err_rad: num(&e["goal_err_rad"]).unwrap_or(f64::NAN),
+            tracking_p99_rad: num(&e["tracking_error_p99_rad"]).unwrap_or(f64::NAN),
+            gate_interventions: num(&e["gate_interventions"]).unwrap_or(f64::NAN),
+        }));
+    }
+    // One tolerance line when the runs share it.
+    let tolerances: Vec<Option<f64>> = runs.iter().map(|r| tolerance(r)).collect();
+    if tolerances.windows(2).all(|w| w[0] == w[1]) {
+        fig.tolerance_rad = tolerances.first().copied().flatten();
+    }
+    Ok(chunkrt_telemetry::plot::save(&fig, stem)?)
 }
 
 /// A run's episodes, from its `events.jsonl`.
@@ -71,6 +115,11 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         .iter()
         .flat_map(|(r, e)| chunkrt_telemetry::episodes::summaries(r, e))
         .collect();
+    if let Some(stem) = &args.plot {
+        for file in plot(&args.runs, &all, stem)? {
+            eprintln!("chunkrt: episodes: wrote {}", file.display());
+        }
+    }
     if args.json {
         outln!(
             "{}",

@@ -5,13 +5,15 @@
 //! - [`timeline`]: a run's joints over time from `recording.mcap`: what the
 //!   executor proposed, what the gate commanded and what was measured, with the
 //!   seams, the gate's interventions and the mode changes marked (every run, and
-//!   `chunkrt plot RUN_DIR`).
+//!   `chunkrt plot RUN_DIR`);
+//! - [`episodes`]: the episodes of runs, frozen and residual (`chunkrt episodes --plot`).
 //!
 //! A figure draws itself on any plotters backend ([`Figure::draw`]); [`save`] draws
 //! it twice, once per format. Text is laid out with the bundled DejaVu Sans
 //! (`assets/`, Bitstream Vera licence), so no system font library is needed and
 //! the PNG looks the same on every machine.
 
+pub mod episodes;
 pub mod error;
 pub mod figure;
 pub mod latency;
