@@ -8,14 +8,17 @@ tests/fixtures/policies/, beside manifests derived from the bundled flow policy:
   the soft limits.
 * out-of-scale.toml: the bundled flow.onnx with every act_std multiplied by 10
   (model and digest unchanged): a plausible model with a wrong normalisation.
+* base-following-residual.onnx + .toml: a residual that takes its base's chunk
+  ([residual.base_chunk]) and returns it: correction = (base - q) / 4 (issue 40).
 
-Needs `onnx` and `numpy` (not in the test venv; the outputs are committed):
+Needs `onnx` and `numpy` (in .venv since requirements-test.txt has onnx; the outputs are committed):
     python3 -m venv /tmp/onnxvenv && /tmp/onnxvenv/bin/pip install onnx numpy
     /tmp/onnxvenv/bin/python scripts/make_fixture_policies.py
 """
 import hashlib
 import pathlib
 import re
+import tomllib
 
 import numpy as np
 import onnx
@@ -102,3 +105,106 @@ scaled = re.sub(r'model_file = ".*"', 'model_file = "../../../rt-config/policies
     header.format("the bundled flow model with every act_std x10 (model and digest unchanged)")
     + scale_act_std(scaled, 10.0))
 print("wrote", out)
+
+# base-following-residual: a residual policy that conditions on its base's chunk (issue 40).
+# Its graph takes the observation (the base's layout, so the base's domain applies) and
+# "action.base" [1, 16, 7], the bundled flow policy's chunk on the residual's 50 ms grid as
+# deltas from the measured positions, normalised mean_std (mean 0, std 4); it returns that
+# input unchanged (plus 0 x the observation): correction = (base - q) / 4 per setpoint.
+res_h, res_dt = 16, 50.0
+nodes = [
+    helper.make_node("ReduceSum", ["obs"], ["obs_sum"], keepdims=0),
+    helper.make_node("Mul", ["obs_sum", "zero"], ["obs0"]),
+    helper.make_node("Add", ["action.base", "obs0"], ["actions"]),
+]
+graph = helper.make_graph(
+    nodes,
+    "base_following_residual",
+    [
+        helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, 3 * dof]),
+        helper.make_tensor_value_info("action.base", TensorProto.FLOAT, [1, res_h, dof]),
+    ],
+    [helper.make_tensor_value_info("actions", TensorProto.FLOAT, [1, res_h, dof])],
+    [numpy_helper.from_array(np.zeros((1,), dtype=np.float32), "zero")],
+)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+onnx.checker.check_model(model)
+(out / "base-following-residual.onnx").write_bytes(model.SerializeToString())
+res_digest = hashlib.sha256((out / "base-following-residual.onnx").read_bytes()).hexdigest()
+flow = tomllib.loads((src / "flow.toml").read_text())
+
+
+def toml_list(v):
+    return "[" + ", ".join(toml_list(x) if isinstance(x, list) else repr(float(x)) for x in v) + "]"
+
+
+domain = "\n".join(
+    f"{k} = {toml_list(v)}" if not isinstance(v, (int, float)) else f"{k} = {v!r}"
+    for k, v in flow["domain"].items())
+zeros, fours = toml_list([0.0] * dof), toml_list([4.0] * dof)
+(out / "base-following-residual.toml").write_text(f'''# Test fixture written by scripts/make_fixture_policies.py: a residual that conditions on its
+# base's chunk. correction[i][j] = (base(i * 50 ms)[j] - q[j]) / 4, base = the bundled flow policy.
+format = 2
+kind = "chunk"
+model_file = "base-following-residual.onnx"
+model_sha256 = "{res_digest}"
+d_a = {dof}
+dt_ms = {res_dt}
+
+[origin]
+framework = "onnx helper"
+policy = "residual"
+checkpoint = "base-following-residual.onnx"
+
+[observation]
+history = 1
+state = "measured"
+
+[[observation.inputs]]
+name = "obs"
+sources = ["joint_pos", "goal", "joint_vel"]
+normalisation = "identity"
+
+[action]
+encoding = "residual"
+normalisation = "identity"
+horizon = {res_h}
+start = 0
+len = {res_h}
+
+[io]
+out = "actions"
+
+[sampler]
+steps = 1
+min_steps = 1
+seed = 0
+
+[task]
+goal_tolerance_rad = 0.05
+goals = {toml_list(flow["encoding"]["goals"])}
+
+[training]
+data_sha256 = "{'0' * 64}"
+samples = 1
+demonstrations = 1
+seed = 0
+script = "scripts/make_fixture_policies.py"
+final_loss = 0.0
+
+[domain]
+{domain}
+
+[residual]
+base_sha256 = "{flow["model_sha256"]}"
+
+[residual.base_chunk]
+name = "action.base"
+steps = {res_h}
+encoding = "delta_from_observed"
+normalisation = "mean_std"
+mean = {zeros}
+std = {fours}
+''')
+print("wrote", out / "base-following-residual.toml")

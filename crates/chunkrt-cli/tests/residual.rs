@@ -26,7 +26,11 @@ const J0_HI: f64 = 0.45;
 
 /// `rt-config/sim.toml` (the flow base), threads unpinned, with `[policy.residual]`.
 fn config_in(dir: &Path, base_sha256: &str) -> PathBuf {
-    let residual = act_residual_manifest(dir, base_sha256);
+    config_with(dir, &act_residual_manifest(dir, base_sha256))
+}
+
+/// ... with the residual of manifest `residual`.
+fn config_with(dir: &Path, residual: &Path) -> PathBuf {
     let text = flow_sim_config_text().edit_once(
         "\n[executor]",
         &format!(
@@ -152,5 +156,51 @@ fn a_residual_trained_on_another_base_is_refused_before_anything_moves() {
     // The frozen base does not load the residual: it runs.
     let o = run(&config, &dir.join("frozen"), "1s", &["--frozen"]);
     assert!(o.status.success(), "{}", output_text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A residual that conditions on its base's chunk (`[residual.base_chunk]`): the fixture's
+/// correction is a quarter of where the base's chunk is heading, relative to the
+/// observed pose. Without the base chunk handed over every correction fails (and is
+/// counted): here none does, and the commands move toward where the base is going.
+#[test]
+fn a_residual_that_takes_its_bases_chunk_corrects_toward_where_the_base_is_heading() {
+    let dir = temp_dir("residual", "base-chunk");
+    let fixture = common::repo().join("tests/fixtures/policies/base-following-residual.toml");
+    let config = config_with(&dir, &fixture);
+    let out = dir.join("run");
+    let o = run(&config, &out, "4s", &[]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let counters = &report(&out)["counters"];
+    assert_eq!(counters["residual_failed"], 0, "{counters}");
+    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
+    let (mut along, mut against) = (0usize, 0usize);
+    for w in cycles.windows(2) {
+        let (prev, c) = (&w[0], &w[1]);
+        if c.mode != "Playing" || prev.mode != "Playing" {
+            continue;
+        }
+        for j in 0..c.command_rad.len() {
+            // Where the base is going: its own motion over the cycle.
+            let (r, ahead) = (c.residual_rad[j], c.base_rad[j] - prev.base_rad[j]);
+            if r.abs() < 0.002 || ahead.abs() < 1e-4 {
+                continue;
+            }
+            if r.signum() == ahead.signum() {
+                along += 1;
+            } else {
+                against += 1;
+            }
+        }
+    }
+    eprintln!("corrections along the base's way {along}, against it {against}");
+    assert!(
+        along > 100,
+        "the residual moved {along} joint-cycles along the base's way"
+    );
+    assert!(
+        against * 10 < along,
+        "{against} joint-cycles against, {along} along"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

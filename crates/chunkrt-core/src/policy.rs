@@ -74,6 +74,14 @@ pub trait Policy: Send {
         Ok(())
     }
 
+    /// A residual policy's base chunk for the next [`Policy::infer`] call (stamped with its
+    /// start and setpoint period): the runtime's residual stage gives every residual the
+    /// base chunk it is to correct, just before computing the correction. A policy that
+    /// does not condition on it (the default) ignores it.
+    fn observe_base(&mut self, _base: &Chunk) -> Result<(), PolicyError> {
+        Ok(())
+    }
+
     /// An episode begins (`[episodes]`): the policy pursues `goal` alone until the next
     /// one. Default: nothing (a policy without goals).
     fn begin_episode(&mut self, _goal: &crate::JointVec) {}

@@ -51,6 +51,9 @@ pub struct ImportedModel {
     images_len: usize,
     /// The graph's sequence (normalised): the sample, or the chunk model's output.
     seq: Vec<f32>,
+    /// A residual's base chunk input (`steps x d_a` raw values, encoded); empty for a
+    /// model that takes none.
+    base: Vec<f64>,
 }
 
 /// The denoiser view of the graph: writes `x` and `t` into their inputs and runs it.
@@ -112,6 +115,13 @@ impl ImportedModel {
                 key: format!("observation.images[{k}]"),
             });
         }
+        if let Some(b) = raw.base_chunk() {
+            inputs.push(TensorSpec {
+                name: b.name.clone(),
+                shape: vec![1, b.steps, raw.d_a],
+                key: "residual.base_chunk".into(),
+            });
+        }
         let seq_shape = vec![1, raw.action.horizon, raw.d_a];
         if raw.kind == ModelKind::Diffusion {
             // Checked present for diffusion by the manifest check.
@@ -152,6 +162,7 @@ impl ImportedModel {
             ],
             images_len: 0,
             seq: vec![0.0; len],
+            base: vec![0.0; raw.base_chunk().map_or(0, |b| b.steps * raw.d_a)],
             m,
             manifest_path: manifest_path.to_path_buf(),
             model_path,
@@ -304,10 +315,24 @@ impl ImportedModel {
             }
             offset += dim;
         }
+        let mut k = raw.observation.inputs.len();
         if !self.images.is_empty() {
-            let k = raw.observation.inputs.len();
             self.graph.input_mut(k).copy_from_slice(&self.images);
+            k += 1;
         }
+        if let Some(norm) = self.m.base_norm.as_ref() {
+            let dst = self.graph.input_mut(k);
+            for (i, v) in self.base.iter().enumerate() {
+                dst[i] = norm.forward(i % raw.d_a, *v as f32);
+            }
+        }
+    }
+
+    /// The base chunk input's values (`steps x d_a`, encoded as the manifest's
+    /// `[residual.base_chunk]` says), written by [`ImportedPolicy`] before each run;
+    /// empty for a model that takes none.
+    pub fn base_input_mut(&mut self) -> &mut [f64] {
+        &mut self.base
     }
 
     /// Runs the model on the history: a diffusion model from `init` (the initial noise,
@@ -332,7 +357,10 @@ impl ImportedModel {
             ));
         }
         self.write_inputs();
-        let n_inputs = self.m.raw.observation.inputs.len() + self.m.raw.observation.images.len();
+        let raw = &self.m.raw;
+        let n_inputs = raw.observation.inputs.len()
+            + raw.observation.images.len()
+            + usize::from(raw.base_chunk().is_some());
         if self.m.raw.kind == ModelKind::Chunk {
             self.graph.run(&mut self.seq)?;
             after_step(0);
@@ -466,6 +494,10 @@ pub struct ImportedPolicy {
     stats: AnytimeStats,
     last_verdict: Option<DomainVerdict>,
     smoother: Option<ChunkSmoother>,
+    /// A residual's base chunk on its own grid, absolute (`steps x d_a`; empty: the
+    /// model takes none), and whether one was given for the next `infer`.
+    base_abs: Vec<f64>,
+    base_given: bool,
 }
 
 impl ImportedPolicy {
@@ -533,6 +565,7 @@ impl ImportedPolicy {
         let (d_obs, len, played) = (raw.d_obs(), raw.sequence_len(), raw.action.len * raw.d_a);
         let smoother = ChunkSmoother::new(raw.action.len, cfg.smoothing_modes);
         let state_source = cfg.state.unwrap_or(raw.observation.state);
+        let base_len = raw.base_chunk().map_or(0, |b| b.steps * raw.d_a);
         let seed = cfg.seed.unwrap_or(raw.sampler.seed);
         let mut policy = ImportedPolicy {
             state_source,
@@ -554,6 +587,8 @@ impl ImportedPolicy {
             stats: AnytimeStats::default(),
             last_verdict: None,
             smoother,
+            base_abs: vec![0.0; base_len],
+            base_given: false,
         };
         policy.warm_up().map_err(|e| PolicyLoadError::Runtime {
             path: policy.model.model_path().to_path_buf(),
@@ -597,6 +632,33 @@ impl ImportedPolicy {
     /// Index of the goal currently pursued.
     pub fn goal_index(&self) -> usize {
         self.goals.as_ref().map_or(0, GoalSequence::index)
+    }
+
+    /// Writes the base chunk given for this call into the model's input, encoded against
+    /// the observed positions `q`; a model that takes one refuses to run without it.
+    fn take_base(&mut self, q: &[f64]) -> Result<(), PolicyError> {
+        if self.base_abs.is_empty() {
+            return Ok(());
+        }
+        if !std::mem::take(&mut self.base_given) {
+            return Err(PolicyError(
+                "imported policy: the residual takes its base's chunk \
+                 ([residual.base_chunk]) and none was given for this observation"
+                    .into(),
+            ));
+        }
+        let delta = self
+            .model
+            .manifest()
+            .raw
+            .base_chunk()
+            .is_some_and(|b| b.encoding == ActionEncoding::DeltaFromObserved);
+        let d_a = q.len();
+        let dst = self.model.base_input_mut();
+        for (i, (d, a)) in dst.iter_mut().zip(&self.base_abs).enumerate() {
+            *d = if delta { a - q[i % d_a] } else { *a };
+        }
+        Ok(())
     }
 
     /// Fills the raw observation: each input's sources in order.
@@ -667,6 +729,7 @@ impl Policy for ImportedPolicy {
                 "imported policy: the model takes a camera image and no frame has arrived".into(),
             ));
         }
+        self.take_base(&pos[..d_a])?;
         if fresh {
             let mut changed = false;
             if let Some(goals) = self.goals.as_mut() {
@@ -753,6 +816,40 @@ impl Policy for ImportedPolicy {
 
     fn exclusions(&self) -> chunkrt_core::Exclusions {
         self.model.manifest().raw.provenance().exclusions()
+    }
+
+    /// The base chunk on the residual's grid: setpoint `i` at `i * dt_ms` from the base
+    /// chunk's start, linear between the base's setpoints, its last one held past its end.
+    fn observe_base(&mut self, base: &Chunk) -> Result<(), PolicyError> {
+        if self.base_abs.is_empty() {
+            return Ok(());
+        }
+        let raw = &self.model.manifest().raw;
+        let (d_a, n) = (raw.d_a, base.len as usize);
+        if base.dof as usize != d_a || n == 0 || base.dt_ns == 0 {
+            return Err(PolicyError(format!(
+                "imported policy: the base's chunk has {} joints and {n} setpoints every {} ns; \
+                 the residual takes {d_a} joints and at least one setpoint",
+                base.dof, base.dt_ns
+            )));
+        }
+        let ratio = raw.dt_ns() as f64 / base.dt_ns as f64;
+        for (i, row) in self.base_abs.chunks_exact_mut(d_a).enumerate() {
+            let s = (i as f64 * ratio).min((n - 1) as f64);
+            let (k, f) = (s.floor() as usize, s.fract());
+            let (a, b) = (&base.pos_rad[k], &base.pos_rad[(k + 1).min(n - 1)]);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = a[j] + (b[j] - a[j]) * f;
+                if !v.is_finite() {
+                    self.base_given = false;
+                    return Err(PolicyError(format!(
+                        "imported policy: the base's chunk is not finite at setpoint {k}, joint {j}"
+                    )));
+                }
+            }
+        }
+        self.base_given = true;
+        Ok(())
     }
 
     fn observe_image(&mut self, image: &ImageRef<'_>) -> Result<(), PolicyError> {

@@ -485,6 +485,28 @@ pub struct ResidualBinding {
     /// SHA-256 of the base's model file (its manifest's `model_sha256`): a run refuses
     /// this residual on any other base.
     pub base_sha256: String,
+    /// The graph input that takes the base's chunk, when the model takes it.
+    #[serde(default)]
+    pub base_chunk: Option<BaseChunkSpec>,
+}
+
+/// `[residual.base_chunk]`: a graph input `[1, steps, d_a]` holding the base's chunk on
+/// the residual's own grid (`dt_ms`): setpoint `i` is the base's at `i * dt_ms` from the
+/// base chunk's start, interpolated linearly between the base's setpoints and held at
+/// its last one past its end.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseChunkSpec {
+    /// The graph input's name (e.g. `action.base`).
+    pub name: String,
+    /// Setpoints it takes.
+    pub steps: usize,
+    /// `absolute` joint positions, or `delta_from_observed` (minus the observed
+    /// positions of the manifest's state).
+    pub encoding: crate::manifest::ActionEncoding,
+    /// Normalisation per joint (`d_a` values each).
+    #[serde(flatten)]
+    pub stats: NormStats,
 }
 
 /// A format-2 manifest with its derived, checked values.
@@ -498,6 +520,8 @@ pub struct CheckedManifest2 {
     pub image_norms: Vec<Normaliser>,
     /// The action normaliser.
     pub action_norm: Normaliser,
+    /// The base chunk input's normaliser (a residual that takes its base's chunk).
+    pub base_norm: Option<Normaliser>,
     /// The scheduler (diffusion).
     pub scheduler: Option<SchedulerSettings>,
     /// Flow-matching integration (diffusion without a scheduler).
@@ -526,6 +550,11 @@ impl Manifest2 {
         } else {
             vec![1, 3, image.height, image.width]
         }
+    }
+
+    /// The base chunk input a residual takes, if it takes one.
+    pub fn base_chunk(&self) -> Option<&BaseChunkSpec> {
+        self.residual.as_ref().and_then(|r| r.base_chunk.as_ref())
     }
 
     /// The graph shape of an observation input.
@@ -598,9 +627,11 @@ impl CheckedManifest2 {
 }
 
 impl Manifest2 {
-    /// A `[residual]` binding and `action.encoding = "residual"` go together.
-    fn check_residual(&self) -> Result<(), ManifestProblem> {
-        let residual_encoding = self.action.encoding == crate::manifest::ActionEncoding::Residual;
+    /// A `[residual]` binding and `action.encoding = "residual"` go together; the base
+    /// chunk input's normaliser.
+    fn check_residual(&self) -> Result<Option<Normaliser>, ManifestProblem> {
+        use crate::manifest::ActionEncoding;
+        let residual_encoding = self.action.encoding == ActionEncoding::Residual;
         match &self.residual {
             Some(b) => {
                 crate::provenance::check_sha256("residual.base_sha256", &b.base_sha256)?;
@@ -611,14 +642,38 @@ impl Manifest2 {
                             .into(),
                     ));
                 }
-                Ok(())
+                let Some(c) = &b.base_chunk else {
+                    return Ok(None);
+                };
+                let key = format!("residual.base_chunk (\"{}\")", c.name);
+                let o = &self.observation;
+                if c.name.is_empty() {
+                    return Err(Rule(format!("{key}.name is empty")));
+                }
+                if o.inputs.iter().any(|i| i.name == c.name)
+                    || o.images.iter().any(|i| i.name == c.name)
+                {
+                    return Err(Rule(format!(
+                        "{key}: the name is also an observation input's"
+                    )));
+                }
+                range(&format!("{key}.steps"), c.steps, 1, MAX_HORIZON)?;
+                if !matches!(
+                    c.encoding,
+                    ActionEncoding::Absolute | ActionEncoding::DeltaFromObserved
+                ) {
+                    return Err(Rule(format!(
+                        "{key}.encoding must be absolute or delta_from_observed"
+                    )));
+                }
+                Normaliser::from_stats(&key, &c.stats, self.d_a).map(Some)
             }
             None if residual_encoding => Err(Rule(
                 "action.encoding = \"residual\" needs a [residual] table with base_sha256 \
                  (the base model it was trained on)"
                     .into(),
             )),
-            None => Ok(()),
+            None => Ok(None),
         }
     }
 
@@ -681,7 +736,7 @@ impl Manifest2 {
         }
         let d_obs = self.d_obs();
         range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
-        self.check_residual()?;
+        let base_norm = self.check_residual()?;
         let a = &self.action;
         let action_norm = Normaliser::from_stats("action", &a.stats, self.d_a)?;
         range("action.horizon", a.horizon, 2, 1024)?;
@@ -764,6 +819,7 @@ impl Manifest2 {
             input_norms,
             image_norms,
             action_norm,
+            base_norm,
             scheduler,
             flow,
         })

@@ -119,8 +119,6 @@ pub struct ResidualStage {
     policy: Box<dyn Policy>,
     chunks: Publisher<Chunk>,
     chunk: Box<Chunk>,
-    /// Corrections the residual failed to compute.
-    pub failed: u64,
 }
 
 impl ResidualStage {
@@ -130,32 +128,37 @@ impl ResidualStage {
             policy,
             chunks,
             chunk: Box::default(),
-            failed: 0,
         }
     }
 
-    /// Computes the correction for `base` (stamped, not yet published) from `obs`.
-    fn compute(&mut self, obs: &Observation, base: &Chunk) {
+    /// Computes the correction for `base` (stamped, not yet published) from `obs` (and
+    /// `base`, for a residual that conditions on its base's chunk); false: it failed.
+    fn compute(&mut self, obs: &Observation, base: &Chunk) -> bool {
         let (policy, out) = (&mut self.policy, &mut *self.chunk);
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| policy.infer(obs, out)));
-        match result {
-            Ok(Ok(_)) => {}
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            policy.observe_base(base)?;
+            policy.infer(obs, out)
+        }));
+        let ok = match result {
+            Ok(Ok(_)) => true,
             Ok(Err(e)) => {
                 tracing::warn!("residual inference failed: {e}");
-                self.failed += 1;
-                self.chunk.len = 0;
+                false
             }
             Err(_) => {
                 tracing::warn!("the residual policy panicked; this chunk plays without it");
-                self.failed += 1;
-                self.chunk.len = 0;
+                false
             }
+        };
+        if !ok {
+            self.chunk.len = 0;
         }
         let c = &mut *self.chunk;
         c.seq = base.seq;
         c.t_obs = base.t_obs;
         c.t_start = base.t_start;
         c.play_at_cycle = base.play_at_cycle;
+        ok
     }
 
     /// Publishes the correction computed last, stamped `t_publish`.
@@ -205,6 +208,9 @@ pub struct HandoffCounts {
     /// when the thread got to it (a later one was taken): the run left the recorded
     /// one's timing.
     pub replay_late: AtomicU64,
+    /// Base chunks whose correction the residual policy failed to compute (an error or
+    /// a panic): they played without one.
+    pub residual_failed: AtomicU64,
 }
 
 /// The control loop's deadlines are `origin + k * period`; the control thread sets the
@@ -764,7 +770,12 @@ impl Inference {
             .episode
             .is_none_or(|t| t.phase == chunkrt_core::Phase::Running);
         if let Some(r) = self.p.residual.as_mut().filter(|_| runs) {
-            r.compute(obs, chunk);
+            if !r.compute(obs, chunk) {
+                self.p
+                    .handoff
+                    .residual_failed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
         }
         let t_publish = os::now();
         chunk.t_publish = t_publish;

@@ -1376,6 +1376,10 @@ fn record_handoff(
             handoff.replay_late.load(Ordering::Relaxed) + control.chunks_played_late(),
         ),
         ("chunks_unread_at_end", u64::from(unread_at_end)),
+        (
+            "residual_failed",
+            handoff.residual_failed.load(Ordering::Relaxed),
+        ),
     ] {
         report.counters.insert(k.into(), v);
     }
