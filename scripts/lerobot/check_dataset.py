@@ -3,7 +3,8 @@
 
     .venv-lerobot/bin/python scripts/lerobot/check_dataset.py DATASET
 
-Checks that every frame loads with its declared shape and dtype, the task text comes
+Checks that every frame loads with its declared shape and dtype (a camera image as LeRobot
+gives it to a policy: a CHW float tensor in [0, 1]), the task text comes
 back, episode and frame indices run without gaps, and a delta-timestamps window (what a
 chunked policy trains on) loads; exits 1 on the first failure.
 """
@@ -26,6 +27,9 @@ for i in range(len(ds)):
     for k, f in info["features"].items():
         shape = tuple(item[k].shape)
         want = () if f["shape"] == [1] else tuple(f["shape"])
+        if f["dtype"] == "image":  # declared height, width, channels; loaded as a CHW tensor
+            want = (want[2], want[0], want[1])
+            assert 0.0 <= float(item[k].min()) and float(item[k].max()) <= 1.0, (i, k)
         assert shape == want, (i, k, shape, want)
     assert item["task"] == "reach the goal" or isinstance(item["task"], str), item["task"]
     e, fr = int(item["episode_index"]), int(item["frame_index"])

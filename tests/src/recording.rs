@@ -59,6 +59,56 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
     Ok((cycles, events))
 }
 
+/// One `/chunkrt/image` message: a camera image as the policy was given it.
+#[derive(Clone, Debug)]
+pub struct RecordedImage {
+    /// The camera's frame counter.
+    pub seq: u64,
+    /// Capture time, monotonic ns (the message's `timestamp`).
+    pub t_capture_ns: u64,
+    /// The image file (its `format` says which).
+    pub bytes: Vec<u8>,
+    /// `png`.
+    pub format: String,
+}
+
+/// Every camera image in `path` (the first segment), in file order.
+pub fn images(path: &Path) -> Result<Vec<RecordedImage>, String> {
+    use base64::Engine;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for m in stream {
+        let m = m.map_err(|e| e.to_string())?;
+        if m.channel.topic != "/chunkrt/image" {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
+        let (Some(seq), Some(sec), Some(nsec), Some(data), Some(format)) = (
+            v["seq"].as_u64(),
+            v["timestamp"]["sec"].as_u64(),
+            v["timestamp"]["nsec"].as_u64(),
+            v["data"].as_str(),
+            v["format"].as_str(),
+        ) else {
+            return Err(format!(
+                "image message without seq, timestamp, data or format: {v}"
+            ));
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("image {seq}: {e}"))?;
+        out.push(RecordedImage {
+            seq,
+            t_capture_ns: sec * 1_000_000_000 + nsec,
+            bytes,
+            format: format.to_string(),
+        });
+    }
+    Ok(out)
+}
+
 /// A published chunk's decisions, from its `/chunkrt/inference` message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Published {

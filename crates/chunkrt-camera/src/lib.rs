@@ -18,7 +18,7 @@ pub mod v4l2;
 use chunkrt_core::MonoTime;
 
 /// Largest image a [`Frame`] holds after preprocessing: 128 x 128 RGB.
-pub const MAX_FRAME_BYTES: usize = 128 * 128 * 3;
+pub const MAX_FRAME_BYTES: usize = chunkrt_core::MAX_IMAGE_BYTES;
 
 /// A preprocessed frame: RGB8, row-major, `height` x `width` x 3 in `data`, the size
 /// the model takes. Fixed size, no heap: it travels through the triple buffer by copy.

@@ -47,7 +47,7 @@ pub use gate::{
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};
-pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec};
+pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec, MAX_IMAGE_BYTES};
 pub use residual::{ActivityRegion, ResidualGate, ResidualLimits};
 pub use spline::{ChunkSpline, Pva};
 pub use stop::StopProfile;

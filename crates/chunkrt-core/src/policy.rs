@@ -94,6 +94,9 @@ pub trait Policy: Send {
     }
 }
 
+/// Largest camera image chunkrt carries after preprocessing: 128 x 128 RGB8.
+pub const MAX_IMAGE_BYTES: usize = 128 * 128 * 3;
+
 /// A camera frame as a policy sees it: RGB8, row-major, `height * width * 3` bytes,
 /// already the size the policy asked for.
 #[derive(Clone, Copy, Debug)]

@@ -1,4 +1,5 @@
-//! Runs' episodes as a LeRobot dataset, format v3.0 (numeric features, no video).
+//! Runs' episodes as a LeRobot dataset, format v3.0 (numeric features and, with a camera,
+//! the images as LeRobot `image` features; no video).
 //!
 //! One frame per recorded control cycle of a running episode (every `stride`-th, so the
 //! frame rate is an integer `fps`). Columns:
@@ -14,6 +15,8 @@
 //!   never an expert target); `intervention`: the policy had no authority or the
 //!   gate blocked it;
 //! - `episode.success`: the episode ended as a success;
+//! - `observation.image` (a run with a camera): the newest camera frame captured by the
+//!   cycle's deadline, the PNG the recording holds, stored as `datasets.Image()` does;
 //! - the five columns every LeRobot frame has: `timestamp`, `frame_index`,
 //!   `episode_index`, `index`, `task_index`.
 //!
@@ -65,6 +68,8 @@ struct Frame {
     mask: Vec<i64>,
     blocked: bool,
     intervention: bool,
+    /// The newest camera image captured by the cycle's deadline (PNG), with a camera.
+    image: Option<Arc<[u8]>>,
 }
 
 /// One episode's frames and outcome.
@@ -81,6 +86,8 @@ pub struct Episode {
     pub run: PathBuf,
     /// Its index in that run.
     pub run_episode: u64,
+    /// The camera images' size `(height, width)`, when the run had a camera.
+    pub image_size: Option<(u32, u32)>,
 }
 
 /// What was exported.
@@ -183,6 +190,9 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
     let mut frames: Vec<Vec<Frame>> = vec![Vec::new(); eps.len()];
     let mut seen: Vec<usize> = vec![0; eps.len()];
     let mut prev_fb: Option<Vec<f64>> = None;
+    let images = camera_images(run, &files)?;
+    let image_size = images.first().map(|i| i.2);
+    let (mut next_image, mut no_image): (usize, Option<String>) = (0, None);
     // The shaping stages (action filter, residual gate) are not blocks.
     let shaping = chunkrt_core::SHAPING_BITS;
     chunkrt_telemetry::readback::read_with(&files, None, |c| {
@@ -215,6 +225,24 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
             .map(|j| i64::from(c.gate_mask_joints.get(j).copied().unwrap_or(0)))
             .collect();
         let blocked = c.gate_mask as u32 & !shaping != 0;
+        // The newest image captured by the cycle's deadline.
+        while images.get(next_image).is_some_and(|i| i.0 <= c.t_s) {
+            next_image += 1;
+        }
+        let image = match next_image.checked_sub(1) {
+            Some(i) => Some(images[i].1.clone()),
+            None if !images.is_empty() => {
+                no_image.get_or_insert_with(|| {
+                    format!(
+                        "cycle {} (episode {}, t = {:.3} s) has no camera image captured \
+                         before it (the first is at {:.3} s)",
+                        c.cycle, index[k], c.t_s, images[0].0
+                    )
+                });
+                None
+            }
+            None => None,
+        };
         frames[k].push(Frame {
             state,
             goal: f32s(&goal),
@@ -233,9 +261,13 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
             mask,
             blocked,
             intervention: blocked || c.mode != chunkrt_core::Mode::Playing,
+            image,
         });
     })
     .map_err(|e| run_err(run, e.to_string()))?;
+    if let Some(e) = no_image {
+        return Err(run_err(run, e));
+    }
     let out = eps
         .iter()
         .zip(frames)
@@ -246,10 +278,121 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
             held_out: e["held_out"] == true,
             run: run.to_path_buf(),
             run_episode: e["episode"].as_u64().unwrap_or(0),
+            image_size,
         })
         .filter(|e| !e.frames.is_empty())
         .collect();
     Ok((out, period_s * stride as f64))
+}
+
+/// A recorded camera image: capture time (s since the run's start), PNG, `(height, width)`.
+type CameraImage = (f64, Arc<[u8]>, (u32, u32));
+
+/// The run's recorded camera images in capture order (none without a camera), each
+/// checked to be an RGB8 PNG of the first one's size.
+fn camera_images(run: &Path, files: &[PathBuf]) -> Result<Vec<CameraImage>, ExportError> {
+    let recorded =
+        chunkrt_telemetry::readback::images(files).map_err(|e| run_err(run, e.to_string()))?;
+    let mut out: Vec<CameraImage> = Vec::with_capacity(recorded.len());
+    for r in recorded {
+        let bad = |what: String| run_err(run, format!("camera image {}: {what}", r.seq));
+        let reader = png::Decoder::new(std::io::Cursor::new(&r.png[..]))
+            .read_info()
+            .map_err(|e| bad(e.to_string()))?;
+        let info = reader.info();
+        if (info.color_type, info.bit_depth) != (png::ColorType::Rgb, png::BitDepth::Eight) {
+            return Err(bad(format!(
+                "{:?} {:?}, not RGB8",
+                info.color_type, info.bit_depth
+            )));
+        }
+        let size = (info.height, info.width);
+        if let Some(first) = out.first().filter(|f| f.2 != size) {
+            return Err(bad(format!(
+                "{} x {}, the first image is {} x {}",
+                size.0, size.1, first.2 .0, first.2 .1
+            )));
+        }
+        if out.last().is_some_and(|l| l.0 > r.t_s) {
+            return Err(bad("captured before the image recorded ahead of it".into()));
+        }
+        out.push((r.t_s, Arc::from(r.png), size));
+    }
+    Ok(out)
+}
+
+/// Per channel, how many pixels of each value the frames' images hold.
+fn pixel_histograms(frames: &[&Frame]) -> Result<[[u64; 256]; 3], String> {
+    let mut h = [[0u64; 256]; 3];
+    let mut buf = Vec::new();
+    for png_bytes in frames.iter().filter_map(|f| f.image.as_deref()) {
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png_bytes))
+            .read_info()
+            .map_err(|e| e.to_string())?;
+        buf.resize(reader.output_buffer_size(), 0);
+        let info = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
+        for px in buf[..info.buffer_size()].chunks_exact(3) {
+            for c in 0..3 {
+                h[c][px[c] as usize] += 1;
+            }
+        }
+    }
+    Ok(h)
+}
+
+/// LeRobot's image statistics: per channel, of pixels scaled to `[0, 1]`, shaped
+/// `[3, 1, 1]`; `count` is the frames.
+fn image_stats(frames: &[&Frame]) -> Result<Value, String> {
+    let h = pixel_histograms(frames)?;
+    let per = |f: &dyn Fn(&[u64; 256], u64) -> f64| -> Value {
+        json!(h
+            .iter()
+            .map(|c| vec![vec![f(c, c.iter().sum::<u64>().max(1))]])
+            .collect::<Vec<_>>())
+    };
+    let first = |c: &[u64; 256]| c.iter().position(|n| *n > 0).unwrap_or(0) as f64 / 255.0;
+    let last = |c: &[u64; 256]| c.iter().rposition(|n| *n > 0).unwrap_or(0) as f64 / 255.0;
+    let mean = |c: &[u64; 256], n: u64| {
+        c.iter()
+            .enumerate()
+            .map(|(v, k)| v as f64 * *k as f64)
+            .sum::<f64>()
+            / n as f64
+            / 255.0
+    };
+    let std = |c: &[u64; 256], n: u64| {
+        let m = mean(c, n) * 255.0;
+        let var = c
+            .iter()
+            .enumerate()
+            .map(|(v, k)| (v as f64 - m).powi(2) * *k as f64)
+            .sum::<f64>()
+            / n as f64;
+        var.sqrt() / 255.0
+    };
+    // The value at rank round((n - 1) p), as the numeric features' quantiles.
+    let quantile = |p: f64| {
+        move |c: &[u64; 256], n: u64| {
+            let rank = ((n - 1) as f64 * p).round() as u64;
+            let mut seen = 0;
+            for (v, k) in c.iter().enumerate() {
+                seen += k;
+                if seen > rank {
+                    return v as f64 / 255.0;
+                }
+            }
+            1.0
+        }
+    };
+    Ok(json!({
+        "min": per(&|c, _| first(c)),
+        "max": per(&|c, _| last(c)),
+        "mean": per(&mean),
+        "std": per(&std),
+        "count": [frames.len()],
+        "q01": per(&quantile(0.01)), "q10": per(&quantile(0.10)), "q50": per(&quantile(0.50)),
+        "q90": per(&quantile(0.90)), "q99": per(&quantile(0.99)),
+    }))
 }
 
 fn vec_field(name: &str, dt: DataType, n: usize) -> Field {
@@ -346,7 +489,7 @@ fn data_batch(episodes: &[Episode], fps: u32, dof: usize) -> Result<RecordBatch,
     for (_, i, _) in &frames {
         ts.append_value((*i as f64 / f64::from(fps)) as f32);
     }
-    let columns: Vec<ArrayRef> = vec![
+    let mut columns: Vec<ArrayRef> = vec![
         f32_list(&col(&|f| &f.state), 2 * dof),
         f32_list(&col(&|f| &f.goal), dof),
         f32_list(&col(&|f| &f.action), dof),
@@ -367,7 +510,40 @@ fn data_batch(episodes: &[Episode], fps: u32, dof: usize) -> Result<RecordBatch,
         i64s(0..frames.len() as i64),
         i64s(frames.iter().map(|_| 0)),
     ];
+    let mut fields = fields;
+    if episodes.iter().any(|e| e.image_size.is_some()) {
+        let (field, images) = image_column(frames.iter().map(|(_, _, f)| f.image.as_deref()));
+        fields.insert(0, field);
+        columns.insert(0, images);
+    }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+}
+
+/// The feature LeRobot names a single camera's image.
+const IMAGE_FEATURE: &str = "observation.image";
+
+/// The images as Hugging Face `datasets.Image()` stores them: `struct<bytes: binary,
+/// path: string>`, the PNG in `bytes`, no path.
+fn image_column<'a>(images: impl Iterator<Item = Option<&'a [u8]>>) -> (Field, ArrayRef) {
+    let mut bytes = arrow_array::builder::BinaryBuilder::new();
+    let mut paths = arrow_array::builder::StringBuilder::new();
+    for png in images {
+        bytes.append_option(png);
+        paths.append_null();
+    }
+    let parts = arrow_schema::Fields::from(vec![
+        Field::new("bytes", DataType::Binary, true),
+        Field::new("path", DataType::Utf8, true),
+    ]);
+    let array = arrow_array::StructArray::new(
+        parts.clone(),
+        vec![Arc::new(bytes.finish()), Arc::new(paths.finish())],
+        None,
+    );
+    (
+        Field::new(IMAGE_FEATURE, DataType::Struct(parts), true),
+        Arc::new(array),
+    )
 }
 
 /// Exports the running episodes of `runs` into `out` (a new directory) at every
@@ -410,6 +586,20 @@ pub fn export(
     }
     let fps = fps as u32;
     let dof = episodes.first().map_or(0, |e| e.frames[0].action.len());
+    if let Some(e) = episodes
+        .iter()
+        .find(|e| e.image_size != episodes[0].image_size)
+    {
+        return Err(run_err(
+            &e.run,
+            format!(
+                "its camera images ({}) differ from {}'s ({}): a dataset has one image feature",
+                size_text(e.image_size),
+                episodes[0].run.display(),
+                size_text(episodes[0].image_size)
+            ),
+        ));
+    }
     let write_err = |what: String| ExportError::Write {
         path: out.to_path_buf(),
         what,
@@ -428,6 +618,10 @@ pub fn export(
         fps,
         dof,
     })
+}
+
+fn size_text(s: Option<(u32, u32)>) -> String {
+    s.map_or_else(|| "none".into(), |(h, w)| format!("{h} x {w}"))
 }
 
 /// meta/episodes, meta/tasks.parquet, meta/info.json, meta/stats.json.
@@ -533,6 +727,13 @@ fn write_meta(
     // meta/info.json and meta/stats.json.
     let mut features = serde_json::Map::new();
     for f in batch.schema().fields() {
+        if let (DataType::Struct(_), Some((h, w))) = (f.data_type(), episodes[0].image_size) {
+            features.insert(
+                f.name().clone(),
+                json!({"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channels"]}),
+            );
+            continue;
+        }
         let (dtype, shape) = match f.data_type() {
             DataType::FixedSizeList(item, n) => (dtype_name(item.data_type()), *n as usize),
             dt => (dtype_name(dt), 1),
@@ -578,9 +779,14 @@ fn write_meta(
     )
     .map_err(|e| werr(&path, e.to_string()))?;
     let path = out.join("meta/stats.json");
+    let mut stats = stats(batch);
+    if episodes[0].image_size.is_some() {
+        let frames: Vec<&Frame> = episodes.iter().flat_map(|e| &e.frames).collect();
+        stats[IMAGE_FEATURE] = image_stats(&frames).map_err(|e| werr(&path, e))?;
+    }
     std::fs::write(
         &path,
-        serde_json::to_string_pretty(&stats(batch)).unwrap_or_default(),
+        serde_json::to_string_pretty(&stats).unwrap_or_default(),
     )
     .map_err(|e| werr(&path, e.to_string()))?;
     Ok(())
@@ -601,6 +807,7 @@ fn stats(batch: &RecordBatch) -> Value {
     let mut out = serde_json::Map::new();
     for (f, col) in batch.schema().fields().iter().zip(batch.columns()) {
         let dims: Vec<Vec<f64>> = match f.data_type() {
+            DataType::Struct(_) => continue, // images: `image_stats`
             DataType::FixedSizeList(_, n) => {
                 let l = col.as_fixed_size_list();
                 let n = *n as usize;

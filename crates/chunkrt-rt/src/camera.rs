@@ -99,6 +99,7 @@ const RETRY_NS: u64 = 20_000_000;
 pub fn run(mut p: CameraParts) {
     let mut raw = RawFrame::default();
     let mut frame = Box::<Frame>::default();
+    let mut image = Box::<chunkrt_telemetry::ImageRecord>::default();
     let mut first: Option<MonoTime> = None;
     let mut errors_said = 0u32;
     while !p.stop.load(Ordering::Relaxed) {
@@ -150,6 +151,15 @@ pub fn run(mut p: CameraParts) {
         }
         frame.t_ready = os::now();
         p.frames.publish(&frame);
+        if p.records.records_images() {
+            image.seq = frame.seq;
+            image.t_capture = frame.t_capture;
+            image.t_ready = frame.t_ready;
+            image.height = frame.height;
+            image.width = frame.width;
+            image.rgb.copy_from_slice(&frame.data);
+            p.records.push_image(&image);
+        }
         rec.status = CameraStatus::Published;
         rec.t_ready = frame.t_ready;
         p.records.push(rec);

@@ -789,7 +789,7 @@ impl Inference {
         self.select.published(chunk);
         self.p.handoff.published.fetch_add(1, Ordering::Relaxed);
         if let Some(r) = self.p.chunk_records.as_mut() {
-            r.push(chunk);
+            r.push(*chunk);
         }
         self.p.records.push(InferRecord {
             seq: self.seq,

@@ -366,7 +366,7 @@ impl Built {
             let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
             world = Some(world_pub);
             let (parts, feed, consumer) =
-                camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub)?;
+                camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub, recording)?;
             camera = Some((parts, cam_cfg.cpu));
             camera_feed = Some(feed);
             camera_c = Some(consumer);
@@ -1504,6 +1504,7 @@ fn camera_parts(
     cam_cfg: &chunkrt_config::CameraConfig,
     size: (usize, usize),
     world: chunkrt_buffer::Subscriber<Observation>,
+    record_images: bool,
 ) -> Result<
     (
         crate::camera::CameraParts,
@@ -1516,7 +1517,10 @@ fn camera_parts(
         crate::camera::open(cam_cfg, world).map_err(|e| RunError::Camera(e.to_string()))?;
     tracing::info!("{}", camera.describe());
     let (frames_pub, frames_sub) = chunkrt_buffer::channel(chunkrt_camera::Frame::default());
-    let (camera_p, camera_c) = chunkrt_telemetry::camera_ring(4096);
+    // The images the policy is given, for the recording: 16 (half a second at 30 fps,
+    // five drains) before one is dropped.
+    let images = if record_images { 16 } else { 0 };
+    let (camera_p, camera_c) = chunkrt_telemetry::camera_ring(4096, images);
     Ok((
         crate::camera::CameraParts {
             camera,

@@ -207,6 +207,14 @@ impl Collector {
     /// Drains the camera ring: the camera's latency and frame interval, its counters,
     /// and an `events.jsonl` line each time the synthetic scene shows a new target.
     pub fn drain_camera(&mut self, cons: &mut crate::rings::CameraConsumer) -> usize {
+        if let Some(images) = cons.images.as_mut() {
+            while let Some(r) = images.pop() {
+                if let Some(rec) = self.recorder.as_mut() {
+                    rec.image(&r);
+                }
+            }
+            self.counters.insert("ring_drops_image", images.drops());
+        }
         // A run with a camera reports its counters even when they stay 0 (a budget
         // may hold them to 0).
         for k in [

@@ -29,9 +29,12 @@ pub mod wear;
 
 pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};
-pub use records::{CameraRecord, CameraStatus, CycleRecord, EventRecord, InferRecord, InferStatus};
+pub use records::{
+    CameraRecord, CameraStatus, CycleRecord, EventRecord, ImageRecord, InferRecord, InferStatus,
+};
 pub use report::{HostInfo, MetricSummary, Report};
 pub use rings::{
-    camera_ring, chunk_ring, rings, CameraConsumer, CameraProducer, ChunkConsumer, ChunkProducer,
-    CycleProducer, EventProducer, InferProducer, RingConsumers,
+    camera_ring, chunk_ring, record_ring, rings, CameraConsumer, CameraProducer, ChunkConsumer,
+    ChunkProducer, CycleProducer, EventProducer, InferProducer, RecordConsumer, RecordProducer,
+    RingConsumers,
 };

@@ -313,32 +313,94 @@ pub fn read_with(
 ) -> Result<RunData, ReadError> {
     let mut r = Reader::new(window);
     r.visit = Some(&mut visit);
-    for f in files {
-        // A segment that cannot be opened, or is not a regular file (a FIFO would block
-        // the reader for good), is an error, not a recording cut short.
-        let file = chunkrt_files::open_regular(f, "recording")
-            .map_err(|e| ReadError::Open(e.to_string()))?
-            .file;
-        match r.segment(file) {
-            Ok(()) => {}
-            // The file could not be read (an I/O error): that is the error, not a
-            // recording cut short.
-            Err(Stop::Read(error)) => {
-                return Err(ReadError::Read {
-                    file: f.clone(),
-                    error,
-                })
-            }
-            // A killed run's last segment has no summary and may end inside a
-            // record: what was read stays, and the figure says so.
-            Err(Stop::Cut(e)) => {
-                r.data.truncated = Some(format!("{}: {e}", f.display()));
-                break;
+    r.files(files)?;
+    Ok(r.finish())
+}
+
+/// A camera image of the recording (`/chunkrt/image`): as the policy was given it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedImage {
+    /// The camera's frame counter.
+    pub seq: u64,
+    /// Capture time, s since the run's start.
+    pub t_s: f64,
+    /// The PNG file's bytes.
+    pub png: Vec<u8>,
+}
+
+/// The camera images recorded in `files`, in order (none for a run without a camera).
+pub fn images(files: &[PathBuf]) -> Result<Vec<RecordedImage>, ReadError> {
+    let mut out = Vec::new();
+    let mut r = Reader::new(None);
+    r.images = Some(&mut out);
+    r.files(files)?;
+    drop(r);
+    Ok(out)
+}
+
+/// An image message as the recorder writes it.
+#[derive(Deserialize)]
+struct ImageMsg {
+    seq: u64,
+    t_s: f64,
+    format: String,
+    data: String,
+}
+
+impl Reader<'_> {
+    fn image(&mut self, data: &[u8]) -> Result<(), Stop> {
+        use base64::Engine;
+        let Some(out) = self.images.as_mut() else {
+            return Ok(());
+        };
+        let m: ImageMsg = serde_json::from_slice(data).map_err(err)?;
+        if m.format != "png" {
+            return Err(Stop::Cut(format!(
+                "image {} is \"{}\", chunkrt records PNG",
+                m.seq, m.format
+            )));
+        }
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(m.data.as_bytes())
+            .map_err(|e| Stop::Cut(format!("image {}: {e}", m.seq)))?;
+        out.push(RecordedImage {
+            seq: m.seq,
+            t_s: m.t_s,
+            png,
+        });
+        Ok(())
+    }
+
+    /// Reads the segments in order.
+    fn files(&mut self, files: &[PathBuf]) -> Result<(), ReadError> {
+        let r = self;
+        for f in files {
+            // A segment that cannot be opened, or is not a regular file (a FIFO would block
+            // the reader for good), is an error, not a recording cut short.
+            let file = chunkrt_files::open_regular(f, "recording")
+                .map_err(|e| ReadError::Open(e.to_string()))?
+                .file;
+            match r.segment(file) {
+                Ok(()) => {}
+                // The file could not be read (an I/O error): that is the error, not a
+                // recording cut short.
+                Err(Stop::Read(error)) => {
+                    return Err(ReadError::Read {
+                        file: f.clone(),
+                        error,
+                    })
+                }
+                // A killed run's last segment has no summary and may end inside a
+                // record: what was read stays, and the figure says so.
+                Err(Stop::Cut(e)) => {
+                    r.data.truncated = Some(format!("{}: {e}", f.display()));
+                    break;
+                }
             }
         }
+        r.data.files = files.to_vec();
+        Ok(())
     }
-    r.data.files = files.to_vec();
-    Ok(r.finish())
 }
 
 struct Reader<'v> {
@@ -348,6 +410,8 @@ struct Reader<'v> {
     /// Chunks drawn and not yet seen played: chunk seq -> index in `draws`.
     awaiting_play: std::collections::HashMap<u64, usize>,
     visit: Option<&'v mut dyn FnMut(&CycleSample)>,
+    /// Camera images, when they are asked for ([`images`]).
+    images: Option<&'v mut Vec<RecordedImage>>,
 }
 
 impl Reader<'_> {
@@ -378,6 +442,7 @@ impl Reader<'_> {
             last_seq: 0,
             awaiting_play: std::collections::HashMap::new(),
             visit: None,
+            images: None,
         }
     }
 
@@ -467,6 +532,7 @@ impl Reader<'_> {
                 let e: EventMsg = serde_json::from_slice(data).map_err(err)?;
                 self.event(e)?;
             }
+            "/chunkrt/image" => self.image(data)?,
             "/chunkrt/chunk" => {
                 let c: RecChunk = serde_json::from_slice(data).map_err(err)?;
                 if self.inside(c.t_start_s) {

@@ -34,7 +34,16 @@ pub const TOPIC_INFERENCE: &str = "/chunkrt/inference";
 pub const TOPIC_EVENTS: &str = "/chunkrt/events";
 /// Topic of the published chunks.
 pub const TOPIC_CHUNK: &str = "/chunkrt/chunk";
-const TOPICS: [&str; 4] = [TOPIC_CYCLE, TOPIC_INFERENCE, TOPIC_EVENTS, TOPIC_CHUNK];
+/// Topic of the camera images the policy is given (`foxglove.CompressedImage`, PNG).
+pub const TOPIC_IMAGE: &str = "/chunkrt/image";
+const N_TOPICS: usize = 5;
+const TOPICS: [&str; N_TOPICS] = [
+    TOPIC_CYCLE,
+    TOPIC_INFERENCE,
+    TOPIC_EVENTS,
+    TOPIC_CHUNK,
+    TOPIC_IMAGE,
+];
 
 /// Bytes an MCAP message record adds to its payload (opcode, length, header).
 const MESSAGE_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
@@ -98,7 +107,7 @@ pub struct RecordingSummary {
 
 impl RecordingSummary {
     /// `messages` (per channel) of `bytes` in all reached the file.
-    fn count_written(&mut self, messages: [u64; 4], bytes: u64) {
+    fn count_written(&mut self, messages: [u64; N_TOPICS], bytes: u64) {
         for (topic, n) in TOPICS.iter().zip(messages) {
             if n > 0 {
                 *self.messages.entry(topic).or_insert(0) += n;
@@ -116,9 +125,9 @@ struct Segment {
     /// is whole.
     flushed_len: u64,
     /// Messages (per topic) and bytes since the last successful flush.
-    pending: [u64; 4],
+    pending: [u64; N_TOPICS],
     pending_bytes: u64,
-    channels: [u16; 4],
+    channels: [u16; N_TOPICS],
     bytes: u64,
     t_first: Option<MonoTime>,
     t_flushed: Option<MonoTime>,
@@ -130,7 +139,7 @@ impl Segment {
     fn flushed(&mut self, summary: &mut RecordingSummary) -> std::io::Result<()> {
         self.flushed_len = self.file.metadata()?.len();
         summary.count_written(self.pending, self.pending_bytes);
-        self.pending = [0; 4];
+        self.pending = [0; N_TOPICS];
         self.pending_bytes = 0;
         Ok(())
     }
@@ -185,6 +194,8 @@ pub struct Recorder {
     accepted_bytes: u64,
     sequence: u32,
     full: bool,
+    /// A camera image's PNG, reused from image to image.
+    png: Vec<u8>,
 }
 
 const CYCLE_SCHEMA: &str = r#"{
@@ -267,6 +278,19 @@ const CHUNK_SCHEMA: &str = r#"{
   }
 }"#;
 
+const IMAGE_SCHEMA: &str = r#"{
+  "title": "foxglove.CompressedImage", "type": "object",
+  "properties": {
+    "timestamp": {"type": "object", "description": "capture time, CLOCK_MONOTONIC",
+                  "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer"}}},
+    "frame_id": {"type": "string"},
+    "data": {"type": "string", "contentEncoding": "base64", "description": "the image as the policy is given it (the model's size), PNG"},
+    "format": {"type": "string"},
+    "seq": {"type": "integer", "description": "the camera's frame counter (an inference message's image_seq names it)"},
+    "t_s": {"type": "number", "description": "capture time, s since the run's start"}
+  }
+}"#;
+
 /// A recording segment that could not be started: the file and the cause (with the
 /// OS error the mcap writer wraps).
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +319,7 @@ impl Recorder {
             accepted_bytes: 0,
             sequence: 0,
             full: false,
+            png: Vec::new(),
         };
         r.open_segment()?;
         Ok(r)
@@ -343,12 +368,13 @@ impl Recorder {
             .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
             .create(BufWriter::new(file))
             .map_err(|e| err(&e))?;
-        let mut channels = [0u16; 4];
+        let mut channels = [0u16; N_TOPICS];
         for (i, (topic, name, schema)) in [
             (TOPIC_CYCLE, "chunkrt.Cycle", CYCLE_SCHEMA),
             (TOPIC_INFERENCE, "chunkrt.Inference", INFERENCE_SCHEMA),
             (TOPIC_EVENTS, "chunkrt.Event", EVENT_SCHEMA),
             (TOPIC_CHUNK, "chunkrt.Chunk", CHUNK_SCHEMA),
+            (TOPIC_IMAGE, "foxglove.CompressedImage", IMAGE_SCHEMA),
         ]
         .into_iter()
         .enumerate()
@@ -380,7 +406,7 @@ impl Recorder {
             writer,
             file: watch,
             flushed_len: 0,
-            pending: [0; 4],
+            pending: [0; N_TOPICS],
             pending_bytes: 0,
             channels,
             bytes: 0,
@@ -602,6 +628,32 @@ impl Recorder {
             "pos_rad": pos,
         });
         self.write(3, c.t_publish, &v);
+    }
+
+    /// One camera image, PNG-encoded; logged at the time it was ready for inference.
+    pub fn image(&mut self, r: &crate::records::ImageRecord) {
+        use base64::Engine;
+        self.png.clear();
+        let mut enc = png::Encoder::new(&mut self.png, u32::from(r.width), u32::from(r.height));
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let written = enc
+            .write_header()
+            .and_then(|mut w| w.write_image_data(r.pixels()));
+        if written.is_err() {
+            self.summary.dropped += 1;
+            return;
+        }
+        let t = r.t_capture.as_ns();
+        let v = json!({
+            "timestamp": {"sec": t / 1_000_000_000, "nsec": t % 1_000_000_000},
+            "frame_id": "camera",
+            "format": "png",
+            "data": base64::engine::general_purpose::STANDARD.encode(&self.png),
+            "seq": r.seq,
+            "t_s": self.t_rel(r.t_capture),
+        });
+        self.write(4, r.t_ready, &v);
     }
 
     /// One event, as its `events.jsonl` line (its `t_s` gives the log time).

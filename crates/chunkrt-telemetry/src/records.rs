@@ -159,6 +159,44 @@ pub struct CameraRecord {
     pub target_uv: [f32; 2],
 }
 
+/// A camera image as the policy is given it (the model's size, RGB8), for the recording.
+#[derive(Clone, Copy)]
+pub struct ImageRecord {
+    /// The camera's frame counter.
+    pub seq: u64,
+    /// Capture time (monotonic).
+    pub t_capture: MonoTime,
+    /// When it was ready for inference.
+    pub t_ready: MonoTime,
+    /// Rows.
+    pub height: u16,
+    /// Columns.
+    pub width: u16,
+    /// `height x width x 3` bytes in use, row-major RGB.
+    pub rgb: [u8; chunkrt_core::MAX_IMAGE_BYTES],
+}
+
+impl ImageRecord {
+    /// The pixels in use.
+    pub fn pixels(&self) -> &[u8] {
+        let n = self.height as usize * self.width as usize * 3;
+        &self.rgb[..n.min(self.rgb.len())]
+    }
+}
+
+impl Default for ImageRecord {
+    fn default() -> Self {
+        ImageRecord {
+            seq: 0,
+            t_capture: MonoTime::ZERO,
+            t_ready: MonoTime::ZERO,
+            height: 0,
+            width: 0,
+            rgb: [0; chunkrt_core::MAX_IMAGE_BYTES],
+        }
+    }
+}
+
 /// Something that happened on the control thread and belongs in the log.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EventRecord {

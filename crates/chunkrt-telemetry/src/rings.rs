@@ -126,78 +126,32 @@ pub fn rings(capacity: usize) -> (CycleProducer, EventProducer, InferProducer, R
     )
 }
 
-/// The inference thread's end of the chunk ring: a copy of every published chunk,
-/// for the recording (the control thread never touches it).
-pub struct ChunkProducer {
-    prod: HeapProd<chunkrt_core::Chunk>,
+/// A producer's end of a ring of records other than the three above (chunks, camera
+/// records, camera images): a push that does not fit is counted as dropped.
+pub struct RecordProducer<T> {
+    prod: HeapProd<T>,
     drops: Arc<AtomicU64>,
 }
 
-impl ChunkProducer {
-    /// Pushes a copy of `chunk`; when the ring is full it is counted as dropped.
-    /// Never allocates, locks or blocks.
-    pub fn push(&mut self, chunk: &chunkrt_core::Chunk) {
-        if self.prod.try_push(*chunk).is_err() {
-            self.drops.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The telemetry thread's end of the chunk ring.
-pub struct ChunkConsumer {
-    cons: HeapCons<chunkrt_core::Chunk>,
-    drops: Arc<AtomicU64>,
-}
-
-impl ChunkConsumer {
-    /// Takes the next chunk.
-    pub fn pop(&mut self) -> Option<chunkrt_core::Chunk> {
-        self.cons.try_pop()
-    }
-    /// Chunks dropped so far (ring full).
-    pub fn drops(&self) -> u64 {
-        self.drops.load(Ordering::Relaxed)
-    }
-}
-
-/// Allocates the chunk ring (`capacity` chunks, about 8 KiB each) and splits it.
-pub fn chunk_ring(capacity: usize) -> (ChunkProducer, ChunkConsumer) {
-    let drops = Arc::new(AtomicU64::new(0));
-    let (prod, cons) = HeapRb::<chunkrt_core::Chunk>::new(capacity).split();
-    (
-        ChunkProducer {
-            prod,
-            drops: drops.clone(),
-        },
-        ChunkConsumer { cons, drops },
-    )
-}
-
-/// The camera thread's end of the camera ring.
-pub struct CameraProducer {
-    prod: HeapProd<crate::records::CameraRecord>,
-    drops: Arc<AtomicU64>,
-}
-
-impl CameraProducer {
+impl<T> RecordProducer<T> {
     /// Pushes a record; when the ring is full it is counted as dropped. Never
     /// allocates, locks or blocks.
-    pub fn push(&mut self, rec: crate::records::CameraRecord) {
+    pub fn push(&mut self, rec: T) {
         if self.prod.try_push(rec).is_err() {
             self.drops.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
-/// The telemetry thread's end of the camera ring.
-pub struct CameraConsumer {
-    cons: HeapCons<crate::records::CameraRecord>,
+/// The telemetry thread's end of such a ring.
+pub struct RecordConsumer<T> {
+    cons: HeapCons<T>,
     drops: Arc<AtomicU64>,
 }
 
-impl CameraConsumer {
+impl<T> RecordConsumer<T> {
     /// Takes the next record.
-    pub fn pop(&mut self) -> Option<crate::records::CameraRecord> {
+    pub fn pop(&mut self) -> Option<T> {
         self.cons.try_pop()
     }
     /// Records dropped so far (ring full).
@@ -206,16 +160,91 @@ impl CameraConsumer {
     }
 }
 
-/// Allocates the camera ring (`capacity` records) and splits it.
-pub fn camera_ring(capacity: usize) -> (CameraProducer, CameraConsumer) {
+/// Allocates a ring of `capacity` records and splits it.
+pub fn record_ring<T>(capacity: usize) -> (RecordProducer<T>, RecordConsumer<T>) {
     let drops = Arc::new(AtomicU64::new(0));
-    let (prod, cons) = HeapRb::<crate::records::CameraRecord>::new(capacity).split();
+    let (prod, cons) = HeapRb::<T>::new(capacity).split();
     (
-        CameraProducer {
+        RecordProducer {
             prod,
             drops: drops.clone(),
         },
-        CameraConsumer { cons, drops },
+        RecordConsumer { cons, drops },
+    )
+}
+
+/// The inference thread's end of the chunk ring: a copy of every published chunk,
+/// for the recording (the control thread never touches it).
+pub type ChunkProducer = RecordProducer<chunkrt_core::Chunk>;
+/// The telemetry thread's end of the chunk ring.
+pub type ChunkConsumer = RecordConsumer<chunkrt_core::Chunk>;
+
+/// Allocates the chunk ring (`capacity` chunks, about 8 KiB each) and splits it.
+pub fn chunk_ring(capacity: usize) -> (ChunkProducer, ChunkConsumer) {
+    record_ring(capacity)
+}
+
+/// The camera thread's end of the camera ring: a record per frame and, when the run
+/// records images, the frame itself on a ring of its own.
+pub struct CameraProducer {
+    records: RecordProducer<crate::records::CameraRecord>,
+    images: Option<RecordProducer<crate::records::ImageRecord>>,
+}
+
+impl CameraProducer {
+    /// Pushes a record; when the ring is full it is counted as dropped. Never
+    /// allocates, locks or blocks.
+    pub fn push(&mut self, rec: crate::records::CameraRecord) {
+        self.records.push(rec);
+    }
+
+    /// Whether the run records images ([`CameraProducer::push_image`] keeps them).
+    pub fn records_images(&self) -> bool {
+        self.images.is_some()
+    }
+
+    /// Pushes a copy of a frame given to the policy (dropped and counted when the
+    /// ring is full; nothing without image recording). Never allocates or blocks.
+    pub fn push_image(&mut self, image: &crate::records::ImageRecord) {
+        if let Some(p) = self.images.as_mut() {
+            p.push(*image);
+        }
+    }
+}
+
+/// The telemetry thread's end of the camera ring (and of its image ring).
+pub struct CameraConsumer {
+    records: RecordConsumer<crate::records::CameraRecord>,
+    pub(crate) images: Option<RecordConsumer<crate::records::ImageRecord>>,
+}
+
+impl CameraConsumer {
+    /// Takes the next record.
+    pub fn pop(&mut self) -> Option<crate::records::CameraRecord> {
+        self.records.pop()
+    }
+    /// Records dropped so far (ring full).
+    pub fn drops(&self) -> u64 {
+        self.records.drops()
+    }
+}
+
+/// Allocates the camera ring (`capacity` records) and splits it; with `images` > 0 a
+/// ring of that many camera images beside it (about 48 KiB each).
+pub fn camera_ring(capacity: usize, images: usize) -> (CameraProducer, CameraConsumer) {
+    let (records, records_c) = record_ring(capacity);
+    let (images, images_c) = if images > 0 {
+        let (p, c) = record_ring(images);
+        (Some(p), Some(c))
+    } else {
+        (None, None)
+    };
+    (
+        CameraProducer { records, images },
+        CameraConsumer {
+            records: records_c,
+            images: images_c,
+        },
     )
 }
 
