@@ -204,3 +204,52 @@ fn a_residual_that_takes_its_bases_chunk_corrects_toward_where_the_base_is_headi
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A residual is not trusted outside its own declared domain: the fixture above with
+/// joint 0's position bounds moved where the arm never goes gives no correction at all
+/// (each one withheld and counted), while the base plays on.
+#[test]
+fn a_residual_outside_its_declared_domain_corrects_nothing() {
+    let dir = temp_dir("residual", "out-of-domain");
+    let fixtures = common::repo().join("tests/fixtures/policies");
+    std::fs::copy(
+        fixtures.join("base-following-residual.onnx"),
+        dir.join("base-following-residual.onnx"),
+    )
+    .unwrap();
+    let mut m: toml::Table = std::fs::read_to_string(fixtures.join("base-following-residual.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let domain = m["domain"].as_table_mut().unwrap();
+    domain["obs_min"].as_array_mut().unwrap()[0] = toml::Value::Float(2.5);
+    domain["obs_max"].as_array_mut().unwrap()[0] = toml::Value::Float(2.8);
+    let manifest = dir.join("narrow.toml");
+    std::fs::write(&manifest, toml::to_string(&m).unwrap()).unwrap();
+    let config = config_with(&dir, &manifest);
+    let out = dir.join("run");
+    let o = run(&config, &out, "3s", &[]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let counters = &report(&out)["counters"];
+    assert_eq!(counters["residual_failed"], 0, "{counters}");
+    assert!(
+        counters["chunks_published"].as_u64().unwrap() > 20,
+        "{counters}"
+    );
+    assert_eq!(
+        counters["residual_out_of_domain"], counters["chunks_published"],
+        "{counters}"
+    );
+    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
+    let playing = cycles.iter().filter(|c| c.mode == "Playing").count();
+    assert!(playing > 100, "{playing} cycles played");
+    for c in &cycles {
+        assert!(
+            c.residual_rad.iter().all(|r| *r == 0.0),
+            "cycle {}: {:?}",
+            c.cycle,
+            c.residual_rad
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

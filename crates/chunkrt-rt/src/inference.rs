@@ -132,25 +132,28 @@ impl ResidualStage {
     }
 
     /// Computes the correction for `base` (stamped, not yet published) from `obs` (and
-    /// `base`, for a residual that conditions on its base's chunk); false: it failed.
-    fn compute(&mut self, obs: &Observation, base: &Chunk) -> bool {
+    /// `base`, for a residual that conditions on its base's chunk). A correction from an
+    /// observation outside the residual's own declared domain is withheld like a failed
+    /// one: a residual is not trusted where it was not trained.
+    fn compute(&mut self, obs: &Observation, base: &Chunk) -> Correction {
         let (policy, out) = (&mut self.policy, &mut *self.chunk);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
             policy.observe_base(base)?;
             policy.infer(obs, out)
         }));
-        let ok = match result {
-            Ok(Ok(_)) => true,
+        let outcome = match result {
+            Ok(Ok(info)) if info.out_of_domain => Correction::OutOfDomain,
+            Ok(Ok(_)) => Correction::Computed,
             Ok(Err(e)) => {
                 tracing::warn!("residual inference failed: {e}");
-                false
+                Correction::Failed
             }
             Err(_) => {
                 tracing::warn!("the residual policy panicked; this chunk plays without it");
-                false
+                Correction::Failed
             }
         };
-        if !ok {
+        if outcome != Correction::Computed {
             self.chunk.len = 0;
         }
         let c = &mut *self.chunk;
@@ -158,7 +161,7 @@ impl ResidualStage {
         c.t_obs = base.t_obs;
         c.t_start = base.t_start;
         c.play_at_cycle = base.play_at_cycle;
-        ok
+        outcome
     }
 
     /// Publishes the correction computed last, stamped `t_publish`.
@@ -166,6 +169,17 @@ impl ResidualStage {
         self.chunk.t_publish = t_publish;
         self.chunks.publish(&self.chunk);
     }
+}
+
+/// What became of a residual's correction for one base chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Correction {
+    /// Computed and handed over.
+    Computed,
+    /// The observation was outside the residual's declared domain: withheld.
+    OutOfDomain,
+    /// The residual failed (an error, a panic): withheld.
+    Failed,
 }
 
 /// One chunk of a recorded run, replayed (`policy.draw_schedule`).
@@ -211,6 +225,9 @@ pub struct HandoffCounts {
     /// Base chunks whose correction the residual policy failed to compute (an error or
     /// a panic): they played without one.
     pub residual_failed: AtomicU64,
+    /// Base chunks whose observation lay outside the residual's declared domain: they
+    /// played without a correction.
+    pub residual_out_of_domain: AtomicU64,
 }
 
 /// The control loop's deadlines are `origin + k * period`; the control thread sets the
@@ -770,11 +787,13 @@ impl Inference {
             .episode
             .is_none_or(|t| t.phase == chunkrt_core::Phase::Running);
         if let Some(r) = self.p.residual.as_mut().filter(|_| runs) {
-            if !r.compute(obs, chunk) {
-                self.p
-                    .handoff
-                    .residual_failed
-                    .fetch_add(1, Ordering::Relaxed);
+            let counter = match r.compute(obs, chunk) {
+                Correction::Computed => None,
+                Correction::OutOfDomain => Some(&self.p.handoff.residual_out_of_domain),
+                Correction::Failed => Some(&self.p.handoff.residual_failed),
+            };
+            if let Some(c) = counter {
+                c.fetch_add(1, Ordering::Relaxed);
             }
         }
         let t_publish = os::now();

@@ -1380,6 +1380,10 @@ fn record_handoff(
             "residual_failed",
             handoff.residual_failed.load(Ordering::Relaxed),
         ),
+        (
+            "residual_out_of_domain",
+            handoff.residual_out_of_domain.load(Ordering::Relaxed),
+        ),
     ] {
         report.counters.insert(k.into(), v);
     }
