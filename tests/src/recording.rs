@@ -59,6 +59,20 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
     Ok((cycles, events))
 }
 
+/// The messages of `topic` in `path` (the first segment), as JSON, in file order.
+fn messages(path: &Path, topic: &str) -> Result<Vec<serde_json::Value>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for m in stream {
+        let m = m.map_err(|e| e.to_string())?;
+        if m.channel.topic == topic {
+            out.push(serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?);
+        }
+    }
+    Ok(out)
+}
+
 /// One `/chunkrt/image` message: a camera image as the policy was given it.
 #[derive(Clone, Debug)]
 pub struct RecordedImage {
@@ -75,16 +89,8 @@ pub struct RecordedImage {
 /// Every camera image in `path` (the first segment), in file order.
 pub fn images(path: &Path) -> Result<Vec<RecordedImage>, String> {
     use base64::Engine;
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    for m in stream {
-        let m = m.map_err(|e| e.to_string())?;
-        if m.channel.topic != "/chunkrt/image" {
-            continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
+    for v in messages(path, "/chunkrt/image")? {
         let (Some(seq), Some(sec), Some(nsec), Some(data), Some(format)) = (
             v["seq"].as_u64(),
             v["timestamp"]["sec"].as_u64(),
@@ -125,16 +131,8 @@ pub struct Published {
 /// Every published chunk's decisions in `path` (the first segment), in file order.
 /// A published inference message without them is an error.
 pub fn published(path: &Path) -> Result<Vec<Published>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let stream = mcap::MessageStream::new(&bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    for m in stream {
-        let m = m.map_err(|e| e.to_string())?;
-        if m.channel.topic != "/chunkrt/inference" {
-            continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
+    for v in messages(path, "/chunkrt/inference")? {
         if v["status"] != "published" {
             continue;
         }

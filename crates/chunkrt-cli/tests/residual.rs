@@ -54,6 +54,17 @@ fn run(config: &Path, out: &Path, duration: &str, extra: &[&str]) -> std::proces
     c.env("CHUNKRT_LOG", "warn").output().unwrap()
 }
 
+/// A run of `duration` with the residual of manifest `residual`, in `dir/run`: it
+/// succeeds and no correction fails.
+fn run_with(dir: &Path, residual: &Path, duration: &str) -> PathBuf {
+    let out = dir.join("run");
+    let o = run(&config_with(dir, residual), &out, duration, &[]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let counters = &report(&out)["counters"];
+    assert_eq!(counters["residual_failed"], 0, "{counters}");
+    out
+}
+
 fn report(out: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
 }
@@ -167,12 +178,7 @@ fn a_residual_trained_on_another_base_is_refused_before_anything_moves() {
 fn a_residual_that_takes_its_bases_chunk_corrects_toward_where_the_base_is_heading() {
     let dir = temp_dir("residual", "base-chunk");
     let fixture = common::repo().join("tests/fixtures/policies/base-following-residual.toml");
-    let config = config_with(&dir, &fixture);
-    let out = dir.join("run");
-    let o = run(&config, &out, "4s", &[]);
-    assert!(o.status.success(), "{}", output_text(&o));
-    let counters = &report(&out)["counters"];
-    assert_eq!(counters["residual_failed"], 0, "{counters}");
+    let out = run_with(&dir, &fixture, "4s");
     let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
     let (mut along, mut against) = (0usize, 0usize);
     for w in cycles.windows(2) {
@@ -226,12 +232,8 @@ fn a_residual_outside_its_declared_domain_corrects_nothing() {
     domain["obs_max"].as_array_mut().unwrap()[0] = toml::Value::Float(2.8);
     let manifest = dir.join("narrow.toml");
     std::fs::write(&manifest, toml::to_string(&m).unwrap()).unwrap();
-    let config = config_with(&dir, &manifest);
-    let out = dir.join("run");
-    let o = run(&config, &out, "3s", &[]);
-    assert!(o.status.success(), "{}", output_text(&o));
+    let out = run_with(&dir, &manifest, "3s");
     let counters = &report(&out)["counters"];
-    assert_eq!(counters["residual_failed"], 0, "{counters}");
     assert!(
         counters["chunks_published"].as_u64().unwrap() > 20,
         "{counters}"

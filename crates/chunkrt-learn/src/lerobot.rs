@@ -27,7 +27,9 @@
 //! loads an export with `LeRobotDataset`; `chunkrt-cli`'s episodes test reads one back
 //! against the recording.
 
-use arrow_array::builder::{BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int64Builder};
+use arrow_array::builder::{
+    BooleanBuilder, FixedSizeListBuilder, Float32Builder, Int64Builder, PrimitiveBuilder,
+};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::{json, Value};
@@ -403,26 +405,18 @@ fn vec_field(name: &str, dt: DataType, n: usize) -> Field {
     )
 }
 
-fn f32_list(rows: &[&[f32]], n: usize) -> ArrayRef {
-    let mut b = FixedSizeListBuilder::new(Float32Builder::new(), n as i32);
+/// Rows of `n` values each as a fixed-size list column of Arrow type `T`.
+fn fixed_list<T: arrow_array::ArrowPrimitiveType>(rows: &[&[T::Native]], n: usize) -> ArrayRef {
+    let mut b = FixedSizeListBuilder::new(PrimitiveBuilder::<T>::new(), n as i32);
     for r in rows {
-        for x in r.iter() {
-            b.values().append_value(*x);
-        }
+        b.values().append_slice(r);
         b.append(true);
     }
     Arc::new(b.finish())
 }
 
-fn i64_list(rows: &[&[i64]], n: usize) -> ArrayRef {
-    let mut b = FixedSizeListBuilder::new(Int64Builder::new(), n as i32);
-    for r in rows {
-        for x in r.iter() {
-            b.values().append_value(*x);
-        }
-        b.append(true);
-    }
-    Arc::new(b.finish())
+fn f32_list(rows: &[&[f32]], n: usize) -> ArrayRef {
+    fixed_list::<arrow_array::types::Float32Type>(rows, n)
 }
 
 fn bools(v: impl Iterator<Item = bool>) -> ArrayRef {
@@ -496,7 +490,7 @@ fn data_batch(episodes: &[Episode], fps: u32, dof: usize) -> Result<RecordBatch,
         f32_list(&col(&|f| &f.proposed), dof),
         f32_list(&col(&|f| &f.base), dof),
         f32_list(&col(&|f| &f.residual), dof),
-        i64_list(&masks, dof),
+        fixed_list::<arrow_array::types::Int64Type>(&masks, dof),
         bools(frames.iter().map(|(_, _, f)| f.blocked)),
         bools(frames.iter().map(|(_, _, f)| f.intervention)),
         bools(
