@@ -14,17 +14,7 @@ use std::process::Command;
 
 /// A Python with what the loop needs: numpy, pyarrow (the dataset), onnx (the model).
 fn python() -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("CHUNKRT_PYTHON") {
-        candidates.push(PathBuf::from(p));
-    }
-    candidates.push(repo().join(".venv/bin/python3"));
-    candidates.into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import numpy, pyarrow, onnx"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    common::python_that_imports("numpy, pyarrow, onnx")
 }
 
 fn json(path: &Path) -> Value {

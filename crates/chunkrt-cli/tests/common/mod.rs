@@ -77,18 +77,24 @@ pub fn plot(run_dir: &Path) {
 /// A Python that has the `mcap` package (for scripts/read_recording.py):
 /// `CHUNKRT_PYTHON`, the repository's `.venv`, or `python3`.
 pub fn python_with_mcap() -> Option<PathBuf> {
+    python_that_imports("mcap.reader")
+}
+
+/// The first of `CHUNKRT_PYTHON`, the repository's `.venv` and `python3` that runs
+/// `import {modules}`.
+pub fn python_that_imports(modules: &str) -> Option<PathBuf> {
     let mut candidates = Vec::new();
     if let Some(p) = std::env::var_os("CHUNKRT_PYTHON") {
         candidates.push(PathBuf::from(p));
     }
     candidates.push(repo().join(".venv/bin/python3"));
     candidates.push(PathBuf::from("python3"));
+    let import = format!("import {modules}");
     candidates.into_iter().find(|py| {
         std::process::Command::new(py)
-            .args(["-c", "import mcap.reader"])
+            .args(["-c", &import])
             .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+            .is_ok_and(|o| o.status.success())
     })
 }
 
