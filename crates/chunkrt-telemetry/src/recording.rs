@@ -127,7 +127,7 @@ struct Segment {
     /// Messages (per topic) and bytes since the last successful flush.
     pending: [u64; N_TOPICS],
     pending_bytes: u64,
-    channels: [u16; N_TOPICS],
+    channels: [Option<u16>; N_TOPICS],
     bytes: u64,
     t_first: Option<MonoTime>,
     t_flushed: Option<MonoTime>,
@@ -196,6 +196,8 @@ pub struct Recorder {
     full: bool,
     /// A camera image's PNG, reused from image to image.
     png: Vec<u8>,
+    /// An image was written: every segment from then on has the image channel.
+    images: bool,
 }
 
 const CYCLE_SCHEMA: &str = r#"{
@@ -291,6 +293,25 @@ const IMAGE_SCHEMA: &str = r#"{
   }
 }"#;
 
+/// The topics' schemas, in [`TOPICS`]' order.
+const SCHEMAS: [(&str, &str); N_TOPICS] = [
+    ("chunkrt.Cycle", CYCLE_SCHEMA),
+    ("chunkrt.Inference", INFERENCE_SCHEMA),
+    ("chunkrt.Event", EVENT_SCHEMA),
+    ("chunkrt.Chunk", CHUNK_SCHEMA),
+    ("foxglove.CompressedImage", IMAGE_SCHEMA),
+];
+
+/// Adds topic `i`'s schema and channel to `writer`; its channel id.
+fn add_channel(
+    writer: &mut mcap::Writer<BufWriter<File>>,
+    i: usize,
+) -> Result<u16, mcap::McapError> {
+    let (name, schema) = SCHEMAS[i];
+    let schema_id = writer.add_schema(name, "jsonschema", schema.as_bytes())?;
+    writer.add_channel(schema_id, TOPICS[i], "json", &BTreeMap::new())
+}
+
 /// A recording segment that could not be started: the file and the cause (with the
 /// OS error the mcap writer wraps).
 #[derive(Debug, thiserror::Error)]
@@ -320,6 +341,7 @@ impl Recorder {
             sequence: 0,
             full: false,
             png: Vec::new(),
+            images: false,
         };
         r.open_segment()?;
         Ok(r)
@@ -368,23 +390,12 @@ impl Recorder {
             .library(format!("chunkrt {}", env!("CARGO_PKG_VERSION")))
             .create(BufWriter::new(file))
             .map_err(|e| err(&e))?;
-        let mut channels = [0u16; N_TOPICS];
-        for (i, (topic, name, schema)) in [
-            (TOPIC_CYCLE, "chunkrt.Cycle", CYCLE_SCHEMA),
-            (TOPIC_INFERENCE, "chunkrt.Inference", INFERENCE_SCHEMA),
-            (TOPIC_EVENTS, "chunkrt.Event", EVENT_SCHEMA),
-            (TOPIC_CHUNK, "chunkrt.Chunk", CHUNK_SCHEMA),
-            (TOPIC_IMAGE, "foxglove.CompressedImage", IMAGE_SCHEMA),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let schema_id = writer
-                .add_schema(name, "jsonschema", schema.as_bytes())
-                .map_err(|e| err(&e))?;
-            channels[i] = writer
-                .add_channel(schema_id, topic, "json", &BTreeMap::new())
-                .map_err(|e| err(&e))?;
+        let mut channels = [None; N_TOPICS];
+        // The image channel only once a run has images (a run without a camera has
+        // none, not an empty one).
+        let n = if self.images { N_TOPICS } else { N_TOPICS - 1 };
+        for (i, slot) in channels.iter_mut().enumerate().take(n) {
+            *slot = Some(add_channel(&mut writer, i).map_err(|e| err(&e))?);
         }
         let clock = BTreeMap::from([
             ("clock".to_string(), "CLOCK_MONOTONIC".to_string()),
@@ -474,9 +485,22 @@ impl Recorder {
             self.summary.dropped += 1;
             return;
         };
+        let channel = match seg.channels[which] {
+            Some(c) => Ok(c),
+            None => add_channel(&mut seg.writer, which).inspect(|c| seg.channels[which] = Some(*c)),
+        };
+        let channel = match channel {
+            Ok(c) => c,
+            Err(e) => {
+                self.summary.dropped += 1;
+                let e = format!("recording {}: {}", self.base.display(), with_causes(&e));
+                self.abandon_segment(e);
+                return;
+            }
+        };
         self.sequence = self.sequence.wrapping_add(1);
         let header = MessageHeader {
-            channel_id: seg.channels[which],
+            channel_id: channel,
             sequence: self.sequence,
             log_time: t.0,
             publish_time: t.0,
@@ -653,6 +677,7 @@ impl Recorder {
             "seq": r.seq,
             "t_s": self.t_rel(r.t_capture),
         });
+        self.images = true;
         self.write(4, r.t_ready, &v);
     }
 
