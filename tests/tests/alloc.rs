@@ -81,23 +81,11 @@ fn allocations_with(
         gate: if shaped != Shaped::No {
             // The action filter at 5 Hz and a torque slew limit far below the jerk
             // limit (issue 41): both act on the scripted motion.
-            // And a residual gate (issue 40) whose correction is out of scale: its
-            // bound, rate and region act.
             Gate::new(limits, period_ns, &first.pos_rad)
                 .with_action_filter((shaped == Shaped::Filtered).then_some(5.0))
                 .with_torque_slew(
                     (shaped == Shaped::Filtered).then_some([5.0; chunkrt_core::MAX_DOF]),
                 )
-                .with_residual(Some(chunkrt_core::ResidualLimits {
-                    dof: cfg.control.joints,
-                    bound_rad: [0.05; chunkrt_core::MAX_DOF],
-                    rate_rad_s: [0.2; chunkrt_core::MAX_DOF],
-                    region: Some(chunkrt_core::ActivityRegion {
-                        lo_rad: [-0.2; chunkrt_core::MAX_DOF],
-                        hi_rad: [0.2; chunkrt_core::MAX_DOF],
-                        fade_rad: 0.05,
-                    }),
-                }))
         } else {
             Gate::new(limits, period_ns, &first.pos_rad)
         },
@@ -120,7 +108,30 @@ fn allocations_with(
     control = control.with_exclusions(exclusions).with_thermal(thermal);
     let (mut residual_pub, residual_sub) = chunkrt_buffer::channel(Chunk::default());
     if residual {
-        control = control.with_residual_chunks(Some(residual_sub));
+        // A residual stage (issue 40) whose correction is out of scale: its bound,
+        // rate and region act.
+        control = control.with_residual(
+            Some(residual_sub),
+            Some(chunkrt_core::ResidualLimits {
+                dof: cfg.control.joints,
+                bound_rad: [0.05; chunkrt_core::MAX_DOF],
+                rate_rad_s: [0.2; chunkrt_core::MAX_DOF],
+                acc_rad_s2: [1.0; chunkrt_core::MAX_DOF],
+                jerk_rad_s3: [50.0; chunkrt_core::MAX_DOF],
+                // Joint 0's scripted motion (0 to 0.6 rad) leaves it and comes back.
+                region: Some(chunkrt_core::ActivityRegion {
+                    lo_rad: [
+                        -0.2, -3.5, -3.5, -3.5, -3.5, -3.5, -3.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                        0.0, 0.0, 0.0,
+                    ],
+                    hi_rad: [
+                        0.2, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                        0.0,
+                    ],
+                    fade_rad: 0.05,
+                }),
+            }),
+        );
     }
     if shaped == Shaped::Episodes {
         // Episodes (issue 40) of 2 s from where the arm is toward a goal out of

@@ -22,8 +22,9 @@ fn json(path: &Path) -> Value {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The README's adaptation table: policy -> (successes, episodes, goal error).
-fn readme_table() -> Vec<(String, u64, u64, f64)> {
+/// The README's adaptation table: policy -> (successes, episodes, goal error, gate
+/// interventions per episode).
+fn readme_table() -> Vec<(String, u64, u64, f64, f64)> {
     let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let start = text
         .find("| held-out starts | episodes | success |")
@@ -40,6 +41,7 @@ fn readme_table() -> Vec<(String, u64, u64, f64)> {
                 ok.parse().unwrap(),
                 n.parse().unwrap(),
                 cells[4].parse().unwrap(),
+                cells[6].parse().unwrap(),
             )
         })
         .collect()
@@ -164,7 +166,7 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
     let summaries = json(&out.join("episodes.json"))["summaries"].clone();
     let table = readme_table();
     assert_eq!(table.len(), 2, "{table:?}");
-    for (policy, ok, n, goal_err) in table {
+    for (policy, ok, n, goal_err, gate_per_episode) in table {
         let s = summaries
             .as_array()
             .unwrap()
@@ -181,6 +183,14 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
         assert!(
             (e - goal_err).abs() <= 0.003,
             "{policy}: goal error {e} where the README says {goal_err}"
+        );
+        // The permission gate's interventions, to the README's figure (issue 56: a
+        // residual that set in with a step in its velocity made it act 7.2 times an
+        // episode).
+        let g = s["gate_interventions_per_episode"].as_f64().unwrap();
+        assert!(
+            (g - gate_per_episode).abs() < 0.05,
+            "{policy}: {g} gate interventions per episode where the README says {gate_per_episode}"
         );
     }
     // The figure: every episode a marker in each of its three panels, the 12 from seen

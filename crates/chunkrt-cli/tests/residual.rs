@@ -5,9 +5,11 @@
 //!
 //! The oracle reads what the drives were sent (the recording's commands) against the
 //! base's own setpoint: wherever the permission gate did not act, every command is
-//! within the residual bound of the base; where the base is outside the activity
-//! region the proposal is the base's exactly. `--frozen` leaves the residual out, and a
-//! residual bound to another base is refused before anything moves.
+//! within the residual bound of the base; where the base has been outside the activity
+//! region for longer than the correction takes to slew to zero within its rate,
+//! acceleration and jerk limits, the proposal is the base's exactly. `--frozen` leaves
+//! the residual out, and a residual bound to another base is refused before anything
+//! moves.
 
 mod common;
 
@@ -77,20 +79,28 @@ fn the_residual_moves_the_commands_within_its_bound_of_the_base_and_only_in_its_
     let o = run(&config, &out, "5s", &[]);
     assert!(o.status.success(), "{}", output_text(&o));
     let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
-    let (mut free, mut outside, mut moved) = (0usize, 0usize, 0usize);
+    // The slowest joint's slew of the correction from its bound to zero, moving the
+    // other way at its rate: the config's rate, and a tenth of the joint's acceleration
+    // (7.5 rad/s²) and jerk (3750 rad/s³) limits, the defaults.
+    let (rate, acc, jerk) = (0.3, 0.75, 375.0);
+    let settle_s: f64 = 2.0 * (rate / acc + acc / jerk) + 2.0 * BOUND / rate;
+    let settle_cycles = (settle_s / 0.02).ceil() as usize;
+    let (mut free, mut outside, mut moved, mut outside_for) = (0usize, 0usize, 0usize, 0usize);
     for c in &cycles {
         let n = c.command_rad.len();
         assert_eq!(c.base_rad.len(), n, "cycle {}: base_rad recorded", c.cycle);
         assert_eq!(c.residual_rad.len(), n, "cycle {}: residual_rad", c.cycle);
         if c.mode != "Playing" {
+            outside_for = 0;
             continue;
         }
         let base_outside = c.base_rad[0] <= J0_LO || c.base_rad[0] >= J0_HI;
-        if base_outside {
+        outside_for = if base_outside { outside_for + 1 } else { 0 };
+        if outside_for > settle_cycles {
             outside += 1;
             assert_eq!(
                 c.setpoint_rad, c.base_rad,
-                "cycle {}: outside the region the proposal is the base's",
+                "cycle {}: {outside_for} cycles outside the region the proposal is the base's",
                 c.cycle
             );
         }
@@ -253,5 +263,99 @@ fn a_residual_outside_its_declared_domain_corrects_nothing() {
             c.residual_rad
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 56: an operator's `stop` (standard input) with the residual's correction in the
+/// commands. The stop brakes the commanded state, which holds the correction, and the
+/// hold keeps it: no correction is added after the withdrawal (it was, and the hold
+/// moved by what was left of it as it decayed). Judged on the commands the simulated
+/// drives were sent, against the braking reference from the joint limits alone
+/// (`chunkrt_tests::braking::check_stop`), for the stop and two seconds of hold.
+#[test]
+fn an_operator_stop_with_the_residual_in_the_commands_holds_where_they_were() {
+    use std::io::Write;
+    let dir = temp_dir("residual", "operator-stop");
+    let manifest = act_residual_manifest(&dir, &bundled_model_sha256("flow.toml"));
+    // The correction everywhere, slow to change: what is left of it at the stop would
+    // take a second to decay.
+    let text = flow_sim_config_text().edit_once(
+        "\n[executor]",
+        &format!(
+            "\n[policy.residual]\nmanifest = \"{}\"\nbound_rad = {BOUND}\nrate_rad_s = 0.05\n\n\
+             [executor]",
+            manifest.display()
+        ),
+    ) + "\n[operator]\nstdin = true\n";
+    let config = dir.join("residual-stop.toml");
+    std::fs::write(&config, text).unwrap();
+    let out = dir.join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+        .args([
+            "run",
+            "--duration",
+            "5s",
+            "--quiet",
+            "--no-plots",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !out.join("recording.mcap").exists() {
+        assert!(t0.elapsed().as_secs() < 60, "the run never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let mut input = child.stdin.take().unwrap();
+    writeln!(input, "s").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
+    // The withdrawal: the last cycle the policy played, and none after it.
+    let w = cycles
+        .iter()
+        .rposition(|c| c.mode == "Playing")
+        .expect("the policy played")
+        + 1;
+    assert!(
+        w + 100 <= cycles.len(),
+        "a stop and two seconds of hold recorded: {w} of {}",
+        cycles.len()
+    );
+    let held = cycles[w - 1]
+        .residual_rad
+        .iter()
+        .fold(0.0f64, |m, r| m.max(r.abs()));
+    assert!(
+        held > 0.5 * BOUND,
+        "the correction was in the commands at the stop: {held}"
+    );
+    for c in &cycles[w..] {
+        assert!(
+            c.residual_rad.iter().all(|r| *r == 0.0),
+            "cycle {}: {:?}",
+            c.cycle,
+            c.residual_rad
+        );
+    }
+    let cfg = chunkrt_config::Config::load(&config).unwrap();
+    let limits = cfg.joint_limits();
+    let t = cfg.control.period_ms * 1e-3;
+    let mut moved: f64 = 0.0;
+    for j in 0..cfg.control.joints {
+        let q: Vec<f64> = cycles.iter().map(|c| c.command_rad[j]).collect();
+        let s = chunkrt_tests::braking::check_stop(&q, w - 1, &limits.joint[j], t)
+            .unwrap_or_else(|e| panic!("joint {j}: {e}"));
+        moved = moved.max(s.moved_rad);
+    }
+    eprintln!("operator stop with a {held:.4} rad correction in the commands: moved at most {moved:.5} rad");
     let _ = std::fs::remove_dir_all(&dir);
 }

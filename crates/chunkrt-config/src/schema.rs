@@ -239,8 +239,10 @@ pub struct PolicyConfig {
 
 /// `[policy.residual]`: a residual policy (a format-2 manifest with `[residual]`, bound
 /// to the base's model by its SHA-256) whose correction chunk is added to the base's,
-/// through the residual gate: per joint within `bound_rad`, changing by at most
-/// `rate_rad_s`, and only inside `[policy.residual.region]` (faded at its faces).
+/// through the residual stage: per joint within `bound_rad`, changing by at most
+/// `rate_rad_s` with its acceleration and jerk bounded (`acc_rad_s2`, `jerk_rad_s3`), and
+/// only inside `[policy.residual.region]` (faded at its faces); nothing once the policy's
+/// authority is withdrawn.
 /// `chunkrt run --frozen` leaves it out: the base alone.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -251,6 +253,15 @@ pub struct ResidualConfig {
     pub bound_rad: PerJoint,
     /// The largest change of the correction per joint (rad/s), below the speed limit.
     pub rate_rad_s: PerJoint,
+    /// The largest acceleration of the correction per joint (rad/s²), at most
+    /// `limits.max_acc_rad_s2`; absent: a tenth of it, which leaves the base nine tenths
+    /// of the joint's acceleration while a correction sets in or goes away.
+    #[serde(default)]
+    pub acc_rad_s2: Option<PerJoint>,
+    /// The largest jerk of the correction per joint (rad/s³), at most
+    /// `limits.max_jerk_rad_s3`; absent: a tenth of it.
+    #[serde(default)]
+    pub jerk_rad_s3: Option<PerJoint>,
     /// Where the correction may act (absent: wherever the policy plays).
     #[serde(default)]
     pub region: Option<RegionConfig>,

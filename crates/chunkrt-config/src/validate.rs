@@ -1,6 +1,7 @@
 //! Range and consistency checks, and conversion into the core's typed settings.
 
 use crate::schema::*;
+use crate::PerJoint;
 use chunkrt_core::{
     ms_to_ns, DomainBox, ExecutorConfig, JointLimit, JointLimits, Resume, SeamMode, MAX_DOF,
     MAX_HORIZON,
@@ -753,6 +754,7 @@ impl Config {
                 );
             }
         }
+        self.check_residual_smoothness(r)?;
         let Some(g) = &r.region else {
             return Ok(());
         };
@@ -784,6 +786,43 @@ impl Config {
                         g.fade_rad
                     ),
                 );
+            }
+        }
+        Ok(())
+    }
+
+    /// `[policy.residual] acc_rad_s2` and `jerk_rad_s3`: positive and at most the
+    /// joint's own limits (the correction rides on the base inside them).
+    fn check_residual_smoothness(&self, r: &ResidualConfig) -> Check {
+        let n = self.control.joints;
+        let keys = [
+            (
+                "acc_rad_s2",
+                &r.acc_rad_s2,
+                &self.limits.max_acc_rad_s2,
+                "max_acc_rad_s2",
+            ),
+            (
+                "jerk_rad_s3",
+                &r.jerk_rad_s3,
+                &self.limits.max_jerk_rad_s3,
+                "max_jerk_rad_s3",
+            ),
+        ];
+        for (key, value, limit, limit_key) in keys {
+            let Some(v) = value else {
+                continue;
+            };
+            let path = format!("policy.residual.{key}");
+            v.check(&path, n, |x| x > 0.0 && x.is_normal(), "a positive number")?;
+            for j in 0..n {
+                let (x, max) = (v.get(j), limit.get(j));
+                if x > max {
+                    return fail(
+                        &path,
+                        format!("joint {j}: {x} must be at most limits.{limit_key} = {max}"),
+                    );
+                }
             }
         }
         Ok(())
@@ -946,11 +985,18 @@ impl Config {
             dof: n,
             bound_rad: [0.0; MAX_DOF],
             rate_rad_s: [0.0; MAX_DOF],
+            acc_rad_s2: [0.0; MAX_DOF],
+            jerk_rad_s3: [0.0; MAX_DOF],
             region: None,
+        };
+        let or_tenth = |v: &Option<PerJoint>, limit: &PerJoint, j: usize| {
+            v.as_ref().map_or(0.1 * limit.get(j), |v| v.get(j))
         };
         for j in 0..n {
             out.bound_rad[j] = r.bound_rad.get(j);
             out.rate_rad_s[j] = r.rate_rad_s.get(j);
+            out.acc_rad_s2[j] = or_tenth(&r.acc_rad_s2, &self.limits.max_acc_rad_s2, j);
+            out.jerk_rad_s3[j] = or_tenth(&r.jerk_rad_s3, &self.limits.max_jerk_rad_s3, j);
         }
         out.region = r.region.as_ref().map(|g| {
             let mut region = chunkrt_core::ActivityRegion {

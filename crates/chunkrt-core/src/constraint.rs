@@ -95,6 +95,12 @@ pub const SHAPING_BITS: u32 = Constraint::ActionFilter.bit()
     | Constraint::ResidualRate.bit()
     | Constraint::ResidualRegion.bit();
 
+/// The permission gate's own interventions on what was proposed: every constraint but
+/// the shaping stages' and `Domain` (the support monitor's mark of a withdrawal, no change
+/// to the proposal). What an episode's gate figure and the residual's budget count.
+pub const PERMISSION_BITS: u32 =
+    !(SHAPING_BITS | Constraint::Domain.bit()) & ((1 << CONSTRAINT_COUNT) - 1);
+
 /// One bit per constraint that intervened this cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GateMask(pub u32);

@@ -173,8 +173,8 @@ pub struct EpisodeSummary {
     pub t_end: MonoTime,
     /// Control cycles in it.
     pub cycles: u64,
-    /// Cycles in which the permission gate acted (its own constraints, not the
-    /// shaping stages').
+    /// Cycles in which the permission gate acted on the proposal (its own constraints:
+    /// not the shaping stages', not the support monitor's `Domain` mark).
     pub gate_cycles: u64,
     /// Cycles in which the residual gate acted.
     pub residual_cycles: u64,
@@ -207,8 +207,9 @@ pub struct CycleFacts<'a> {
     pub vel_rad_s: &'a JointVec,
     /// The gate's bits this cycle (every joint's).
     pub gate_mask: u32,
-    /// Of those, the shaping stages' (action filter, residual gate).
-    pub shaping_bits: u32,
+    /// Of those, the permission gate's own on the proposal (counted as its
+    /// interventions: `crate::constraint::PERMISSION_BITS`).
+    pub permission_bits: u32,
     /// Of those, the residual gate's.
     pub residual_bits: u32,
     /// Largest |command - measurement| (rad).
@@ -374,7 +375,7 @@ impl Episodes {
 
     fn tally(&mut self, f: &CycleFacts) {
         self.cycles += 1;
-        if f.gate_mask & !f.shaping_bits != 0 {
+        if f.gate_mask & f.permission_bits != 0 {
             self.gate_cycles += 1;
         }
         if f.gate_mask & f.residual_bits != 0 {
@@ -556,10 +557,49 @@ mod tests {
             pos_rad: &v.0,
             vel_rad_s: &v.1,
             gate_mask: v.4,
-            shaping_bits: 1 << 10,
+            permission_bits: !(1 << 10),
             residual_bits: 1 << 10,
             track_err_rad: v.3,
         })
+    }
+
+    /// Issue 56: the budget counts the permission gate's own interventions on the
+    /// proposal: not the shaping stages' bits, not the support monitor's `Domain` mark.
+    #[test]
+    fn only_the_permission_gates_own_interventions_count() {
+        use crate::constraint::{Constraint, PERMISSION_BITS};
+        let mut e = Episodes::new(plan(), Budget::default(), MonoTime::from_ms(0), true);
+        let mut t = 0;
+        while e.phase() == Phase::Reset {
+            feed(&mut e, at(t, 0.0, 0.0, 0));
+            t += 20;
+        }
+        let masks = [
+            Constraint::Domain.bit(),
+            Constraint::ResidualRate.bit() | Constraint::ActionFilter.bit(),
+            Constraint::Acceleration.bit() | Constraint::ResidualRate.bit(),
+            Constraint::Jerk.bit(),
+        ];
+        let (mut s, mut fed_permission) = (None, 0);
+        for (k, m) in masks.iter().cycle().take(400).enumerate() {
+            fed_permission += u64::from(m & PERMISSION_BITS != 0);
+            s = e.observe(&CycleFacts {
+                now: MonoTime::from_ms(t + 20 * k as u64),
+                pos_rad: &[0.1; MAX_DOF],
+                vel_rad_s: &[0.0; MAX_DOF],
+                gate_mask: *m,
+                permission_bits: PERMISSION_BITS,
+                residual_bits: 1 << 10,
+                track_err_rad: 0.0,
+            });
+            if s.is_some() {
+                break;
+            }
+        }
+        let s = s.expect("the episode timed out");
+        // The acceleration and jerk cycles, half of those fed; the others not.
+        assert_eq!(s.gate_cycles, fed_permission, "{s:?}");
+        assert!(s.cycles >= 2 * fed_permission - 1, "{s:?}");
     }
 
     #[test]

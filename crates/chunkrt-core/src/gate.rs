@@ -27,16 +27,16 @@
 
 use crate::action_filter::ActionFilter;
 use crate::chunk::{JointVec, MAX_DOF};
-pub use crate::constraint::{Constraint, GateMask, CONSTRAINT_COUNT, SHAPING_BITS};
+pub use crate::constraint::{
+    Constraint, GateMask, CONSTRAINT_COUNT, PERMISSION_BITS, SHAPING_BITS,
+};
 use crate::envelope::{
     bisect_max, pos_peak, pos_peak_bound, stop_peak, vel_peak, vel_peak_inverse,
 };
 use crate::executor::Setpoint;
 use crate::io::Command;
 use crate::limits::{JointLimit, JointLimits};
-use crate::residual::{ResidualGate, ResidualLimits};
 use crate::spline::Pva;
-use crate::time::MonoTime;
 
 /// The last shaping stage that acted on a joint (the action filter runs after the
 /// residual gate); `NonFinite` (a placeholder the permission gate overwrites when it
@@ -260,9 +260,10 @@ pub struct Gate {
     /// the positions it was given.
     filter_bits: [u32; MAX_DOF],
     shaped_raw: JointVec,
-    /// The residual gate (`[policy.residual]`), boxed: built once, before the loop.
-    residual: Option<Box<ResidualGate>>,
-    /// The proposal before the residual gate acted (base + raw correction), per joint.
+    /// What the residual stage did to this cycle's proposal (its bits per joint), for
+    /// the next `filter` to count ([`Gate::note_residual`]).
+    residual_bits: [u32; MAX_DOF],
+    /// The proposal before the residual stage acted (base + raw correction), per joint.
     residual_raw: JointVec,
 }
 
@@ -310,7 +311,7 @@ impl Gate {
             shaped: false,
             filter_bits: [0; MAX_DOF],
             shaped_raw: [0.0; MAX_DOF],
-            residual: None,
+            residual_bits: [0; MAX_DOF],
             residual_raw: [0.0; MAX_DOF],
         };
         g.resync(initial_pos);
@@ -337,37 +338,12 @@ impl Gate {
         self
     }
 
-    /// With the residual gate: a residual policy's correction chunks, offered with
-    /// [`Gate::offer_residual`], are added to the base's setpoint by
-    /// [`Gate::add_residual`] within `limits` (see [`crate::residual`]).
-    pub fn with_residual(mut self, limits: Option<ResidualLimits>) -> Self {
-        self.residual = limits.map(|l| Box::new(ResidualGate::new(l, (self.t * 1e9) as u64)));
-        self
-    }
-
-    /// The residual gate, when one is set.
-    pub fn residual(&self) -> Option<&ResidualGate> {
-        self.residual.as_deref()
-    }
-
-    /// The residual gate, to offer chunks or roll it back.
-    pub fn residual_mut(&mut self) -> Option<&mut ResidualGate> {
-        self.residual.as_deref_mut()
-    }
-
-    /// The residual gate stage, before [`Gate::shape`]: adds the gated correction for
-    /// the setpoint of time `t` to the base's setpoint `sp` (`playing`: the policy has
-    /// authority); its bits are counted by the next `filter`. Nothing without a
-    /// residual gate.
-    pub fn add_residual(&mut self, t: MonoTime, playing: bool, sp: &mut Setpoint) {
-        let Some(r) = self.residual.as_deref_mut() else {
-            return;
-        };
-        r.apply(t, playing, sp);
-        let dof = (sp.dof as usize).min(MAX_DOF);
-        for j in 0..dof {
-            self.residual_raw[j] = sp.pos_rad[j] - r.applied().pos_rad[j] + r.raw()[j];
-        }
+    /// Notes what the residual stage in front of the gate did to this cycle's proposal
+    /// (`bits`: its constraints per joint; `raw_rad`: the proposal before it, base plus
+    /// raw correction), for the next `filter` to count and record with the gate's own.
+    pub fn note_residual(&mut self, bits: &[u32; MAX_DOF], raw_rad: &JointVec) {
+        self.residual_bits = *bits;
+        self.residual_raw = *raw_rad;
     }
 
     /// The action filter, when one is set.
@@ -390,9 +366,6 @@ impl Gate {
         let rest = self.commanded_state();
         if let Some(f) = self.action_filter.as_mut() {
             f.reset_to(&rest);
-        }
-        if let Some(r) = self.residual.as_deref_mut() {
-            r.reset();
         }
     }
 
@@ -452,7 +425,7 @@ impl Gate {
         };
         self.shaped = false;
         for j in 0..dof {
-            let rb = self.residual.as_deref().map_or(0, |r| r.bits()[j]);
+            let rb = self.residual_bits[j];
             let fb = self.filter_bits[j];
             let raw = if rb != 0 {
                 self.residual_raw[j]
@@ -463,9 +436,7 @@ impl Gate {
             };
             mask |= self.filter_joint(j, filtered, raw, fb | rb, cmd);
         }
-        if let Some(r) = self.residual.as_deref_mut() {
-            r.clear_bits();
-        }
+        self.residual_bits = [0; MAX_DOF];
         if proposed.stop {
             let now = self.commanded_state();
             if let Some(f) = self.action_filter.as_mut() {
@@ -475,6 +446,19 @@ impl Gate {
         cmd.dof = dof as u16;
         cmd.chunk_seq = proposed.chunk_seq;
         GateMask(mask)
+    }
+
+    /// The action filter stage while the policy's authority is withdrawn (a stop, a
+    /// hold): bypassed. The proposal goes to the gate as it is (the braking reference or
+    /// the hold) and the filter restarts from the commanded state, so that it can add
+    /// no motion now and starts where the commands are when the policy plays again.
+    pub fn bypass_shaping(&mut self) {
+        self.shaped = true;
+        self.filter_bits = [0; MAX_DOF];
+        let now = self.commanded_state();
+        if let Some(f) = self.action_filter.as_mut() {
+            f.reset_to(&now);
+        }
     }
 
     /// The action filter stage, before [`Gate::filter`]: filters the proposal in

@@ -42,7 +42,8 @@ pub use executor::{
     SeamMode, SeamStats, Setpoint,
 };
 pub use gate::{
-    Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT, SHAPING_BITS,
+    Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT, PERMISSION_BITS,
+    SHAPING_BITS,
 };
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
 pub use ladder::ChunkCounts;

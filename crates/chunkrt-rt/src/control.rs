@@ -6,10 +6,12 @@
 //! preallocated rings, errors are `Copy` values.
 
 use chunkrt_buffer::{Publisher, Subscriber};
+use chunkrt_core::residual::Authority;
 use chunkrt_core::{
     Backend, BackendError, Chunk, Command, DomainBox, DriveRequest, DriveState, Exclusions,
     Executor, Feedback, Gate, GateMask, JointVec, Mode, ModeChangeReason, MonoTime, Observation,
-    Pva, RejectReason, Resume, Setpoint, ThermalLimits, ThermalMonitor, MAX_DOF,
+    Pva, RejectReason, ResidualGate, ResidualLimits, Resume, Setpoint, ThermalLimits,
+    ThermalMonitor, MAX_DOF,
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
@@ -23,6 +25,8 @@ pub struct ControlLoop {
     chunks: Subscriber<Chunk>,
     /// The residual policy's corrections, one per base chunk (same `seq`).
     residual_chunks: Option<Subscriber<Chunk>>,
+    /// The residual stage (`[policy.residual]`), boxed: built once, before the loop.
+    residual: Option<Box<ResidualGate>>,
     /// `[episodes]`: the episode state machine (boxed: built once).
     episodes: Option<Box<chunkrt_core::Episodes>>,
     /// Chunks of another episode or phase than the current one, not offered.
@@ -144,6 +148,7 @@ impl ControlLoop {
             executor: p.executor,
             gate: p.gate,
             residual_chunks: None,
+            residual: None,
             episodes: None,
             chunks_other_episode: 0,
             base: [0.0; MAX_DOF],
@@ -268,11 +273,25 @@ impl ControlLoop {
         self
     }
 
-    /// Takes the residual policy's correction chunks (the gate was built with its
-    /// residual stage, `Gate::with_residual`).
-    pub fn with_residual_chunks(mut self, chunks: Option<Subscriber<Chunk>>) -> Self {
+    /// With a residual policy: its correction chunks and the residual stage's limits
+    /// (both or neither), the first stage of the command path (proposal = base +
+    /// residual; see `chunkrt_core::residual`).
+    pub fn with_residual(
+        mut self,
+        chunks: Option<Subscriber<Chunk>>,
+        limits: Option<ResidualLimits>,
+    ) -> Self {
+        self.residual = match (&chunks, limits) {
+            (Some(_), Some(l)) => Some(Box::new(ResidualGate::new(l, self.period_ns))),
+            _ => None,
+        };
         self.residual_chunks = chunks;
         self
+    }
+
+    /// The residual stage, when the run has one.
+    pub fn residual(&self) -> Option<&ResidualGate> {
+        self.residual.as_deref()
     }
 
     /// Attaches the control-side injection (delay lines, extra work, the probe, a
@@ -491,13 +510,16 @@ impl ControlLoop {
         // The trajectory is sampled for the deadline's slot (the gate differentiates
         // over the nominal period); freshness is judged at the wake time.
         self.executor.tick_at(wake, deadline, &mut self.setpoint);
-        let playing = self.executor.mode() == Mode::Playing && self.policy_runs();
-        if self.gate.residual().is_some() {
-            self.base = self.setpoint.pos_rad;
+        // The withdrawal is decided once, here: out of `Playing` every stage but the
+        // gate's braking reference is bypassed (the stop brakes the commanded state,
+        // the hold holds it; nothing layered on the base may add motion to either).
+        let authority = self.executor.mode() == Mode::Playing;
+        self.propose(deadline, authority);
+        if authority {
+            self.gate.shape(&mut self.setpoint);
+        } else {
+            self.gate.bypass_shaping();
         }
-        self.gate
-            .add_residual(deadline, playing, &mut self.setpoint);
-        self.gate.shape(&mut self.setpoint);
         let probed = self.probe(deadline);
         self.injected_control_panic(deadline);
         let (mask, commanded) = self.gate_command(wake, probed);
@@ -565,7 +587,7 @@ impl ControlLoop {
         }
         let offered = self.executor.offer(chunk, wake);
         if offered.is_ok() {
-            Self::take_correction(&mut self.residual_chunks, &mut self.gate, chunk.seq);
+            Self::take_correction(&mut self.residual_chunks, &mut self.residual, chunk.seq);
         }
         if let Err(reason) = offered {
             if reason == RejectReason::OutOfDomain {
@@ -584,20 +606,55 @@ impl ControlLoop {
     }
 
     /// The residual's correction for the base chunk `seq` just accepted, offered to
-    /// the residual gate; a correction that is missing (another chunk's) or refused
-    /// leaves that chunk without one (the correction goes to zero at its rate).
+    /// the residual stage; a correction that is missing (another chunk's) or refused
+    /// leaves that chunk without one (the correction goes to zero within its limits).
     #[inline]
-    fn take_correction(chunks: &mut Option<Subscriber<Chunk>>, gate: &mut Gate, seq: u64) {
-        let (Some(sub), Some(residual)) = (chunks.as_mut(), gate.residual_mut()) else {
+    fn take_correction(
+        chunks: &mut Option<Subscriber<Chunk>>,
+        residual: &mut Option<Box<ResidualGate>>,
+        seq: u64,
+    ) {
+        let (Some(sub), Some(residual)) = (chunks.as_mut(), residual.as_deref_mut()) else {
             return;
         };
         sub.update();
         let correction = sub.peek();
-        if correction.seq == seq {
+        // An empty correction was withheld at the source (failed, non-finite, out of the
+        // residual's domain) and counted there.
+        if correction.seq == seq && correction.len > 0 {
             residual.offer(correction);
         } else {
             residual.clear();
         }
+    }
+
+    /// Stage 3b, the proposal: with a residual, the base's setpoint (kept for the
+    /// records) plus the residual's correction sampled at the base's own sample time
+    /// (the deadline plus the executor's lookahead). `authority`: the executor plays;
+    /// without it the correction is bypassed and restarts from zero.
+    #[inline]
+    fn propose(&mut self, deadline: MonoTime, authority: bool) {
+        if self.residual.is_none() {
+            return;
+        }
+        self.base = self.setpoint.pos_rad;
+        let who = if !authority {
+            Authority::Withdrawn
+        } else if self.policy_runs() {
+            Authority::Policy
+        } else {
+            Authority::Planner
+        };
+        let ts = deadline.add_ns(self.executor.config().lookahead_ns);
+        let Some(r) = self.residual.as_deref_mut() else {
+            return;
+        };
+        r.apply(ts, who, &mut self.setpoint);
+        let mut raw = self.base;
+        for (q, c) in raw.iter_mut().zip(r.raw()) {
+            *q += c;
+        }
+        self.gate.note_residual(r.bits(), &raw);
     }
 
     /// Stage 2: the checks that take authority from the policy before the tick, on
@@ -1019,10 +1076,10 @@ impl ControlLoop {
             setpoint_pos_rad: self.setpoint.pos_rad,
             base_pos_rad: self.base,
             residual_rad: self
-                .gate
-                .residual()
+                .residual
+                .as_deref()
                 .map_or([0.0; MAX_DOF], |r| r.applied().pos_rad),
-            residual: self.gate.residual().is_some(),
+            residual: self.residual.is_some(),
             gate_joint_mask,
             episode: self.cycle_episode,
             cmd_pos_rad: self.cmd.pos_rad,

@@ -143,7 +143,18 @@ impl ResidualStage {
         }));
         let outcome = match result {
             Ok(Ok(info)) if info.out_of_domain => Correction::OutOfDomain,
-            Ok(Ok(_)) => Correction::Computed,
+            Ok(Ok(_)) => match first_non_finite(out) {
+                Some((i, j)) => {
+                    tracing::warn!(
+                        "the residual's correction {} is {} at setpoint {i}, joint {j}: this \
+                         chunk plays without it",
+                        base.seq,
+                        out.pos_rad[i][j]
+                    );
+                    Correction::NonFinite
+                }
+                None => Correction::Computed,
+            },
             Ok(Err(e)) => {
                 tracing::warn!("residual inference failed: {e}");
                 Correction::Failed
@@ -171,11 +182,27 @@ impl ResidualStage {
     }
 }
 
+/// The first non-finite value of a chunk's setpoints (setpoint, joint), if any.
+fn first_non_finite(c: &Chunk) -> Option<(usize, usize)> {
+    let (n, dof) = (
+        (c.len as usize).min(c.pos_rad.len()),
+        (c.dof as usize).min(chunkrt_core::MAX_DOF),
+    );
+    c.pos_rad[..n].iter().enumerate().find_map(|(i, row)| {
+        row[..dof]
+            .iter()
+            .position(|x| !x.is_finite())
+            .map(|j| (i, j))
+    })
+}
+
 /// What became of a residual's correction for one base chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Correction {
     /// Computed and handed over.
     Computed,
+    /// Computed with a non-finite value (NaN, infinite): withheld.
+    NonFinite,
     /// The observation was outside the residual's declared domain: withheld.
     OutOfDomain,
     /// The residual failed (an error, a panic): withheld.
@@ -228,6 +255,9 @@ pub struct HandoffCounts {
     /// Base chunks whose observation lay outside the residual's declared domain: they
     /// played without a correction.
     pub residual_out_of_domain: AtomicU64,
+    /// Base chunks whose correction held a non-finite value (NaN, infinite): they played
+    /// without one.
+    pub residual_non_finite: AtomicU64,
 }
 
 /// The control loop's deadlines are `origin + k * period`; the control thread sets the
@@ -791,6 +821,7 @@ impl Inference {
                 Correction::Computed => None,
                 Correction::OutOfDomain => Some(&self.p.handoff.residual_out_of_domain),
                 Correction::Failed => Some(&self.p.handoff.residual_failed),
+                Correction::NonFinite => Some(&self.p.handoff.residual_non_finite),
             };
             if let Some(c) = counter {
                 c.fetch_add(1, Ordering::Relaxed);
@@ -942,6 +973,58 @@ mod tests {
                     proptest::prop_assert!(start - run[i - 1].1 + control > period);
                 }
             }
+        }
+    }
+
+    /// A residual whose correction is `value` at setpoint 2, joint 1 (0 elsewhere).
+    struct Correcting {
+        value: f64,
+    }
+
+    impl Policy for Correcting {
+        fn spec(&self) -> chunkrt_core::PolicySpec {
+            chunkrt_core::PolicySpec {
+                dof: 3,
+                horizon: 4,
+                dt_ns: 20 * MS,
+            }
+        }
+        fn infer(
+            &mut self,
+            _obs: &Observation,
+            out: &mut Chunk,
+        ) -> Result<chunkrt_core::InferInfo, chunkrt_core::PolicyError> {
+            out.len = 4;
+            out.dof = 3;
+            out.dt_ns = 20 * MS;
+            out.pos_rad = [[0.0; chunkrt_core::MAX_DOF]; chunkrt_core::MAX_HORIZON];
+            out.pos_rad[2][1] = self.value;
+            Ok(chunkrt_core::InferInfo::default())
+        }
+    }
+
+    #[test]
+    fn a_non_finite_correction_is_withheld_and_told_apart() {
+        for (value, expected) in [
+            (0.01, Correction::Computed),
+            (f64::NAN, Correction::NonFinite),
+            (f64::INFINITY, Correction::NonFinite),
+            (f64::NEG_INFINITY, Correction::NonFinite),
+        ] {
+            let (publisher, mut corrections) = chunkrt_buffer::channel(Chunk::default());
+            let mut stage = ResidualStage::new(Box::new(Correcting { value }), publisher);
+            let base = Chunk {
+                seq: 7,
+                ..Chunk::default()
+            };
+            assert_eq!(stage.compute(&Observation::default(), &base), expected);
+            stage.publish(MonoTime::from_ms(1));
+            corrections.update();
+            let c = corrections.peek();
+            assert_eq!(c.seq, 7);
+            // Withheld: the control loop gets an empty correction (it clears the
+            // residual's chunk without counting a refusal: this one is counted here).
+            assert_eq!(c.len == 0, expected != Correction::Computed, "{value}");
         }
     }
 

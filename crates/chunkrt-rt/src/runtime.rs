@@ -1124,7 +1124,7 @@ fn bring_up(
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
     let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
-    let gate = gate(cfg, &first, parts.residual.is_some());
+    let gate = gate(cfg, &first);
     let control = ControlLoop::new(ControlParts {
         backend,
         executor,
@@ -1144,7 +1144,7 @@ fn bring_up(
         .with_following_error(cfg.following_error_limits())
         .with_exclusions(parts.exclusions)
         .with_thermal(cfg.thermal_limits())
-        .with_residual_chunks(parts.residual)
+        .with_residual(parts.residual, cfg.residual_limits())
         .with_enable_input(cfg.enable_input())
         .with_episodes(cfg.episode_plan(), cfg.residual_budget());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
@@ -1155,13 +1155,12 @@ fn bring_up(
     })
 }
 
-/// The gate at rest at the first measurement, with the config's action filter, torque
-/// slew limit and (with a residual policy) residual gate.
-fn gate(cfg: &Config, first: &Feedback, residual: bool) -> Gate {
+/// The gate at rest at the first measurement, with the config's action filter and
+/// torque slew limit.
+fn gate(cfg: &Config, first: &Feedback) -> Gate {
     Gate::new(cfg.joint_limits(), cfg.period_ns(), &first.pos_rad)
         .with_action_filter(cfg.action_filter_hz())
         .with_torque_slew(cfg.torque_slew_jerk())
-        .with_residual(residual.then(|| cfg.residual_limits()).flatten())
 }
 
 /// The full-rate recording in `dir` (`recording.mcap`), limits from `[telemetry]`.
@@ -1383,6 +1382,14 @@ fn record_handoff(
         (
             "residual_out_of_domain",
             handoff.residual_out_of_domain.load(Ordering::Relaxed),
+        ),
+        (
+            "residual_non_finite",
+            handoff.residual_non_finite.load(Ordering::Relaxed),
+        ),
+        (
+            "residual_refused",
+            control.residual().map_or(0, |r| r.refused()),
         ),
     ] {
         report.counters.insert(k.into(), v);

@@ -6,7 +6,7 @@
 use super::ControlLoop;
 use chunkrt_core::{
     Budget, Constraint, CycleFacts, EpisodePlan, EpisodeSummary, EpisodeTag, Episodes,
-    ModeChangeReason, MonoTime, Phase, SHAPING_BITS,
+    ModeChangeReason, MonoTime, Phase, PERMISSION_BITS,
 };
 use chunkrt_telemetry::EventRecord;
 
@@ -19,7 +19,7 @@ impl ControlLoop {
     /// Runs the episodes of `plan` from the first cycle on (none: one continuous run);
     /// the residual's `budget` is judged at each episode's end.
     pub fn with_episodes(mut self, plan: Option<EpisodePlan>, budget: Budget) -> Self {
-        let residual = self.gate.residual().is_some();
+        let residual = self.residual.is_some();
         let now = (self.clock)();
         self.episodes = plan.map(|p| Box::new(Episodes::new(p, budget, now, residual)));
         self
@@ -70,7 +70,7 @@ impl ControlLoop {
             pos_rad: &self.fb.pos_rad,
             vel_rad_s: &self.fb.vel_rad_s,
             gate_mask: mask.0,
-            shaping_bits: SHAPING_BITS,
+            permission_bits: PERMISSION_BITS,
             residual_bits: RESIDUAL_BITS,
             track_err_rad: track,
         });
@@ -109,7 +109,7 @@ impl ControlLoop {
             return;
         };
         if s.breach.is_some() {
-            if let Some(r) = self.gate.residual_mut() {
+            if let Some(r) = self.residual.as_deref_mut() {
                 r.withdraw();
             }
         }
