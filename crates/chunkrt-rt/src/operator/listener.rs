@@ -293,12 +293,8 @@ mod tests {
 
     #[test]
     fn past_the_cap_the_longest_idle_client_makes_room_and_the_new_one_is_heard() {
-        let limits = Limits {
-            line_timeout: Duration::from_secs(60),
-            max_clients: 4,
-        };
-        let served = Served::start("cap", limits);
-        let mut old: Vec<UnixStream> = (0..4)
+        let served = Served::start("cap", Limits::default());
+        let mut old: Vec<UnixStream> = (0..MAX_CLIENTS)
             .map(|_| {
                 let mut s = served.connect();
                 assert!(ask(&mut s, "x").starts_with(UNKNOWN));
@@ -309,7 +305,7 @@ mod tests {
         assert!(ask(&mut new, "x").starts_with(UNKNOWN));
         let closed = line(&old[0]);
         assert!(
-            closed.starts_with("error: closed: 4 operator connections at once"),
+            closed.starts_with("error: closed: 16 operator connections at once"),
             "{closed}"
         );
         assert_eq!(line(&old[0]), "", "then closed");
