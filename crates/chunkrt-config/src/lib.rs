@@ -9,6 +9,7 @@ mod ethercat;
 mod inject;
 mod kind;
 mod locate;
+mod operator;
 mod perjoint;
 mod schema;
 mod validate;
@@ -23,6 +24,7 @@ pub use inject::{
 };
 pub use kind::FileKind;
 pub use locate::{clip, line_of, MAX_MESSAGE_BYTES};
+pub use operator::{check_socket_path, resolve_group, PRIVATE_SUFFIX_MAX, SOCKET_PATH_MAX};
 pub use perjoint::PerJoint;
 pub use schema::*;
 pub use validate::min_chunk_age_ms;
@@ -36,11 +38,21 @@ impl Config {
     /// against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = read_text(path, "run configuration")?;
-        let mut cfg = Config::parse_str(&text, path)?;
+        Config::from_file_text(&text, path)
+    }
+
+    /// Parses and validates the text of the file `path` (read by the caller, with its
+    /// bound) as [`Config::load`] does: relative paths resolved against the file's
+    /// directory, and what the file names on this host checked too (`[operator]`'s
+    /// socket path and group).
+    pub fn from_file_text(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut cfg = Config::parse_str(text, path)?;
         cfg.base_dir = path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
+        cfg.check_operator_host()
+            .map_err(|(key, message)| ConfigError::invalid(path, text, &key, &message))?;
         Ok(cfg)
     }
 

@@ -276,9 +276,14 @@ pub struct ResidualConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorConfig {
-    /// The socket's path, relative to this file (a stale socket there is replaced).
+    /// The socket's path, relative to this file: created mode 0600 (0660 with `group`);
+    /// a socket left there by an earlier run is replaced, any other file refused.
     #[serde(default)]
     pub socket: Option<PathBuf>,
+    /// A group whose members may use the socket besides chunkrt's own user and root
+    /// (the socket is then mode 0660, of this group).
+    #[serde(default)]
+    pub group: Option<String>,
     /// Read the commands from standard input too (a key and Enter at the terminal that
     /// started the run).
     #[serde(default)]

@@ -108,6 +108,12 @@ impl Config {
                     "opens no channel: set socket = \"PATH\" and/or stdin = true",
                 );
             }
+            if op.group.is_some() && op.socket.is_none() {
+                return fail(
+                    "operator.group",
+                    "names who may use the socket, and there is none: set socket = \"PATH\"",
+                );
+            }
         }
         if let Some(d) = &self.domain {
             d.pos_min_rad

@@ -698,17 +698,26 @@ impl ControlLoop {
             self.executor
                 .force_fallback(wake, ModeChangeReason::OperatorHold);
         }
+        let running = self
+            .episodes
+            .as_deref()
+            .is_some_and(|e| e.phase() == chunkrt_core::Phase::Running);
+        crate::operator::publish_episode(running);
         let marks = crate::operator::take_marks();
+        // Marks are taken only while an episode runs; one given as it ended is dropped,
+        // never recorded without its episode.
         if marks > 0 {
             let episode = self.episodes.as_deref_mut().and_then(|e| {
                 let i = e.index();
                 e.mark(marks).then_some(i)
             });
-            self.events_out.push(EventRecord::OperatorMark {
-                t: wake,
-                count: marks,
-                episode,
-            });
+            if episode.is_some() {
+                self.events_out.push(EventRecord::OperatorMark {
+                    t: wake,
+                    count: marks,
+                    episode,
+                });
+            }
         }
     }
 

@@ -26,4 +26,8 @@ pub enum RunError {
     /// The camera could not be opened, or does not fit the policy.
     #[error("camera: {0}")]
     Camera(String),
+    /// The operator's channel (`[operator]`) could not be opened as configured: its
+    /// socket's path, directory or group (a configuration error).
+    #[error("[operator]: {0}")]
+    Operator(String),
 }

@@ -241,6 +241,8 @@ impl Runtime {
                 "a residual policy needs the config's [policy.residual] (its gate's bounds)".into(),
             ));
         }
+        // Before anything moves; commands act on this run until its end.
+        let _operator = crate::operator::open(&cfg).map_err(RunError::Operator)?;
         let built = Built::new(&cfg, policy, residual, opts)?;
         let threads = Threads::start(&cfg, backend, built, opts)?;
         let (controlled, others) = threads.supervise();
@@ -255,27 +257,6 @@ fn make_out_dir(opts: &RunOptions) -> Result<(), RunError> {
         std::fs::create_dir_all(dir).map_err(|e| RunError::Output {
             dir: dir.clone(),
             message: e.to_string(),
-        })?;
-    }
-    Ok(())
-}
-
-/// The operator's command channel of `[operator]`, listening before anything moves.
-fn serve_operator(cfg: &Config) -> Result<(), RunError> {
-    let Some(op) = &cfg.operator else {
-        return Ok(());
-    };
-    if let Some(socket) = &op.socket {
-        let path = cfg.resolve(socket);
-        crate::operator::serve(&path).map_err(|e| RunError::Output {
-            dir: path.clone(),
-            message: format!("[operator] socket: {e}"),
-        })?;
-    }
-    if op.stdin {
-        crate::operator::serve_stdin().map_err(|e| RunError::Output {
-            dir: "<stdin>".into(),
-            message: format!("[operator] stdin: {e}"),
         })?;
     }
     Ok(())
@@ -349,7 +330,6 @@ impl Built {
         opts: &RunOptions,
     ) -> Result<Built, RunError> {
         make_out_dir(opts)?;
-        serve_operator(cfg)?;
         let image_size = policy.image_size();
         check_camera(cfg, image_size)?;
         let t_start = os::now();

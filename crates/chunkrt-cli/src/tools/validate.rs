@@ -259,12 +259,9 @@ fn manifest(
 /// A run configuration: parsed and range-checked, then its backend (the simulated arm
 /// at its start pose) and its policy built as `run` builds them.
 fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
-    // Parsed from the text already read (with its bound), resolved like `Config::load`.
-    let mut cfg = Config::parse_str(text, file)?;
-    cfg.base_dir = file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| ".".into());
+    // Parsed from the text already read (with its bound), resolved and checked against
+    // this host (the operator's socket path, its group) as `Config::load` does.
+    let cfg = Config::from_file_text(text, file)?;
     let mut summary = format!(
         "{} joints, {} ms bus period, {:?} policy, {:?} backend",
         cfg.control.joints, cfg.control.period_ms, cfg.policy.kind, cfg.backend.kind
