@@ -359,6 +359,9 @@ fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
     let t0 = MonoTime::from_ms(1_000);
     NOW.with(|n| n.set(t0.0));
     let (mut control, mut chunks, mut residuals, script, mut records) = build(&cfg, c, &home);
+    // The operator's channel for this run (no socket, no standard input: the test
+    // gives its `stop` as a line would).
+    let channel = chunkrt_rt::operator::open(&cfg).expect("the operator's channel opens");
     let trigger = (c.at_s * 1e9 / period_ns as f64) as usize;
     let total = trigger + (3_500 * NS_PER_MS / period_ns) as usize;
     let every = (50 * NS_PER_MS / period_ns).max(1) as usize;
@@ -388,7 +391,8 @@ fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
             match c.reason {
                 Reason::EnableReleased => s.inputs = 0,
                 Reason::OperatorStop => {
-                    chunkrt_rt::operator::command("stop");
+                    let answer = chunkrt_rt::operator::command("stop");
+                    prop_assert!(answer.starts_with("ok"), "{}", answer);
                 }
                 Reason::OutOfDomain => s.offset_rad = 1.0,
                 Reason::FollowingError => s.offset_rad = 0.1,
@@ -415,6 +419,7 @@ fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
     if c.reason == Reason::OperatorStop {
         chunkrt_rt::operator::command("rearm");
     }
+    drop(channel);
     let Some(w) = withdrawn_at else {
         return Err(TestCaseError::fail(format!(
             "{:?} never took authority",
