@@ -11,7 +11,9 @@ sampler's algorithm): the request carries the raw observation vector
 (`observation/state`, float32 [d_obs]), the host's initial noise (`noise`, float32
 [horizon, d_a]) and `sampler` {method, steps}; the reply's `actions` (float64
 [horizon, d_a]) are absolute joint positions. The metadata names the model's SHA-256,
-so a client can refuse a server that serves another policy.
+so a client can refuse a server that serves another policy, and every reply echoes the
+request's `request_id` (chunkrt's addition to openpi's protocol, which ties no reply to
+its request: the client refuses a stale or repeated reply by it).
 
     python scripts/policy_server.py --manifest rt-config/policies/flow.toml [--host 127.0.0.1] [--port 8765]
         [--token TOKEN] [--tls-cert CERT.pem --tls-key KEY.pem]
@@ -102,6 +104,8 @@ async def serve(args, policy):
                 if args.stall_after and served % args.stall_after == 0:
                     await asyncio.sleep(args.stall_s)
                 action["server_timing"] = {"infer_ms": infer_s * 1000}
+                if "request_id" in obs:
+                    action["request_id"] = obs["request_id"]
                 if prev_total is not None:
                     action["server_timing"]["prev_total_ms"] = prev_total * 1000
                 await websocket.send(packer.pack(action))

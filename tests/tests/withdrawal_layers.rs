@@ -543,13 +543,13 @@ fn a_correction_setting_in_leaves_the_permission_gate_idle() {
             }
             while records.pop_event().is_some() {}
         }
-        assert!(reached, "{period_ms} ms: the correction reached its bound");
-        assert!(rising > 100, "{period_ms} ms: {rising} cycles judged");
         eprintln!("{period_ms} ms: the permission gate acted on {acted} of the {rising} cycles the correction rose in");
         assert_eq!(
             acted, 0,
             "{period_ms} ms: the permission gate acted on {acted} of {rising} cycles"
         );
+        assert!(reached, "{period_ms} ms: the correction reached its bound");
+        assert!(rising > 50, "{period_ms} ms: {rising} cycles judged");
     }
 }
 

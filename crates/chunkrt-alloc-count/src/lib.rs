@@ -23,6 +23,10 @@ thread_local! {
     // the allocator can use them, even while a thread is being torn down.
     static WATCHING: Cell<bool> = const { Cell::new(false) };
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    // Bytes allocated less bytes freed by the watching thread while it watches, and
+    // the most they reached.
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
 }
 
 /// The system allocator, counting the watching thread's allocations and reallocations.
@@ -37,6 +41,17 @@ impl CountingAllocator {
             allocation_seen(size);
         }
     }
+
+    /// `delta` bytes more (or fewer) live on the watching thread.
+    fn live(delta: i64) {
+        if WATCHING.with(Cell::get) {
+            let now = LIVE.with(|l| {
+                l.set(l.get() + delta);
+                l.get()
+            });
+            PEAK.with(|p| p.set(p.get().max(now)));
+        }
+    }
 }
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the counting
@@ -44,23 +59,27 @@ impl CountingAllocator {
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         Self::note(layout.size());
+        Self::live(layout.size() as i64);
         // SAFETY: same contract as ours, passed through.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         Self::note(layout.size());
+        Self::live(layout.size() as i64);
         // SAFETY: same contract as ours, passed through.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        Self::live(-(layout.size() as i64));
         // SAFETY: `ptr` came from `System` with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         Self::note(new_size);
+        Self::live(new_size as i64 - layout.size() as i64);
         // SAFETY: same contract as ours, passed through.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -83,6 +102,19 @@ pub fn count_allocations<R>(f: impl FnOnce() -> R) -> (R, u64) {
     let r = f();
     WATCHING.with(|w| w.set(was_watching));
     (r, ALLOCATIONS.with(Cell::get) - before)
+}
+
+/// Runs `f` on this thread and returns its result and the most bytes it held allocated
+/// at once on this thread (its own allocations less its own frees; memory another
+/// thread allocates is not counted). Only measures when [`CountingAllocator`] is the
+/// global allocator.
+pub fn peak_bytes<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    LIVE.with(|l| l.set(0));
+    PEAK.with(|p| p.set(0));
+    let was_watching = WATCHING.with(|w| w.replace(true));
+    let r = f();
+    WATCHING.with(|w| w.set(was_watching));
+    (r, PEAK.with(Cell::get).max(0) as u64)
 }
 
 #[cfg(test)]
@@ -116,6 +148,14 @@ mod tests {
         });
         // Joining does not allocate here; the other thread's 1000 allocations are not ours.
         assert!(mine < 1000, "another thread's allocations counted: {mine}");
+        // The peak: two buffers of 1 MiB held at once, then freed, then one of 512 KiB.
+        let (_, peak) = peak_bytes(|| {
+            let a = std::hint::black_box(vec![1u8; 1 << 20]);
+            let b = std::hint::black_box(vec![2u8; 1 << 20]);
+            drop((a, b));
+            std::hint::black_box(vec![3u8; 1 << 19]);
+        });
+        assert!((2 << 20..(2 << 20) + 4096).contains(&peak), "{peak}");
     }
 
     #[test]

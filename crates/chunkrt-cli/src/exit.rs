@@ -22,6 +22,10 @@ pub const EXIT_THREAD_PANIC: u8 = 7;
 /// Exit status when a second stop request (SIGINT, SIGTERM, SIGHUP) made the stop a
 /// quick stop: the drives' own quick stop, then disabled.
 pub const EXIT_QUICK_STOP: u8 = 8;
+/// Exit status when the policy produced no usable chunk in the whole run (every call
+/// failed, e.g. a policy server that answered none; or every chunk was refused at
+/// ingestion for setpoints outside the joints' bounds): the arm held where it was.
+pub const EXIT_POLICY_UNUSABLE: u8 = 9;
 
 /// The exit status of a run that ended as `ending` (the same for `run`, `bench` and
 /// `margin`).
@@ -32,6 +36,7 @@ pub fn exit_status(ending: chunkrt_rt::Ending) -> u8 {
         Ending::ThreadPanicked => EXIT_THREAD_PANIC,
         Ending::DriveLost => EXIT_DRIVE_LOST,
         Ending::PolicyFailed => EXIT_POLICY_FAILED,
+        Ending::PolicyUnusable => EXIT_POLICY_UNUSABLE,
         Ending::QuickStopped => EXIT_QUICK_STOP,
         Ending::RecordsIncomplete => EXIT_RECORDS_INCOMPLETE,
         Ending::Normal => 0,

@@ -6,7 +6,9 @@
 //! (drives not disabled or the bus not back in INIT: the arm may still be powered);
 //! 5 the run ended normally (arm brought to rest) but its records are incomplete: a
 //! write to `--out` failed, e.g. the disk filled (stderr and `report.json`'s
-//! `log_error` say which). A closed stdout or stderr is not an error: console output
+//! `log_error` say which); 6 a drive was lost mid-run; 7 a runtime thread panicked; 8 a
+//! second stop request made the stop a quick stop; 9 the policy produced no usable chunk
+//! in the whole run (README "Reliability"). A closed stdout or stderr is not an error: console output
 //! is dropped, the run and its files are unaffected, and the status is the command's
 //! own (as if the output had been read: `chunkrt check | head -1` still says whether
 //! the host passed, a bench piped into `head` still says whether its budget held).
@@ -47,8 +49,8 @@ mod setup;
 mod tools;
 
 pub use exit::{
-    exit_status, EXIT_DRIVE_LOST, EXIT_FAIL, EXIT_POLICY_FAILED, EXIT_QUICK_STOP,
-    EXIT_RECORDS_INCOMPLETE, EXIT_SHUTDOWN_FAILED, EXIT_THREAD_PANIC, EXIT_USAGE,
+    exit_status, EXIT_DRIVE_LOST, EXIT_FAIL, EXIT_POLICY_FAILED, EXIT_POLICY_UNUSABLE,
+    EXIT_QUICK_STOP, EXIT_RECORDS_INCOMPLETE, EXIT_SHUTDOWN_FAILED, EXIT_THREAD_PANIC, EXIT_USAGE,
 };
 
 use clap::Parser;

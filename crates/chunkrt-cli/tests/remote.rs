@@ -660,3 +660,143 @@ fn with_5_percent_loss_reconnects_are_counted_and_playback_resumes() {
     assert!(left.is_some() && back.is_some(), "modes {m:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- issue 56: every reply bounded, refused chunks never offered, a policy that gave
+// nothing fails the run. The servers are chunkrt_testkit::openpi_server, in this process
+// (no Python, no ONNX Runtime: a served policy loads only its manifest). ----
+
+use chunkrt_testkit::openpi_server::{self, Behaviour, Dribble};
+
+/// The flow policy's digest, horizon and joints.
+fn flow_manifest() -> chunkrt_policy::Manifest {
+    chunkrt_policy::Manifest::load(&repo().join("rt-config/policies/flow.toml")).unwrap()
+}
+
+/// rt-config/sim-remote.toml asking the in-process server at `url`, with `extra` lines
+/// in `[policy.remote]` and a reply timeout of `reply_ms`.
+fn config_for(dir: &Path, url: &str, reply_ms: u32, extra: &str) -> PathBuf {
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let path = config(dir, port);
+    let text = std::fs::read_to_string(&path).unwrap().edit(
+        "reply_timeout_ms = 1000.0",
+        &format!("reply_timeout_ms = {reply_ms}.0\n{extra}"),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn events(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A server whose every chunk is 1e30 rad (finite, absurd): each chunk is refused on
+/// the inference thread, counted and said in the event log, none is offered to the
+/// executor, the arm never plays and no command leaves the joint limits; the policy
+/// produced no usable chunk, so the run exits 9 (its report written, the model said to
+/// be verified: the server named the manifest's digest). Before, 48 of 99 such chunks
+/// were played, `setpoint_rad` 8.56e27 was recorded, and the run exited 0.
+#[test]
+fn absurd_chunks_are_refused_at_ingestion_and_a_policy_that_gave_nothing_exits_9() {
+    let m = flow_manifest();
+    let server = openpi_server::serve(Behaviour::new(
+        Some(&m.model_sha256),
+        m.horizon,
+        m.d_a,
+        1e30,
+    ));
+    let dir = temp_dir("remote", "absurd");
+    let cfg_path = config_for(&dir, &server.url, 1000, "");
+    let out = dir.join("run");
+    let (status, err) = run(&cfg_path, &out, "2s");
+    assert_eq!(status, Some(9), "{err}");
+    assert!(err.contains("the policy produced no usable chunk"), "{err}");
+    let r = report(&out);
+    let c = &r["counters"];
+    let refused = c["chunks_out_of_bounds"].as_u64().unwrap();
+    assert!(refused >= 5, "{c}");
+    assert_eq!(c["chunks_published"].as_u64(), Some(0), "{c}");
+    assert_eq!(c["chunks_offered"].as_u64(), Some(0), "{c}");
+    assert!(r["policy_unusable"].is_string(), "{r}");
+    assert_eq!(
+        r["config"]["policy_model_verified"], true,
+        "{}",
+        r["config"]
+    );
+    // The event log names each refusal: where, and what the bound was.
+    let said: Vec<_> = events(&out)
+        .into_iter()
+        .filter(|e| e["event"] == "chunk_out_of_bounds")
+        .collect();
+    assert!(!said.is_empty(), "no chunk_out_of_bounds event");
+    assert!(said.iter().all(|e| e["value_rad"].as_f64() > Some(1e29)));
+    // The commands the arm got: never playing, every one within the limits.
+    let cfg = Config::load(&cfg_path).unwrap();
+    let limits = cfg.joint_limits();
+    let (cycles, _) = chunkrt_tests::recording::read(&out.join("recording.mcap")).unwrap();
+    assert!(cycles.len() > 50, "{} cycles", cycles.len());
+    for c in &cycles {
+        assert_ne!(c.mode, "Playing", "cycle {}", c.cycle);
+        for (j, q) in c.command_rad.iter().enumerate().take(cfg.control.joints) {
+            let l = &limits.joint[j];
+            assert!(
+                (l.pos_min_rad..=l.pos_max_rad).contains(q),
+                "cycle {}: {q}",
+                c.cycle
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that names no model digest, taken with `verify_model = false`, that answers
+/// the warm-up and then dribbles every reply a byte every 10 ms (18 s a reply): each
+/// chunk fails by its 200 ms deadline, the 2 s run ends on time with its report (the
+/// server still dribbling when it ended), the report says the model was not verified,
+/// and the run exits 9 (no usable chunk). Before, each read waited for the whole
+/// frame: a 5 s run lived past 23 s, deaf to SIGINT, and exited 0.
+#[test]
+fn a_dribbling_unverified_server_cannot_stretch_the_run_and_no_chunk_exits_9() {
+    let m = flow_manifest();
+    let mut b = Behaviour::new(None, m.horizon, m.d_a, 0.1);
+    b.dribble = Dribble::Replies(Duration::from_millis(10));
+    b.dribble_from = 2;
+    let server = openpi_server::serve(b);
+    let dir = temp_dir("remote", "dribble");
+    let cfg_path = config_for(&dir, &server.url, 200, "verify_model = false");
+    let out = dir.join("run");
+    let (status, err) = run(&cfg_path, &out, "2s");
+    let c = &server.counts;
+    assert!(c.dribbles_begun.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert_eq!(
+        c.dribbles_done.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the run waited for a dribbled reply to end"
+    );
+    assert_eq!(status, Some(9), "{err}");
+    let r = report(&out);
+    assert_eq!(
+        r["config"]["policy_model_verified"], false,
+        "{}",
+        r["config"]
+    );
+    let counters = &r["counters"];
+    assert!(
+        counters["inference_errors"].as_u64() >= Some(1),
+        "{counters}"
+    );
+    assert_eq!(counters["chunks_published"].as_u64(), Some(0), "{counters}");
+    // The same server, the model's digest required (the default): refused at start,
+    // nothing moved, the key that would let it through named.
+    let cfg_path = config_for(&dir, &server.url, 200, "");
+    let (status, err) = run(&cfg_path, &dir.join("refused"), "2s");
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("names no model_sha256") && err.contains("verify_model = false"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -422,6 +422,103 @@ fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_b
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `policy.remote.ca_file` naming `/dev/zero`, a FIFO without a writer or a 2 GB sparse
+/// file: `validate` and `run` each refuse it at once (exit 2), naming the key, the file
+/// and what it is, without the process's memory growing. A server listens at the
+/// `wss://` URL (a bare TCP listener), so a client that read the CA file only at
+/// connect gets that far. Before (issue 56), `validate` called the configuration OK,
+/// and `run` aborted on /dev/zero ("memory allocation of 4294967296 bytes failed", exit
+/// 134), hung on the FIFO, and took 11.4 s and 2.1 GB on a 2 GB file.
+#[test]
+fn a_ca_file_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate_and_run() {
+    let dir = scratch("unbounded-ca");
+    let fifo = dir.join("fifo.pem");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let sparse = dir.join("sparse.pem");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(2_000_000_000)
+        .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let remote = std::fs::read_to_string(repo().join("rt-config/sim-remote.toml")).unwrap();
+    let policies = repo().join("rt-config/policies");
+    let run = dir.join("remote.toml");
+    let out = dir.join("out");
+    for (ca, says) in [
+        (
+            PathBuf::from("/dev/zero"),
+            "/dev/zero: is a character device, not a regular file",
+        ),
+        (
+            fifo.clone(),
+            "fifo.pem: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            sparse.clone(),
+            "sparse.pem: 1.9 GiB is more than the 4.0 MiB a CA file may have",
+        ),
+    ] {
+        let text = remote
+            .edit(
+                "manifest = \"policies/",
+                &format!("manifest = \"{}/", policies.display()),
+            )
+            .edit(
+                "url = \"ws://127.0.0.1:8765\"",
+                &format!(
+                    "url = \"wss://127.0.0.1:{port}\"\nca_file = \"{}\"",
+                    ca.display()
+                ),
+            );
+        std::fs::write(&run, text).unwrap();
+        let runs: [(&str, Vec<&std::ffi::OsStr>); 2] = [
+            ("validate", vec!["validate".as_ref(), run.as_os_str()]),
+            (
+                "run",
+                vec![
+                    "run".as_ref(),
+                    "--config".as_ref(),
+                    run.as_os_str(),
+                    "--duration".as_ref(),
+                    "1s".as_ref(),
+                    "--out".as_ref(),
+                    out.as_os_str(),
+                    "--overwrite".as_ref(),
+                    "--no-plots".as_ref(),
+                    "--quiet".as_ref(),
+                ],
+            ),
+        ];
+        for (what, args) in runs {
+            let w = watched(&args);
+            let case = format!("{what}, ca_file {}", ca.display());
+            assert_eq!(w.killed, None, "{case}: killed; stderr:\n{}", w.stderr);
+            assert_eq!(w.code, Some(2), "{case}: {}", w.stderr);
+            assert!(
+                w.stderr.contains(says) && w.stderr.contains("policy.remote.ca_file"),
+                "{case}: expected `{says}` in\n{}",
+                w.stderr
+            );
+            assert!(
+                w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
+                "{case}: peak RSS {} KiB",
+                w.peak_rss_kib
+            );
+            println!(
+                "{case}: refused in {:?}, peak RSS {} KiB",
+                w.elapsed, w.peak_rss_kib
+            );
+        }
+    }
+    drop(listener);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every manifest that `run` refuses at load, `validate` refuses too, with the same
 /// reason naming the file: a wrong digest, a truncated model, random bytes, an empty
 /// file, another valid graph with other inputs and outputs, a directory, a size other

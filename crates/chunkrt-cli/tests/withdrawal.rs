@@ -7,6 +7,12 @@
 //! * a model whose output is constant, which walks the arm out of its declared
 //!   domain: the support monitor takes authority away.
 //!
+//! Since issue 56 the inference thread refuses a chunk whose playable setpoints leave
+//! the joints' range (`chunks_out_of_bounds`): both policies plan past the limits
+//! within a chunk's reach after a while, so their authority may end that way instead,
+//! the chunk being played expiring with no successor (`ChunkExpired`). The stop is
+//! judged the same way whatever took the authority.
+//!
 //! The oracle reads `recording.mcap` (the commands the backend received, parsed by
 //! the `mcap` crate) and the limits of the config file: after the last withdrawal
 //! every joint stays within the braking distance of its commanded state
@@ -135,6 +141,15 @@ fn gate_counts_reconcile(out: &Path) {
     );
 }
 
+/// How many chunks the run refused at ingestion for setpoints past the joints' range.
+fn refused_out_of_bounds(out: &Path) -> u64 {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    report["counters"]["chunks_out_of_bounds"]
+        .as_u64()
+        .expect("chunks_out_of_bounds in the report")
+}
+
 fn mode_events(out: &Path) -> Vec<serde_json::Value> {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
@@ -194,13 +209,16 @@ fn sigint_mid_motion_with_an_out_of_scale_policy_stops_where_the_arm_is() {
     let moved = check_last_withdrawal(&cycles, &cfg);
     eprintln!("out-of-scale policy, SIGINT: moved at most {moved:.4} rad after the withdrawal");
     // The policy lost authority: by the SIGINT, or before it (this policy may leave
-    // its domain or hold the gate saturated first; then the stop was that one's).
+    // its domain or hold the gate saturated first; then the stop was that one's; or its
+    // chunks planned past the joints' range, were refused, and the last one expired).
     let modes = mode_events(&out);
+    let refused = refused_out_of_bounds(&out);
     assert!(
         modes.iter().any(|m| m["to"] == "Decelerating"
-            && ["Shutdown", "OutOfDomain", "GateSaturated"]
-                .contains(&m["reason"].as_str().unwrap_or(""))),
-        "{modes:?}"
+            && (["Shutdown", "OutOfDomain", "GateSaturated"]
+                .contains(&m["reason"].as_str().unwrap_or(""))
+                || (m["reason"] == "ChunkExpired" && refused > 0))),
+        "{modes:?}, {refused} chunks refused out of bounds"
     );
     // Holding is logged only when the commands are at rest, and holds them there.
     let last = cycles.last().unwrap();
@@ -222,11 +240,12 @@ fn a_constant_policy_leaving_its_domain_is_stopped_where_the_arm_is() {
     let code = wait(&mut child, Duration::from_secs(60));
     assert_eq!(code, Some(0));
     let modes = mode_events(&out);
+    let refused = refused_out_of_bounds(&out);
     assert!(
-        modes
-            .iter()
-            .any(|m| m["to"] == "Decelerating" && m["reason"] == "OutOfDomain"),
-        "the support monitor takes authority away: {modes:?}"
+        modes.iter().any(|m| m["to"] == "Decelerating"
+            && (m["reason"] == "OutOfDomain" || (m["reason"] == "ChunkExpired" && refused > 0))),
+        "the support monitor, or the refusal of chunks headed past the limits, takes \
+         authority away: {modes:?}, {refused} chunks refused out of bounds"
     );
     let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
     let moved = check_last_withdrawal(&cycles, &cfg);

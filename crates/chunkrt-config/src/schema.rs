@@ -431,6 +431,12 @@ pub struct RemoteConfig {
     /// The reply's chunk key ([horizon, d_a]; OIP: the output tensor's name).
     #[serde(default = "default_remote_actions_key")]
     pub actions_key: String,
+    /// Whether the server must prove that it serves the manifest's model (openpi: its
+    /// metadata's `model_sha256`; OIP: the digest among the model's versions). `false`
+    /// accepts a server that names no digest (never one that names another), and the
+    /// run's report then says `policy_model_verified: false`.
+    #[serde(default = "default_true")]
+    pub verify_model: bool,
 }
 
 fn default_remote_protocol() -> String {

@@ -240,20 +240,6 @@ pub fn encode(v: &Value) -> Vec<u8> {
     out
 }
 
-/// The one msgpack value `bytes` holds (trailing bytes are an error).
-pub fn decode(bytes: &[u8]) -> Result<Value, CodecError> {
-    let mut rd = bytes;
-    let v = rmpv::decode::read_value_with_max_depth(&mut rd, MAX_DEPTH)
-        .map_err(|e| CodecError::Msgpack(e.to_string()))?;
-    if !rd.is_empty() {
-        return Err(CodecError::Msgpack(format!(
-            "{} bytes after the message",
-            rd.len()
-        )));
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,7 +247,8 @@ mod tests {
     #[test]
     fn an_array_goes_round_the_codec_with_bin_keys() {
         let a = NdArray::f32(&[2, 3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]);
-        let v = decode(&encode(&a.to_value())).unwrap();
+        let bytes = encode(&a.to_value());
+        let v = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
         // The keys are bin, as Python's bytes keys pack.
         let keys: Vec<_> = v.as_map().unwrap().iter().map(|(k, _)| k.clone()).collect();
         assert!(
@@ -288,7 +275,5 @@ mod tests {
         let e = NdArray::from_value(&o).unwrap_err().to_string();
         assert!(e.contains("\"|O\""), "{e}");
         assert!(NdArray::from_value(&Value::from(3)).unwrap().is_none());
-        assert!(decode(&[0xc4, 0x05, 1, 2]).is_err(), "a bin cut short");
-        assert!(decode(&[0x01, 0x02]).is_err(), "trailing bytes");
     }
 }

@@ -16,15 +16,19 @@
 //! unknown fields.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use crate::sampler::{other_model, ChunkReply, ChunkRequest, Link, MessageKeys, ServedSampler};
-use crate::server::{ca_certificates, target, Schemes, ServerConfig};
+use crate::sampler::{
+    other_model, unproven_model, ChunkReply, ChunkRequest, Link, MessageKeys, ServedSampler,
+};
+use crate::server::{read_ca_file, target, Schemes, ServerConfig};
 use crate::RemoteError;
+
+mod bounded;
 
 /// The protocol's messages (the subset this client sends and reads).
 pub mod pb {
@@ -215,7 +219,15 @@ pub struct OipClient {
     /// The version every request names (the manifest's SHA-256 when the server serves
     /// it under that name, else the server's choice).
     version: String,
-    requests: u64,
+}
+
+/// The `authorization: Bearer <token>` metadata, marked sensitive: HTTP/2 never puts it
+/// in its header compression tables (HPACK's never-indexed literal), and `Debug` output
+/// leaves it out.
+pub(crate) fn bearer(token: &str) -> Option<MetadataValue<tonic::metadata::Ascii>> {
+    let mut v: MetadataValue<tonic::metadata::Ascii> = format!("Bearer {token}").parse().ok()?;
+    v.set_sensitive(true);
+    Some(v)
 }
 
 impl std::fmt::Debug for OipClient {
@@ -235,9 +247,10 @@ impl OipClient {
     }
 
     /// Connects (TLS for `https://`), and asks whether the model is ready and what it
-    /// takes, all within the connect timeout.
+    /// takes, all by one deadline the connect timeout away.
     pub fn connect(cfg: &OipConfig) -> Result<OipClient, RemoteError> {
         let s = &cfg.server;
+        let deadline = Instant::now() + s.connect_timeout;
         let t = target(s, GRPC)?;
         let fail = |why: String| RemoteError::Connect {
             url: s.url.clone(),
@@ -254,20 +267,17 @@ impl OipClient {
         if t.tls {
             let mut tls = ClientTlsConfig::new().domain_name(t.host.clone());
             tls = match &s.ca_file {
-                Some(path) => {
-                    // Checked here (readable, PEM, at least one certificate); tonic reads
-                    // the same PEM.
-                    ca_certificates(path).map_err(&fail)?;
-                    let pem = std::fs::read(path)
-                        .map_err(|e| fail(format!("CA file {}: {e}", path.display())))?;
-                    tls.ca_certificate(Certificate::from_pem(pem))
-                }
+                // Read with a bound and checked here (a regular file, PEM, at least one
+                // certificate); tonic takes the same bytes.
+                Some(path) => tls.ca_certificate(Certificate::from_pem(
+                    read_ca_file(path).map_err(&fail)?.pem,
+                )),
                 None => tls.with_webpki_roots(),
             };
             endpoint = endpoint.tls_config(tls).map_err(|e| fail(e.to_string()))?;
         }
         let channel = rt
-            .block_on(async { tokio::time::timeout(s.connect_timeout, endpoint.connect()).await })
+            .block_on(async { tokio::time::timeout_at(deadline.into(), endpoint.connect()).await })
             .map_err(|_| {
                 fail(format!(
                     "no connection within {} ms",
@@ -276,13 +286,11 @@ impl OipClient {
             })?
             .map_err(|e| fail(error_chain(&e)))?;
         let grpc = tonic::client::Grpc::new(channel)
-            .max_decoding_message_size(s.max_message_bytes)
+            .max_decoding_message_size(s.max_message_bytes.min(bounded::REPLY_LIMIT_BYTES))
             .max_encoding_message_size(s.max_message_bytes);
         let token = match &s.token {
             Some(tok) => Some(
-                format!("Bearer {tok}")
-                    .parse()
-                    .map_err(|_| fail("the token is not a valid header value".into()))?,
+                bearer(tok).ok_or_else(|| fail("the token is not a valid header value".into()))?,
             ),
             None => None,
         };
@@ -293,16 +301,14 @@ impl OipClient {
             token,
             metadata: pb::ModelMetadataResponse::default(),
             version: String::new(),
-            requests: 0,
         };
-        let limit = s.connect_timeout;
         let ready: pb::ModelReadyResponse = client.unary(
             MODEL_READY,
             pb::ModelRef {
                 name: cfg.model.clone(),
                 version: String::new(),
             },
-            limit,
+            (deadline, s.connect_timeout),
         )?;
         if !ready.ready {
             return Err(fail(format!("model {:?} is not ready", cfg.model)));
@@ -313,7 +319,7 @@ impl OipClient {
                 name: cfg.model.clone(),
                 version: String::new(),
             },
-            limit,
+            (deadline, s.connect_timeout),
         )?;
         Ok(client)
     }
@@ -323,17 +329,25 @@ impl OipClient {
         &self.metadata
     }
 
-    /// One unary call within `limit`, the token in its metadata.
+    /// One unary call by `deadline` (`wait` after the exchange began: what a timeout
+    /// says), the token in its metadata; the reply is checked for its size and field
+    /// count before it is decoded ([`bounded`]).
     fn unary<Req, Resp>(
         &mut self,
         path: &'static str,
         message: Req,
-        limit: Duration,
+        (deadline, wait): (Instant, Duration),
     ) -> Result<Resp, RemoteError>
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
+        let url = self.cfg.server.url.clone();
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let ms = wait.as_millis();
+        if limit.is_zero() {
+            return Err(RemoteError::Timeout { url, ms });
+        }
         let mut request = tonic::Request::new(message);
         request.set_timeout(limit);
         if let Some(tok) = &self.token {
@@ -344,27 +358,22 @@ impl OipClient {
             grpc.ready()
                 .await
                 .map_err(|e| tonic::Status::unavailable(error_chain(&e)))?;
-            let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+            let codec = bounded::BoundedCodec::<Req, Resp>::default();
             grpc.unary(request, PathAndQuery::from_static(path), codec)
                 .await
         };
-        let url = self.cfg.server.url.clone();
         match self
             .rt
-            .block_on(async { tokio::time::timeout(limit, call).await })
+            .block_on(async { tokio::time::timeout_at(deadline.into(), call).await })
         {
-            Err(_) => Err(RemoteError::Timeout {
-                url,
-                ms: limit.as_millis(),
-            }),
+            Err(_) => Err(RemoteError::Timeout { url, ms }),
             Ok(Ok(reply)) => Ok(reply.into_inner()),
-            Ok(Err(status)) => Err(status_error(url, &status, limit)),
+            Ok(Err(status)) => Err(status_error(url, &status, ms)),
         }
     }
 
     /// The request of one chunk.
-    fn request(&mut self, r: &ChunkRequest<'_>) -> pb::ModelInferRequest {
-        self.requests += 1;
+    fn request(&self, r: &ChunkRequest<'_>) -> pb::ModelInferRequest {
         let tensor = |name: &str, shape: Vec<i64>, values: Vec<f32>| pb::Tensor {
             name: name.to_string(),
             datatype: "FP32".into(),
@@ -380,7 +389,7 @@ impl OipClient {
         pb::ModelInferRequest {
             model_name: self.cfg.model.clone(),
             model_version: self.version.clone(),
-            id: self.requests.to_string(),
+            id: r.id.to_string(),
             parameters: HashMap::from([
                 (
                     "sampler_method".to_string(),
@@ -409,6 +418,30 @@ impl OipClient {
         }
     }
 
+    /// What, if anything, makes `reply` not the answer of request `id` by this model.
+    fn mismatch(&self, reply: &pb::ModelInferResponse, id: u64) -> Option<String> {
+        if reply.id != id.to_string() {
+            return Some(format!(
+                "the reply answers request {:?}, not request \"{id}\" (a stale or repeated \
+                 reply)",
+                reply.id
+            ));
+        }
+        if reply.model_name != self.cfg.model {
+            return Some(format!(
+                "the reply is model {:?}'s, not {:?}'s",
+                reply.model_name, self.cfg.model
+            ));
+        }
+        if !self.version.is_empty() && !reply.model_version.eq_ignore_ascii_case(&self.version) {
+            return Some(format!(
+                "the reply is version {:?}'s, not {:?}'s (the manifest's model)",
+                reply.model_version, self.version
+            ));
+        }
+        None
+    }
+
     /// The named output of a reply, as f64, with its shape.
     fn output(&self, reply: &pb::ModelInferResponse, name: &str) -> Result<ChunkReply, String> {
         let (index, out) = reply
@@ -426,26 +459,16 @@ impl OipClient {
             .map(|&d| usize::try_from(d).map_err(|_| format!("{name:?} has shape {:?}", out.shape)))
             .collect::<Result<Vec<usize>, String>>()?;
         let count = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-        let values: Vec<f64> = match (reply.raw_output_contents.get(index), &out.contents) {
-            (Some(raw), _) => match out.datatype.as_str() {
-                "FP32" => raw
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
-                    .collect(),
-                "FP64" => raw
-                    .chunks_exact(8)
-                    .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-                    .collect(),
-                other => return Err(format!("{name:?} is {other}, expected FP32 or FP64")),
-            },
-            (None, Some(c)) => match out.datatype.as_str() {
-                "FP32" => c.fp32_contents.iter().map(|&x| x as f64).collect(),
-                "FP64" => c.fp64_contents.clone(),
-                other => return Err(format!("{name:?} is {other}, expected FP32 or FP64")),
-            },
-            (None, None) => return Err(format!("{name:?} has no values")),
-        };
-        if count != Some(values.len()) {
+        let count = count
+            .filter(|&n| n <= crate::scan::MAX_ACTION_ELEMENTS)
+            .ok_or_else(|| {
+                format!(
+                    "{name:?} has shape {shape:?}: more than {} values",
+                    crate::scan::MAX_ACTION_ELEMENTS
+                )
+            })?;
+        let values = values(out, reply.raw_output_contents.get(index), name)?;
+        if count != values.len() {
             return Err(format!(
                 "{name:?} has shape {shape:?} but {} values",
                 values.len()
@@ -482,18 +505,30 @@ impl Link for OipClient {
         let mut client = OipClient::connect(cfg)?;
         let url = &cfg.server.url;
         // The versions name the model's SHA-256 (a model-settings.json's version): one
-        // that is not the manifest's is another policy.
-        let digests: Vec<&String> = client
-            .metadata
-            .versions
+        // that is not the manifest's is another policy, and a model whose versions name
+        // no digest ("1", "latest", none) proves nothing.
+        let versions = &client.metadata.versions;
+        let digests: Vec<&String> = versions
             .iter()
             .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
             .collect();
-        if let (Some(want), Some(got)) = (model_sha256, digests.first()) {
-            if !digests.iter().any(|d| d.eq_ignore_ascii_case(want)) {
-                return Err(other_model(url, got, want));
+        match (model_sha256, digests.first()) {
+            (Some(want), Some(got)) => {
+                if !digests.iter().any(|d| d.eq_ignore_ascii_case(want)) {
+                    return Err(other_model(url, got, want));
+                }
+                client.version = want.to_string();
             }
-            client.version = want.to_string();
+            (Some(_), None) if cfg.server.verify_model => {
+                return Err(unproven_model(
+                    url,
+                    &format!(
+                        "model {:?} names no SHA-256 among its versions {versions:?}",
+                        cfg.model
+                    ),
+                ))
+            }
+            _ => {}
         }
         check_signature(&client.metadata, keys).map_err(|why| RemoteError::Protocol {
             url: url.clone(),
@@ -504,16 +539,51 @@ impl Link for OipClient {
 
     fn chunk(&mut self, r: &ChunkRequest<'_>) -> Result<ChunkReply, RemoteError> {
         let request = self.request(r);
-        let limit = self.cfg.server.reply_timeout;
-        let reply: pb::ModelInferResponse = self.unary(MODEL_INFER, request, limit)?;
+        let wait = self.cfg.server.reply_timeout;
+        let reply: pb::ModelInferResponse =
+            self.unary(MODEL_INFER, request, (Instant::now() + wait, wait))?;
+        let url = self.cfg.server.url.clone();
+        // The reply must be this request's, from this model (and version, when one was
+        // named): anything else and the connection is made again (its metadata and
+        // digest checked anew).
+        if let Some(why) = self.mismatch(&reply, r.id) {
+            return Err(RemoteError::Protocol { url, why });
+        }
         self.output(&reply, &r.keys.actions)
-            .map_err(|why| RemoteError::Reply {
-                url: self.cfg.server.url.clone(),
-                why,
-            })
+            .map_err(|why| RemoteError::Reply { url, why })
     }
 
     fn disconnect(self) {}
+}
+
+/// An output tensor's values as f64: its raw bytes (exactly 4 or 8 per value, none
+/// left over) or its typed contents.
+fn values(out: &pb::Tensor, raw: Option<&Vec<u8>>, name: &str) -> Result<Vec<f64>, String> {
+    let size = match out.datatype.as_str() {
+        "FP32" => 4,
+        "FP64" => 8,
+        other => return Err(format!("{name:?} is {other}, expected FP32 or FP64")),
+    };
+    Ok(match (raw, &out.contents) {
+        (Some(raw), _) if raw.len() % size != 0 => {
+            return Err(format!(
+                "{name:?}'s raw bytes ({}) are not whole {} values",
+                raw.len(),
+                out.datatype
+            ))
+        }
+        (Some(raw), _) if size == 4 => raw
+            .chunks_exact(4)
+            .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect(),
+        (Some(raw), _) => raw
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect(),
+        (None, Some(c)) if size == 4 => c.fp32_contents.iter().map(|&x| f64::from(x)).collect(),
+        (None, Some(c)) => c.fp64_contents.clone(),
+        (None, None) => return Err(format!("{name:?} has no values")),
+    })
 }
 
 /// Checks what the model's metadata declares (a server may declare nothing) against the
@@ -563,7 +633,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// A gRPC status as this crate's error: the transport's failures lose the connection,
 /// the server's own refusals do not.
-fn status_error(url: String, status: &tonic::Status, limit: Duration) -> RemoteError {
+fn status_error(url: String, status: &tonic::Status, ms: u128) -> RemoteError {
     use tonic::Code;
     let message: String = status.message().chars().take(2000).collect();
     // tonic enforces the request's deadline (its `grpc-timeout`, sent so the server can
@@ -571,14 +641,8 @@ fn status_error(url: String, status: &tonic::Status, limit: Duration) -> RemoteE
     let expired = status.code() == Code::Cancelled
         && status.message() == tonic::TimeoutExpired(()).to_string();
     match status.code() {
-        _ if expired => RemoteError::Timeout {
-            url,
-            ms: limit.as_millis(),
-        },
-        Code::DeadlineExceeded => RemoteError::Timeout {
-            url,
-            ms: limit.as_millis(),
-        },
+        _ if expired => RemoteError::Timeout { url, ms },
+        Code::DeadlineExceeded => RemoteError::Timeout { url, ms },
         Code::Unavailable | Code::Cancelled | Code::Aborted | Code::Unknown => {
             RemoteError::Closed {
                 url,
@@ -587,11 +651,31 @@ fn status_error(url: String, status: &tonic::Status, limit: Duration) -> RemoteE
         }
         Code::ResourceExhausted => RemoteError::Reply {
             url,
-            why: format!("{message} (policy.remote.max_message_mb)"),
+            why: format!(
+                "{message} (a reply is at most policy.remote.max_message_mb, and 1 MiB: \
+                 {} values of a chunk)",
+                crate::scan::MAX_ACTION_ELEMENTS
+            ),
         },
+        // This client's own refusal of a reply it read (`bounded`), or the server's
+        // word that data was lost: the connection is in an unknown state.
+        Code::DataLoss => RemoteError::Protocol { url, why: message },
         code => RemoteError::Refused {
             url,
             message: format!("{code:?}: {message}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_token_is_sensitive() {
+        let v = bearer("s3cret").unwrap();
+        assert!(v.is_sensitive());
+        assert!(!format!("{v:?}").contains("s3cret"), "{v:?}");
+        assert!(bearer("bad\ntoken").is_none());
     }
 }

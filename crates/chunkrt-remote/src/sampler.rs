@@ -61,6 +61,10 @@ pub struct ChunkRequest<'a> {
     pub steps: usize,
     /// The message keys.
     pub keys: &'a MessageKeys,
+    /// The request's sequence number (from 1, increasing over the sampler's life, across
+    /// reconnections): a reply must name it (OIP's `id`, `request_id` in openpi's
+    /// messages), so that a stale or repeated reply is told from the answer.
+    pub id: u64,
 }
 
 /// One chunk's reply: the actions array as sent, and the server's own time.
@@ -84,14 +88,16 @@ pub trait Link: Sized + Send + std::fmt::Debug {
 
     /// Connects within the configured time. A server that says it serves a model other
     /// than `model_sha256`, or declares a model that does not take `keys`, is refused,
-    /// with what it said.
+    /// with what it said; so is one that does not name `model_sha256` among what it
+    /// serves, unless the configuration's `verify_model` is off.
     fn open(
         cfg: &Self::Config,
         keys: &MessageKeys,
         model_sha256: Option<&str>,
     ) -> Result<Self, RemoteError>;
 
-    /// Sends one chunk's request and waits (bounded) for its reply.
+    /// Sends one chunk's request and waits (bounded) for its reply, which must name the
+    /// request's `id`.
     fn chunk(&mut self, request: &ChunkRequest<'_>) -> Result<ChunkReply, RemoteError>;
 
     /// Ends the connection (best effort).
@@ -105,6 +111,19 @@ pub(crate) fn other_model(url: &str, got: &str, want: &str) -> RemoteError {
         why: format!(
             "it serves the model with SHA-256 {got}, the manifest names {want}: a different \
              policy"
+        ),
+    }
+}
+
+/// The error of a server that does not prove which model it serves (the manifest's
+/// digest is not among what it says of itself), with `verify_model` on.
+pub(crate) fn unproven_model(url: &str, why: &str) -> RemoteError {
+    RemoteError::Protocol {
+        url: url.to_string(),
+        why: format!(
+            "{why}, so it does not prove that it serves the manifest's model: refused (set \
+             policy.remote.verify_model = false to accept a server that cannot prove it; the \
+             run's report then says the model was not verified)"
         ),
     }
 }
@@ -141,6 +160,8 @@ pub struct ServedSampler<L: Link> {
     stats: ConnectionStats,
     /// Connections made again since the last chunk served.
     unreported_reconnects: u32,
+    /// The last request's sequence number.
+    last_request: u64,
 }
 
 impl<L: Link> ServedSampler<L> {
@@ -169,6 +190,7 @@ impl<L: Link> ServedSampler<L> {
             last_error: None,
             stats: ConnectionStats::default(),
             unreported_reconnects: 0,
+            last_request: 0,
         })
     }
 
@@ -270,6 +292,7 @@ impl<L: Link> RemoteSampler for ServedSampler<L> {
             )));
         }
         let keys = self.keys.clone();
+        self.last_request += 1;
         let request = ChunkRequest {
             obs,
             noise,
@@ -278,6 +301,7 @@ impl<L: Link> RemoteSampler for ServedSampler<L> {
             method,
             steps,
             keys: &keys,
+            id: self.last_request,
         };
         let reply = match self.link()?.chunk(&request) {
             Ok(r) => r,

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How to reach a policy server.
-#[derive(Clone, Debug, PartialEq)]
+/// How to reach a policy server. Its `Debug` leaves the token out.
+#[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// openpi: `ws://host:port[/path]` or `wss://...`; OIP over gRPC: `http://host:port`
     /// or `https://...`.
@@ -27,11 +27,31 @@ pub struct ServerConfig {
     pub reply_timeout: Duration,
     /// Largest message accepted (a reply larger is refused, never buffered).
     pub max_message_bytes: usize,
+    /// Whether the server must prove that it serves the manifest's model (its SHA-256 in
+    /// openpi's metadata, among an OIP model's versions). On by default; off only when
+    /// the configuration says `verify_model = false`, and the run's report then says the
+    /// model was not verified. A server that names another digest is refused either way.
+    pub verify_model: bool,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_file", &self.ca_file)
+            .field("allow_plaintext_remote", &self.allow_plaintext_remote)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reply_timeout", &self.reply_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("verify_model", &self.verify_model)
+            .finish()
+    }
 }
 
 impl ServerConfig {
     /// `url` with the defaults: no token, Mozilla roots, loopback-only plain text, 2 s to
-    /// connect, 1 s per reply, 16 MiB per message.
+    /// connect, 1 s per reply, 16 MiB per message, the model's digest verified.
     pub fn new(url: impl Into<String>) -> ServerConfig {
         ServerConfig {
             url: url.into(),
@@ -41,6 +61,7 @@ impl ServerConfig {
             connect_timeout: Duration::from_secs(2),
             reply_timeout: Duration::from_secs(1),
             max_message_bytes: 16 << 20,
+            verify_model: true,
         }
     }
 }
@@ -173,20 +194,39 @@ pub(crate) fn target(cfg: &ServerConfig, schemes: Schemes) -> Result<Target, Rem
     Ok(Target { tls, host, port })
 }
 
-/// The certificates of a CA file (PEM), or why not.
-pub(crate) fn ca_certificates(
-    path: &std::path::Path,
-) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, String> {
+/// Largest CA file read (Mozilla's whole bundle is about 220 KB): anything larger is
+/// refused before a byte is read.
+pub const CA_FILE_LIMIT_BYTES: u64 = 4 << 20;
+
+/// A CA file's bytes and the certificates they hold.
+#[derive(Clone)]
+pub(crate) struct CaFile {
+    /// The PEM text as read (tonic takes it whole).
+    pub(crate) pem: Vec<u8>,
+    /// Its certificates.
+    pub(crate) certs: Vec<rustls_pki_types::CertificateDer<'static>>,
+}
+
+/// Reads a CA file (PEM) with a bound, through `chunkrt-files` as every file a user
+/// names: a FIFO, a device or a file over [`CA_FILE_LIMIT_BYTES`] is refused at once.
+/// Checks that it holds at least one certificate.
+pub fn check_ca_file(path: &std::path::Path) -> Result<(), String> {
+    read_ca_file(path).map(|_| ())
+}
+
+pub(crate) fn read_ca_file(path: &std::path::Path) -> Result<CaFile, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::CertificateDer;
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("CA file {}: {e}", path.display()))?
+    let pem = chunkrt_files::read_bounded(path, CA_FILE_LIMIT_BYTES, "CA file")
+        .map_err(|e| e.to_string())?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.map(CertificateDer::into_owned))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("CA file {}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("CA file {} holds no certificate", path.display()));
     }
-    Ok(certs)
+    Ok(CaFile { pem, certs })
 }
 
 #[cfg(test)]
@@ -230,5 +270,15 @@ mod tests {
         assert!(e.contains("use https://"), "{e}");
         let t = target(&ServerConfig::new("https://10.0.0.7"), grpc).unwrap();
         assert_eq!((t.tls, t.port), (true, 443));
+    }
+
+    #[test]
+    fn the_token_is_never_in_debug_output() {
+        let mut cfg = ServerConfig::new("wss://policy.example:443");
+        cfg.token = Some("s3cret-Token".into());
+        for shown in [format!("{cfg:?}"), format!("{cfg:#?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("policy.example"), "{shown}");
+        }
     }
 }

@@ -335,6 +335,13 @@ pub fn remote_config(cfg: &Config) -> Result<RemoteServer, RunError> {
         server.token = Some(token);
     }
     server.ca_file = r.ca_file.as_ref().map(|f| cfg.resolve(f));
+    if let Some(ca) = &server.ca_file {
+        // Read with a bound and checked now, whatever the scheme (a CA file that names
+        // /dev/zero, a FIFO or a huge file is refused here, by `validate` and `run` alike).
+        chunkrt_remote::check_ca_file(ca)
+            .map_err(|e| RunError::Policy(format!("policy.remote.ca_file: {e}")))?;
+    }
+    server.verify_model = r.verify_model;
     server.allow_plaintext_remote = r.allow_plaintext_remote;
     server.connect_timeout = std::time::Duration::from_secs_f64(r.connect_timeout_ms * 1e-3);
     server.reply_timeout = std::time::Duration::from_secs_f64(r.reply_timeout_ms * 1e-3);

@@ -64,6 +64,9 @@ pub struct InferenceParts {
     /// `[episodes]`: the reset planner between episodes, the episode's goal to the
     /// policy (none: one continuous run).
     pub episodes: Option<EpisodeDriver>,
+    /// Where a chunk's setpoints must lie to be published (`crate::ingest`): a chunk
+    /// with one outside is refused here, counted, and never offered to the executor.
+    pub bounds: crate::ingest::SetpointBounds,
 }
 
 /// The inference thread's side of `[episodes]`: the control loop says which episode and
@@ -258,6 +261,28 @@ pub struct HandoffCounts {
     /// Base chunks whose correction held a non-finite value (NaN, infinite): they played
     /// without one.
     pub residual_non_finite: AtomicU64,
+    /// Periods whose policy call failed (an error, a server's failure): no chunk.
+    pub failed: AtomicU64,
+    /// Chunks refused before publishing because a setpoint lay outside its joint's
+    /// bounds (`crate::ingest`): never offered to the executor.
+    pub out_of_bounds: AtomicU64,
+}
+
+impl HandoffCounts {
+    /// Why the policy produced no usable chunk in the whole run (it was asked, and
+    /// every answer failed or was refused), or `None` when it produced one or was never
+    /// asked.
+    pub fn no_usable_chunk(&self) -> Option<String> {
+        let failed = self.failed.load(Ordering::Relaxed);
+        let refused = self.out_of_bounds.load(Ordering::Relaxed);
+        (self.published.load(Ordering::Relaxed) == 0 && failed + refused > 0).then(|| {
+            format!(
+                "the policy produced no usable chunk: {failed} inference call(s) failed and \
+                 {refused} chunk(s) were refused for setpoints outside the joints' bounds; the \
+                 arm held where it was"
+            )
+        })
+    }
 }
 
 /// The control loop's deadlines are `origin + k * period`; the control thread sets the
@@ -581,12 +606,14 @@ impl Inference {
             Ok(Ok(info)) => info,
             Ok(Err(e)) => {
                 tracing::warn!("inference failed: {e}");
+                self.p.handoff.failed.fetch_add(1, Ordering::Relaxed);
                 let record = stamp.record(&obs, t_begin, os::now(), InferStatus::Failed);
                 self.p.records.push(record);
                 return Err(Skip::Period);
             }
             Err(panic) => return Err(Skip::Exit(self.policy_panicked(&*panic))),
         };
+        self.check_bounds(&obs, t_begin, stamp)?;
         self.inject_delay_or_drop(&obs, t_begin, stamp, &info)?;
         self.publish(&obs, t_begin, stamp, &info, &drawn);
         Ok(())
@@ -764,6 +791,31 @@ impl Inference {
         tracing::error!("policy panicked: {msg}; the control loop brings the arm to rest");
         self.p.failed.store(true, Ordering::Release);
         InferenceExit::Panicked(msg)
+    }
+
+    /// Refuses the chosen chunk when a setpoint lies outside its joint's bounds: counted,
+    /// recorded with where it lay, never published.
+    fn check_bounds(
+        &mut self,
+        obs: &Observation,
+        t_begin: MonoTime,
+        stamp: Stamp,
+    ) -> Result<(), Skip> {
+        let Some(o) = self.p.bounds.first_outside(&self.chunk) else {
+            return Ok(());
+        };
+        self.p.handoff.out_of_bounds.fetch_add(1, Ordering::Relaxed);
+        self.p.records.push(InferRecord {
+            out_of_bounds: Some(chunkrt_telemetry::OutOfBounds {
+                row: o.row,
+                joint: o.joint,
+                value_rad: o.value_rad,
+                lo_rad: o.lo_rad,
+                hi_rad: o.hi_rad,
+            }),
+            ..stamp.record(obs, t_begin, os::now(), InferStatus::OutOfBounds)
+        });
+        Err(Skip::Period)
     }
 
     /// Injected inference delay, then maybe a dropped chunk (issue 8): the chunk was

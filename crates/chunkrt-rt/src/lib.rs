@@ -11,6 +11,7 @@ pub mod camera;
 pub mod control;
 pub mod error;
 pub mod inference;
+pub mod ingest;
 pub mod inject;
 pub mod operator;
 pub mod os;

@@ -74,6 +74,10 @@ pub struct RunOutcome {
     /// The stop became a quick stop (a second stop request, or a panic): how it ended;
     /// also in the report as `quick_stop`.
     pub quick_stop: Option<QuickStopOutcome>,
+    /// The policy was asked for chunks and produced none that could be published (every
+    /// call failed, or every chunk was refused at ingestion): why; also in the report as
+    /// `policy_unusable`.
+    pub policy_unusable: Option<String>,
 }
 
 /// How a quick stop ended.
@@ -129,6 +133,9 @@ pub enum Ending {
     DriveLost,
     /// The policy failed (panicked); the arm was brought to rest.
     PolicyFailed,
+    /// The policy produced no usable chunk in the whole run (every call failed or every
+    /// chunk was refused at ingestion); the arm never left its hold.
+    PolicyUnusable,
     /// A second stop request made the stop a quick stop.
     QuickStopped,
     /// The run ended normally but its records are incomplete.
@@ -159,6 +166,9 @@ impl RunOutcome {
                 "the policy failed during the run ({msg}); the arm was brought to rest"
             ));
         }
+        if let Some(msg) = &self.policy_unusable {
+            parts.push(msg.clone());
+        }
         if let Some(q) = &self.quick_stop {
             parts.push(q.to_string());
         }
@@ -178,6 +188,8 @@ impl RunOutcome {
             Ending::DriveLost
         } else if self.inference_panicked.is_some() {
             Ending::PolicyFailed
+        } else if self.policy_unusable.is_some() {
+            Ending::PolicyUnusable
         } else if self.quick_stop.as_ref().is_some_and(|q| q.by_signal) {
             Ending::QuickStopped
         } else if self.records_error.is_some() {
@@ -384,6 +396,7 @@ impl Built {
             camera: camera_feed,
             residual,
             episodes: episode_driver(cfg),
+            bounds: crate::ingest::SetpointBounds::of(cfg),
         };
         let telemetry = TelemetryParts {
             collector,
@@ -932,15 +945,8 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
         report.extra.insert("log_error".into(), json!(e));
         records_error = Some(e);
     }
-    let inference_panicked = match inference_exit {
-        InferenceExit::Panicked(msg) => {
-            report
-                .extra
-                .insert("inference_panic".into(), json!(msg.clone()));
-            Some(msg)
-        }
-        InferenceExit::Stopped => None,
-    };
+    let (inference_panicked, policy_unusable) =
+        policy_outcome(&mut report, inference_exit, &shared.handoff);
     crate::wear::record(
         &mut report,
         cfg,
@@ -959,7 +965,31 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
         records_error,
         thread_panics,
         quick_stop,
+        policy_unusable,
     })
+}
+
+/// How the policy fared, in the report: whether it panicked (`inference_panic`), and
+/// whether it produced no usable chunk in the whole run (`policy_unusable`).
+fn policy_outcome(
+    report: &mut Report,
+    inference_exit: InferenceExit,
+    handoff: &HandoffCounts,
+) -> (Option<String>, Option<String>) {
+    let panicked = match inference_exit {
+        InferenceExit::Panicked(msg) => Some(msg),
+        InferenceExit::Stopped => None,
+    };
+    let unusable = handoff.no_usable_chunk();
+    for (key, msg) in [
+        ("inference_panic", &panicked),
+        ("policy_unusable", &unusable),
+    ] {
+        if let Some(m) = msg {
+            report.extra.insert(key.into(), json!(m));
+        }
+    }
+    (panicked, unusable)
 }
 
 /// The panics and how a quick stop ended, as notes in the records.
@@ -1371,6 +1401,10 @@ fn record_handoff(
             "residual_refused",
             control.residual().map_or(0, |r| r.refused()),
         ),
+        (
+            "chunks_out_of_bounds",
+            handoff.out_of_bounds.load(Ordering::Relaxed),
+        ),
     ] {
         report.counters.insert(k.into(), v);
     }
@@ -1456,6 +1490,10 @@ fn report_config(
         if let Ok(sha) = crate::build::model_sha256(&path) {
             conf.insert("policy_manifest".into(), json!(path.display().to_string()));
             conf.insert("policy_model_sha256".into(), json!(sha));
+            // In process the model file's digest is checked at load; a policy server
+            // proved it unless `verify_model = false` let one through that could not.
+            let verified = cfg.policy.remote.as_ref().is_none_or(|r| r.verify_model);
+            conf.insert("policy_model_verified".into(), json!(verified));
         }
     }
     if let Some(r) = &cfg.policy.residual {
@@ -1543,11 +1581,12 @@ mod tests {
             records_error: None,
             thread_panics: Vec::new(),
             quick_stop: None,
+            policy_unusable: None,
         }
     }
 
     /// The most serious of what happened decides, in the documented order (README
-    /// "Reliability": 4, 7, 6, 3, 8, 5), each added on top of the less serious ones.
+    /// "Reliability": 4, 7, 6, 3, 9, 8, 5), each added on top of the less serious ones.
     #[test]
     fn the_most_serious_ending_wins() {
         let mut o = outcome();
@@ -1563,6 +1602,8 @@ mod tests {
             disabled: true,
         });
         assert_eq!(o.ending(), Ending::QuickStopped);
+        o.policy_unusable = Some("no usable chunk".into());
+        assert_eq!(o.ending(), Ending::PolicyUnusable);
         o.inference_panicked = Some("policy".into());
         assert_eq!(o.ending(), Ending::PolicyFailed);
         o.drive_lost = Some("joint 3".into());
@@ -1584,6 +1625,7 @@ mod tests {
             "chunkrt-telemetry panicked: boom",
             "joint 3",
             "policy",
+            "no usable chunk",
             "disk full",
         ] {
             assert!(d.contains(part), "{part} missing from {d}");

@@ -424,6 +424,24 @@ impl Collector {
         }
     }
 
+    /// A chunk refused at ingestion for a setpoint outside its joint's bounds: counted
+    /// (the runtime replaces the count with the inference thread's own, which a full
+    /// ring cannot lose) and said in the event log.
+    fn out_of_bounds(&mut self, r: &InferRecord) {
+        self.bump("chunks_out_of_bounds", 1);
+        let o = r.out_of_bounds.unwrap_or_default();
+        let t_s = self.t_rel(r.t_end);
+        self.note(&serde_json::json!({
+            "t_s": t_s,
+            "event": "chunk_out_of_bounds",
+            "row": o.row,
+            "joint": o.joint,
+            "value_rad": o.value_rad,
+            "lo_rad": o.lo_rad,
+            "hi_rad": o.hi_rad,
+        }));
+    }
+
     fn on_infer(&mut self, r: &InferRecord) {
         if r.status == InferStatus::Published {
             if let Some(o) = &mut self.oracle {
@@ -453,8 +471,12 @@ impl Collector {
             InferStatus::Failed => self.bump("inference_errors", 1),
             InferStatus::Dropped => self.bump("chunks_dropped_injected", 1),
             InferStatus::StaleImage => self.bump("observations_stale_image", 1),
+            InferStatus::OutOfBounds => self.out_of_bounds(r),
         }
-        if r.status != InferStatus::Failed && r.status != InferStatus::StaleImage {
+        if !matches!(
+            r.status,
+            InferStatus::Failed | InferStatus::StaleImage | InferStatus::OutOfBounds
+        ) {
             self.metrics
                 .record(Metric::InferenceLatency, r.t_end.saturating_since(r.t_obs));
         }

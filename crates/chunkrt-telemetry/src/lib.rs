@@ -31,6 +31,7 @@ pub use collector::Collector;
 pub use metrics::{Metric, MetricSet, METRICS};
 pub use records::{
     CameraRecord, CameraStatus, CycleRecord, EventRecord, ImageRecord, InferRecord, InferStatus,
+    OutOfBounds,
 };
 pub use report::{HostInfo, MetricSummary, Report};
 pub use rings::{

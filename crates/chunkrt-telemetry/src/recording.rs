@@ -608,6 +608,7 @@ impl Recorder {
             InferStatus::Failed => "failed",
             InferStatus::Dropped => "dropped",
             InferStatus::StaleImage => "stale_image",
+            InferStatus::OutOfBounds => "out_of_bounds",
         };
         let v = json!({
             "t_s": self.t_rel(r.t_end),

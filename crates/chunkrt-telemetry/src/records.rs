@@ -82,6 +82,24 @@ pub enum InferStatus {
     /// No chunk: the observation's camera image was older than `camera.max_age_ms`
     /// (or no frame had arrived).
     StaleImage,
+    /// A chunk was computed and refused before publishing: a setpoint lay outside its
+    /// joint's bounds (`InferRecord::out_of_bounds` says where).
+    OutOfBounds,
+}
+
+/// Where a chunk refused at ingestion left its joint's bounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OutOfBounds {
+    /// Setpoint index.
+    pub row: u16,
+    /// Joint index.
+    pub joint: u16,
+    /// The setpoint (rad).
+    pub value_rad: f64,
+    /// The joint's lower bound (rad).
+    pub lo_rad: f64,
+    /// The joint's upper bound (rad).
+    pub hi_rad: f64,
 }
 
 /// One inference call.
@@ -128,6 +146,8 @@ pub struct InferRecord {
     pub server_ns: u64,
     /// Connections to the policy server made again before this chunk.
     pub reconnects: u16,
+    /// With `InferStatus::OutOfBounds`: the first setpoint outside its bounds.
+    pub out_of_bounds: Option<OutOfBounds>,
 }
 
 /// What became of a camera frame.

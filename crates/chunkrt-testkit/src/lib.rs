@@ -11,6 +11,7 @@
 
 use std::io::Write;
 pub mod edit;
+pub mod openpi_server;
 pub mod policy_files;
 
 /// Whether this is a CI run (`CI` set to anything but empty, `0` or `false`, as
