@@ -4,7 +4,9 @@
 //!
 //! The cuts are placed by the recording's own chunk index (read with the mcap crate's
 //! indexed reader, `chunkrt_tests::recording::chunks`): inside a chunk, at a chunk's
-//! start, inside the footer, and one flipped bit in a chunk's data. What a cut copy
+//! start, inside the footer, one flipped bit in a chunk's data, and inside the first
+//! chunk that holds cycles (nothing whole: refused with `--allow-partial` too, naming
+//! the run, where the old export blamed the output directory). What a cut copy
 //! keeps is judged from the whole recording: an episode is whole when every cycle of
 //! its running phase and the cycle after it (what tells a reader of the cut copy that
 //! the phase ended) lie in the chunks before the damage; a cut after the last chunk
@@ -94,17 +96,27 @@ struct Truth {
     cycles: Vec<u64>,
 }
 
+/// What lies before a cut.
+#[derive(Clone, Copy, Debug)]
+enum Before {
+    /// Every message.
+    All,
+    /// The cycles up to this one.
+    Upto(u64),
+    /// No cycle.
+    Nothing,
+}
+
 impl Truth {
-    /// The episodes whole in a copy whose sound part holds the cycles up to `last`
-    /// (`None`: the cut lies after every message), and those left out.
-    fn split(&self, last: Option<u64>) -> (Vec<(u64, u64)>, Vec<u64>) {
+    /// The episodes whole in a copy whose sound part holds `before`, and those left out.
+    fn split(&self, before: Before) -> (Vec<(u64, u64)>, Vec<u64>) {
         let (mut whole, mut left) = (Vec::new(), Vec::new());
         for (k, cycles) in &self.running {
             let end = *cycles.last().unwrap();
             let next = self.cycles.iter().find(|c| **c > end);
-            match (last, next) {
-                (None, _) => whole.push((*k, cycles.len() as u64)),
-                (Some(l), Some(n)) if *n <= l => whole.push((*k, cycles.len() as u64)),
+            match (before, next) {
+                (Before::All, _) => whole.push((*k, cycles.len() as u64)),
+                (Before::Upto(l), Some(n)) if *n <= l => whole.push((*k, cycles.len() as u64)),
                 _ => left.push(*k),
             }
         }
@@ -116,10 +128,10 @@ impl Truth {
 struct Case {
     name: &'static str,
     bytes: Vec<u8>,
-    /// Byte offset the cut is placed at.
+    /// Byte offset the cut is placed at (`None`: in the footer).
     offset: Option<u64>,
-    /// The last cycle before it (`None`: every message is before it).
-    last: Option<u64>,
+    /// What lies before it.
+    before: Before,
 }
 
 /// `damage` exported strictly and with `--allow-partial`, judged against `truth`.
@@ -141,13 +153,16 @@ fn check_case(run: &Path, dir: &Path, truth: &Truth, case: &Case) {
             "{name}: names the cut: {text}"
         );
     }
-    if let Some(last) = case.last {
-        assert!(
-            text.contains(&format!("the last whole cycle is {last} at ")),
-            "{name}: names the last whole cycle: {text}"
-        );
-    }
-    let (whole, left) = truth.split(case.last);
+    let last = match case.before {
+        Before::Upto(last) => format!("the last whole cycle is {last} at "),
+        Before::Nothing => "no whole cycle before it".to_string(),
+        Before::All => "the last whole cycle is ".to_string(),
+    };
+    assert!(
+        text.contains(&last),
+        "{name}: names the last whole cycle: {text}"
+    );
+    let (whole, left) = truth.split(case.before);
     let ds = dir.join(format!("{name}-partial"));
     let o = chunkrt_at(
         &["export", "lerobot", "--allow-partial"],
@@ -156,6 +171,15 @@ fn check_case(run: &Path, dir: &Path, truth: &Truth, case: &Case) {
     let text = output_text(&o);
     if whole.is_empty() {
         assert_eq!(o.status.code(), Some(2), "{name}: nothing whole: {text}");
+        assert!(
+            text.contains(&format!(
+                "{}: no episode of it was wholly recorded before the cut",
+                copy.display()
+            )),
+            "{name}: names the run: {text}"
+        );
+        assert!(!ds.exists(), "{name}: a dataset was written");
+        eprintln!("{name}: refused, and with --allow-partial too (no whole episode)");
         return;
     }
     assert_eq!(o.status.code(), Some(5), "{name}: exported in part: {text}");
@@ -186,50 +210,47 @@ fn check_case(run: &Path, dir: &Path, truth: &Truth, case: &Case) {
 }
 
 /// The damaged copies: cut inside and at the start of the first chunk `k` past which
-/// an episode is left out (at least one whole before it), inside the footer, and one
-/// bit flipped in chunk `k`'s data.
+/// an episode is left out (at least one whole before it), inside the footer, one bit
+/// flipped in chunk `k`'s data, and cut inside the first chunk that holds cycles.
 fn cases(bytes: &[u8], chunks: &[ChunkSpan], truth: &Truth) -> Vec<Case> {
-    let last_before = |k: usize| {
+    let before = |k: usize| {
         chunks[..k]
             .iter()
             .flat_map(|c| c.cycles.last())
             .last()
-            .copied()
+            .map_or(Before::Nothing, |c| Before::Upto(*c))
     };
     let k = (1..chunks.len())
         .find(|&k| {
-            let (whole, left) = truth.split(last_before(k));
+            let (whole, left) = truth.split(before(k));
             !whole.is_empty() && !left.is_empty() && !chunks[k].cycles.is_empty()
         })
         .expect("a chunk with a whole episode before it and one left out from it");
-    let (start, end) = (chunks[k].start, chunks[k].end);
+    let first = chunks.iter().position(|c| !c.cycles.is_empty()).unwrap();
+    let middle = |c: &ChunkSpan| ((c.start + c.end) / 2) as usize;
     let mut flipped = bytes.to_vec();
-    flipped[((start + end) / 2) as usize] ^= 0x10;
+    flipped[middle(&chunks[k])] ^= 0x10;
+    let at = |name, bytes: Vec<u8>, k: usize| Case {
+        name,
+        bytes,
+        offset: Some(chunks[k].start),
+        before: before(k),
+    };
     vec![
-        Case {
-            name: "inside-a-chunk",
-            bytes: bytes[..((start + end) / 2) as usize].to_vec(),
-            offset: Some(start),
-            last: last_before(k),
-        },
-        Case {
-            name: "at-a-chunk",
-            bytes: bytes[..start as usize].to_vec(),
-            offset: Some(start),
-            last: last_before(k),
-        },
+        at("inside-a-chunk", bytes[..middle(&chunks[k])].to_vec(), k),
+        at("at-a-chunk", bytes[..chunks[k].start as usize].to_vec(), k),
         Case {
             name: "inside-the-footer",
             bytes: bytes[..bytes.len() - 10].to_vec(),
             offset: None,
-            last: None,
+            before: Before::All,
         },
-        Case {
-            name: "a-flipped-bit",
-            bytes: flipped,
-            offset: Some(start),
-            last: last_before(k),
-        },
+        at("a-flipped-bit", flipped, k),
+        at(
+            "before-any-episode",
+            bytes[..middle(&chunks[first])].to_vec(),
+            first,
+        ),
     ]
 }
 
@@ -280,7 +301,7 @@ fn a_cut_or_corrupt_recording_or_a_repeated_run_is_refused_or_exported_whole_epi
     let ds = dir.join("whole-ds");
     let o = chunkrt_at(&["export", "lerobot"], &[&run, Path::new("--out"), &ds]);
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
-    assert_eq!(exported(&ds), truth.split(None).0);
+    assert_eq!(exported(&ds), truth.split(Before::All).0);
     let ours: Value =
         serde_json::from_str(&std::fs::read_to_string(ds.join("meta/chunkrt.json")).unwrap())
             .unwrap();
