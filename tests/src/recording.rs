@@ -59,6 +59,45 @@ pub fn read(path: &Path) -> Result<(Vec<RecordedCycle>, Vec<serde_json::Value>),
     Ok((cycles, events))
 }
 
+/// One chunk of a recording, from its summary's chunk index.
+#[derive(Clone, Debug)]
+pub struct ChunkSpan {
+    /// Byte offset of the chunk record.
+    pub start: u64,
+    /// Byte offset just past it.
+    pub end: u64,
+    /// The numbers of the cycles it holds, in order.
+    pub cycles: Vec<u64>,
+}
+
+/// The chunks of the (whole) recording `path` in file order, read through its summary's
+/// chunk index (the mcap crate's indexed reader: where each chunk lies and what it
+/// holds), for tests that cut or damage a recording at a known place.
+pub fn chunks(path: &Path) -> Result<Vec<ChunkSpan>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let summary = mcap::Summary::read(&bytes)
+        .map_err(|e| e.to_string())?
+        .ok_or("no summary")?;
+    let mut out = Vec::new();
+    for c in &summary.chunk_indexes {
+        let mut cycles = Vec::new();
+        for m in summary.stream_chunk(&bytes, c).map_err(|e| e.to_string())? {
+            let m = m.map_err(|e| e.to_string())?;
+            if m.channel.topic == "/chunkrt/cycle" {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&m.data).map_err(|e| format!("message: {e}"))?;
+                cycles.push(v["cycle"].as_u64().ok_or("a cycle without its number")?);
+            }
+        }
+        out.push(ChunkSpan {
+            start: c.chunk_start_offset,
+            end: c.chunk_start_offset + c.chunk_length,
+            cycles,
+        });
+    }
+    Ok(out)
+}
+
 /// The messages of `topic` in `path` (the first segment), as JSON, in file order.
 fn messages(path: &Path, topic: &str) -> Result<Vec<serde_json::Value>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;

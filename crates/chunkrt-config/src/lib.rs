@@ -10,6 +10,7 @@ mod inject;
 mod kind;
 mod locate;
 mod operator;
+pub mod numbers;
 mod perjoint;
 mod schema;
 mod validate;
@@ -84,8 +85,8 @@ impl Config {
 
     /// Re-checks `[inject]` after command-line overrides (`key: message` on error).
     pub fn check_inject(&self) -> Result<(), OverrideError> {
-        self.inject
-            .validate(self.control.period_ms)
+        numbers::check_all(self)
+            .and_then(|()| self.inject.validate(self.control.period_ms))
             .and_then(|()| self.validate_probe())
             .map_err(|(key, message)| OverrideError { key, message })
     }

@@ -9,6 +9,15 @@ use chunkrt_core::{
 
 type Check = Result<(), (String, String)>;
 
+/// Lowest cutoff of the action filter (`limits.action_filter_hz`): a time constant of
+/// 1.6 s, longer than any chunk's horizon; below it the filter holds the arm back for
+/// seconds (at `5e-324` its coefficient is 0 and the arm never moved).
+pub const MIN_ACTION_FILTER_HZ: f64 = 0.1;
+/// Smallest continuous torque rating (`limits.thermal.continuous_torque_nm`): no drive
+/// is rated below a milli-newton-metre, and the load is the measured torque squared
+/// over the rating squared.
+pub const MIN_RATED_TORQUE_NM: f64 = 1e-3;
+
 /// Shortest bus period (`control.period_ms`) a run accepts.
 pub const MIN_PERIOD_MS: f64 = 1.0;
 /// Longest bus period a run accepts.
@@ -49,6 +58,9 @@ fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
 impl Config {
     /// Checks ranges and cross-field consistency; returns `(key path, message)`.
     pub(crate) fn validate(&self) -> Check {
+        // Every number first, by one rule (`numbers`): finite, 0 or of a physical
+        // magnitude, a duration not negative; then each key's own range.
+        crate::numbers::check_all(self)?;
         let n = self.control.joints;
         if n == 0 || n > MAX_DOF {
             return fail(
@@ -620,8 +632,8 @@ impl Config {
             t.continuous_torque_nm.check(
                 "limits.thermal.continuous_torque_nm",
                 n,
-                pos,
-                "a positive torque",
+                |v| v >= MIN_RATED_TORQUE_NM,
+                &format!("a drive's rated torque, at least {MIN_RATED_TORQUE_NM} N m"),
             )?;
             t.time_constant_s
                 .check("limits.thermal.time_constant_s", n, pos, "a positive time")?;
@@ -707,17 +719,20 @@ impl Config {
     }
 
     /// `limits.action_filter_hz`: within the design table's 20 Hz (below the Nyquist
-    /// frequency of every control period, 25 Hz at the longest, 20 ms).
+    /// frequency of every control period, 25 Hz at the longest, 20 ms), and at least
+    /// [`MIN_ACTION_FILTER_HZ`].
     fn check_action_filter(&self) -> Check {
         let Some(fc) = self.limits.action_filter_hz else {
             return Ok(());
         };
-        if !(fc.is_finite() && fc > 0.0 && fc <= chunkrt_core::MAX_CUTOFF_HZ) {
+        let max = chunkrt_core::MAX_CUTOFF_HZ;
+        if !(fc.is_finite() && (MIN_ACTION_FILTER_HZ..=max).contains(&fc)) {
             return fail(
                 "limits.action_filter_hz",
                 format!(
-                    "expected a cutoff in (0, {}] Hz, got {fc}",
-                    chunkrt_core::MAX_CUTOFF_HZ
+                    "expected a cutoff in [{MIN_ACTION_FILTER_HZ}, {max}] Hz, got {fc} (below \
+                     {MIN_ACTION_FILTER_HZ} Hz the filter's time constant, 1 / (2 pi fc), \
+                     is over 1.6 s: the arm trails every proposal by seconds, or never moves)"
                 ),
             );
         }

@@ -34,8 +34,11 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+pub use chunkrt_telemetry::readback::Cut;
 
 /// Why a dataset could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +106,37 @@ pub struct Summary {
     pub fps: u32,
     /// Joints.
     pub dof: usize,
+    /// The runs exported in part (`allow_partial`): each one's cut and the episodes
+    /// left out. Empty: every episode of every run is in the dataset.
+    pub partial: Vec<PartialRun>,
+}
+
+/// A run whose recording is not whole, exported in part: its whole episodes only.
+#[derive(Clone, Debug)]
+pub struct PartialRun {
+    /// The run directory.
+    pub run: PathBuf,
+    /// Where and why its recording was cut.
+    pub cut: Cut,
+    /// Its episodes (their index in the run) left out: ended (in `events.jsonl`) but not
+    /// wholly recorded before the cut.
+    pub left_out: Vec<u64>,
+}
+
+impl PartialRun {
+    /// As `meta/chunkrt.json` records it.
+    fn json(&self) -> Value {
+        let c = &self.cut;
+        json!({
+            "file": c.file.display().to_string(),
+            "offset_bytes": c.offset,
+            "file_bytes": c.file_bytes,
+            "why": c.why,
+            "last_whole_cycle": c.last_cycle.as_ref().map(|l| l.cycle),
+            "last_whole_cycle_t_s": c.last_cycle.as_ref().map(|l| l.t_s),
+            "episodes_left_out": self.left_out,
+        })
+    }
 }
 
 fn run_err(run: &Path, what: impl Into<String>) -> ExportError {
@@ -110,20 +144,6 @@ fn run_err(run: &Path, what: impl Into<String>) -> ExportError {
         run: run.to_path_buf(),
         what: what.into(),
     }
-}
-
-fn read_json_lines(path: &Path, run: &Path) -> Result<Vec<Value>, ExportError> {
-    let text =
-        chunkrt_files::read_text_bounded(path, chunkrt_files::MODEL_LIMIT_BYTES, "event log")
-            .map_err(|e| run_err(run, e.to_string()))?
-            .map_err(|_| run_err(run, format!("{} is not UTF-8", path.display())))?;
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| run_err(run, format!("{}:{}: {e}", path.display(), i + 1)))
-        })
-        .collect()
 }
 
 fn read_report(run: &Path) -> Result<Value, ExportError> {
@@ -154,11 +174,9 @@ type RunPlan = (Vec<Value>, Vec<Vec<f64>>, f64);
 /// The episodes of `run` (its events), the goals of its plan (its report's config) and its
 /// control period in seconds.
 fn run_plan(run: &Path) -> Result<RunPlan, ExportError> {
-    let events = read_json_lines(&run.join("events.jsonl"), run)?;
-    let episodes: Vec<Value> = events
-        .into_iter()
-        .filter(|e| e["event"] == "episode")
-        .collect();
+    // Each ended episode once, in order: a repeated line is refused, not exported twice.
+    let episodes =
+        chunkrt_telemetry::episodes::read_log(run).map_err(|e| run_err(run, e.to_string()))?;
     if episodes.is_empty() {
         return Err(run_err(
             run,
@@ -179,8 +197,32 @@ fn f32s(v: &[f64]) -> Vec<f32> {
     v.iter().map(|x| *x as f32).collect()
 }
 
+/// What one run gives the dataset.
+#[derive(Clone, Debug)]
+pub struct RunRead {
+    /// Its episodes, each with its frames, in order.
+    pub episodes: Vec<Episode>,
+    /// The period of its frames (s): the control period times the stride.
+    pub frame_dt_s: f64,
+    /// Its recording was cut (read with `allow_partial`): where, and what was left out.
+    pub partial: Option<PartialRun>,
+    /// Its start (the recording's clock record): two runs with the same are one run.
+    pub start: Option<(u64, i64)>,
+}
+
 /// Reads `run`'s running episodes as frames, every `stride`-th cycle.
-pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), ExportError> {
+///
+/// A recording that is not whole (cut short, or failing a CRC: see
+/// [`chunkrt_telemetry::readback::Cut`]) is refused, naming the run and the cut; with
+/// `allow_partial` only the episodes wholly recorded before the cut are read (an
+/// episode whose end the intact part holds: a cycle after its running phase), and
+/// [`RunRead::partial`] says which were left out.
+pub fn read_run(
+    run: &Path,
+    stride: NonZeroUsize,
+    allow_partial: bool,
+) -> Result<RunRead, ExportError> {
+    let stride = stride.get();
     let (eps, goals, period_s) = run_plan(run)?;
     let files =
         chunkrt_telemetry::readback::segments(run).map_err(|e| run_err(run, e.to_string()))?;
@@ -197,12 +239,19 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
     let (mut next_image, mut no_image): (usize, Option<String>) = (0, None);
     // The shaping stages (action filter, residual gate) are not blocks.
     let shaping = chunkrt_core::SHAPING_BITS;
-    chunkrt_telemetry::readback::read_with(&files, None, |c| {
+    // Per episode, the first cycle after its running phase (the recording holds its end).
+    let mut ended_at: Vec<Option<u64>> = vec![None; eps.len()];
+    let mut current: Option<usize> = None;
+    let data = chunkrt_telemetry::readback::read_with(&files, None, |c| {
         let fb_prev = prev_fb.replace(c.feedback_rad.to_vec());
-        let Some(k) = c
+        let running = c
             .running_episode
-            .and_then(|e| index.iter().position(|i| *i == e))
-        else {
+            .and_then(|e| index.iter().position(|i| *i == e));
+        if let Some(p) = current.filter(|p| running != Some(*p)) {
+            ended_at[p].get_or_insert(c.cycle);
+        }
+        current = running;
+        let Some(k) = running else {
             return;
         };
         seen[k] += 1;
@@ -270,21 +319,66 @@ pub fn read_run(run: &Path, stride: usize) -> Result<(Vec<Episode>, f64), Export
     if let Some(e) = no_image {
         return Err(run_err(run, e));
     }
-    let out = eps
-        .iter()
-        .zip(frames)
-        .map(|(e, frames)| Episode {
-            frames,
-            outcome: e["outcome"].as_str().unwrap_or("?").to_string(),
-            residual: e["residual"] == true,
-            held_out: e["held_out"] == true,
+    let cut = data.truncated;
+    if let (Some(cut), false) = (&cut, allow_partial) {
+        return Err(run_err(
+            run,
+            format!(
+                "its recording is not whole: {cut}. Exported, the dataset would hold part of \
+                 the run as if it were all of it; --allow-partial exports only the episodes \
+                 wholly recorded before the cut (and notes the cut in meta/chunkrt.json)"
+            ),
+        ));
+    }
+    // An episode is whole when the recording holds it to its end (or no cut at all).
+    let whole = |k: usize| match &cut {
+        None => true,
+        Some(c) => {
+            c.messages_whole
+                || ended_at[k]
+                    .zip(c.last_cycle.as_ref())
+                    .is_some_and(|(end, last)| end <= last.cycle)
+        }
+    };
+    let mut out = Vec::new();
+    let mut left_out = Vec::new();
+    for (k, (e, frames)) in eps.iter().zip(frames).enumerate() {
+        let run_episode = e["episode"].as_u64().unwrap_or(0);
+        if !whole(k) {
+            left_out.push(run_episode);
+        } else if !frames.is_empty() {
+            out.push(Episode {
+                frames,
+                outcome: e["outcome"].as_str().unwrap_or("?").to_string(),
+                residual: e["residual"] == true,
+                held_out: e["held_out"] == true,
+                run: run.to_path_buf(),
+                run_episode,
+                image_size,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(run_err(
+            run,
+            match &cut {
+                Some(c) => format!("no episode of it was wholly recorded before the cut: {c}"),
+                None => "its recording holds no cycle of a running episode (it does not say \
+                         the episode and phase of each cycle: recorded by an older chunkrt?)"
+                    .to_string(),
+            },
+        ));
+    }
+    Ok(RunRead {
+        episodes: out,
+        frame_dt_s: period_s * stride as f64,
+        partial: cut.map(|cut| PartialRun {
             run: run.to_path_buf(),
-            run_episode: e["episode"].as_u64().unwrap_or(0),
-            image_size,
-        })
-        .filter(|e| !e.frames.is_empty())
-        .collect();
-    Ok((out, period_s * stride as f64))
+            cut,
+            left_out,
+        }),
+        start: data.start,
+    })
 }
 
 /// A recorded camera image: capture time (s since the run's start), PNG, `(height, width)`.
@@ -541,33 +635,51 @@ fn image_column<'a>(images: impl Iterator<Item = Option<&'a [u8]>>) -> (Field, A
 }
 
 /// Exports the running episodes of `runs` into `out` (a new directory) at every
-/// `stride`-th control cycle.
+/// `stride`-th control cycle. A run given twice (by any path, or a copy of it) is
+/// refused; so is a run whose recording is not whole, unless `allow_partial`: then its
+/// whole episodes are exported and [`Summary::partial`] (and `meta/chunkrt.json`) says
+/// where it was cut and what was left out.
 pub fn export(
     runs: &[PathBuf],
     out: &Path,
-    stride: usize,
+    stride: NonZeroUsize,
     task: &str,
+    allow_partial: bool,
 ) -> Result<Summary, ExportError> {
-    let stride = stride.max(1);
+    distinct_dirs(runs)?;
     let mut episodes = Vec::new();
+    let mut partial = Vec::new();
+    let mut starts: Vec<((u64, i64), &Path)> = Vec::new();
     let mut dt: Option<f64> = None;
     for run in runs {
-        let (eps, frame_dt) = read_run(run, stride)?;
-        if dt.is_some_and(|d| (d - frame_dt).abs() > 1e-9) {
+        let r = read_run(run, stride, allow_partial)?;
+        if let Some(start) = r.start {
+            if let Some((_, first)) = starts.iter().find(|s| s.0 == start) {
+                return Err(run_err(
+                    run,
+                    format!(
+                        "the same run as {} (their recordings start at the same instant): a \
+                         run given twice would be in the dataset twice",
+                        first.display()
+                    ),
+                ));
+            }
+            starts.push((start, run));
+        }
+        if dt.is_some_and(|d| (d - r.frame_dt_s).abs() > 1e-9) {
             return Err(run_err(
                 run,
                 "its frame period differs from the other runs' (control.period_ms x stride)",
             ));
         }
-        dt = Some(frame_dt);
-        episodes.extend(eps);
+        dt = Some(r.frame_dt_s);
+        episodes.extend(r.episodes);
+        partial.extend(r.partial);
     }
     if episodes.is_empty() {
         return Err(ExportError::Write {
             path: out.to_path_buf(),
-            what: "no recorded cycle of a running episode in the runs (their recordings do \
-                   not say the episode and phase of each cycle: recorded by an older chunkrt?)"
-                .into(),
+            what: "no run given".into(),
         });
     }
     let dt = dt.unwrap_or(0.02);
@@ -605,13 +717,34 @@ pub fn export(
     }
     let batch = data_batch(&episodes, fps, dof).map_err(write_err)?;
     write_parquet(&out.join("data/chunk-000/file-000.parquet"), &batch)?;
-    write_meta(out, &episodes, &batch, fps, dof, task)?;
+    write_meta(out, &episodes, &partial, &batch, (fps, dof), task)?;
     Ok(Summary {
         episodes: episodes.len(),
         frames: batch.num_rows(),
         fps,
         dof,
+        partial,
     })
+}
+
+/// Refuses a run directory given twice (by the same or another path to it): its
+/// episodes would be in the dataset twice.
+fn distinct_dirs(runs: &[PathBuf]) -> Result<(), ExportError> {
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::with_capacity(runs.len());
+    for run in runs {
+        let real = std::fs::canonicalize(run).map_err(|e| run_err(run, e.to_string()))?;
+        if let Some((_, first)) = seen.iter().find(|s| s.0 == real) {
+            return Err(run_err(
+                run,
+                format!(
+                    "given twice (first as {}): its episodes would be in the dataset twice",
+                    first.display()
+                ),
+            ));
+        }
+        seen.push((real, run));
+    }
+    Ok(())
 }
 
 fn size_text(s: Option<(u32, u32)>) -> String {
@@ -622,9 +755,9 @@ fn size_text(s: Option<(u32, u32)>) -> String {
 fn write_meta(
     out: &Path,
     episodes: &[Episode],
+    partial: &[PartialRun],
     batch: &RecordBatch,
-    fps: u32,
-    dof: usize,
+    (fps, dof): (u32, usize),
     task: &str,
 ) -> Result<(), ExportError> {
     let werr = |path: &Path, what: String| ExportError::Write {
@@ -762,10 +895,19 @@ fn write_meta(
     let path = out.join("meta/chunkrt.json");
     let runs: std::collections::BTreeSet<&Path> =
         episodes.iter().map(|e| e.run.as_path()).collect();
-    let runs = runs
+    let mut runs = runs
         .into_iter()
         .map(checkpoints)
         .collect::<Result<Vec<Value>, _>>()?;
+    // A run exported in part carries its cut (a whole run's entry is as before).
+    for r in &mut runs {
+        if let Some(p) = partial
+            .iter()
+            .find(|p| r["run"] == p.run.display().to_string())
+        {
+            r["cut"] = p.json();
+        }
+    }
     let ours = json!({"dof": dof, "runs": runs, "fps": fps});
     std::fs::write(
         &path,
@@ -867,6 +1009,8 @@ fn value_f64(a: &ArrayRef, i: usize) -> f64 {
 mod tests {
     use super::*;
 
+    const ONE: NonZeroUsize = NonZeroUsize::MIN;
+
     fn run_dir(name: &str, events: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("chunkrt-learn-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -879,7 +1023,7 @@ mod tests {
     fn a_run_without_episodes_is_refused_naming_the_run_and_why() {
         let run = run_dir("noep", "{\"event\":\"mode\",\"t_s\":0.1}\n");
         let out = run.join("ds");
-        let e = export(std::slice::from_ref(&run), &out, 1, "t").unwrap_err();
+        let e = export(std::slice::from_ref(&run), &out, ONE, "t", false).unwrap_err();
         let text = e.to_string();
         assert!(text.contains(&run.display().to_string()), "{text}");
         assert!(text.contains("no episode in events.jsonl"), "{text}");
@@ -889,8 +1033,8 @@ mod tests {
 
     #[test]
     fn a_broken_event_line_is_named_by_file_and_line() {
-        let run = run_dir("badline", "{\"event\":\"episode\"}\nnot json\n");
-        let e = export(std::slice::from_ref(&run), &run.join("ds"), 1, "t").unwrap_err();
+        let run = run_dir("badline", "{\"event\":\"mode\",\"t_s\":0.1}\nnot json\n");
+        let e = export(std::slice::from_ref(&run), &run.join("ds"), ONE, "t", false).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("events.jsonl:2:"), "{text}");
         let _ = std::fs::remove_dir_all(&run);

@@ -3,10 +3,99 @@
 //! `chunkrt episodes` tabulates: outcome, start pose (held out or not), whether the
 //! residual had authority, goal error, tracking error P99, the permission gate's and the
 //! residual gate's cycles, operator stops in the budget's window, and the budget's
-//! breach (the residual rolled back from then on).
+//! breach (the residual rolled back from then on); [`read_log`] reads them back.
 
 use chunkrt_core::{EpisodeSummary, MonoTime};
 use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// Why a run's episode lines cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EpisodeLogError {
+    /// `events.jsonl` could not be read (missing, not a regular file, too large, not
+    /// UTF-8).
+    #[error("{0}")]
+    Read(String),
+    /// A line is not what chunkrt writes: not JSON, an episode line without its
+    /// figures, or an episode repeated or out of order.
+    #[error("{}:{line}: {what}", file.display())]
+    Line {
+        /// The event log.
+        file: PathBuf,
+        /// Its line (1-based).
+        line: usize,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// The episode lines of `run`'s `events.jsonl`, checked to be the log a run writes:
+/// each ended episode once, in order of its index, with its running phase's begin and
+/// end (`t_begin_s <= t_s`), each beginning no earlier than the one before ended.
+///
+/// A repeated episode line (an edited or concatenated log) is refused, not merged:
+/// two lines for one episode cannot both be its record, and which one is cannot be
+/// told from the log; counted twice it would be a second episode with a negative reset
+/// before it (and a second copy of its frames in an export).
+pub fn read_log(run: &Path) -> Result<Vec<Value>, EpisodeLogError> {
+    let file = run.join("events.jsonl");
+    let text =
+        chunkrt_files::read_text_bounded(&file, chunkrt_files::MODEL_LIMIT_BYTES, "event log")
+            .map_err(|e| EpisodeLogError::Read(e.to_string()))?
+            .map_err(|_| EpisodeLogError::Read(format!("{}: not UTF-8 text", file.display())))?;
+    let mut out: Vec<Value> = Vec::new();
+    // The previous episode line: its index, end and line.
+    let mut prev: Option<(u64, f64, usize)> = None;
+    // Each episode's line.
+    let mut lines: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (i, l) in text.lines().enumerate() {
+        let line = i + 1;
+        let bad = |what: String| EpisodeLogError::Line {
+            file: file.clone(),
+            line,
+            what,
+        };
+        let v: Value = serde_json::from_str(l).map_err(|e| bad(format!("not a JSON line: {e}")))?;
+        if v["event"] != "episode" {
+            continue;
+        }
+        let field = |k: &str| {
+            num(&v[k]).ok_or_else(|| bad(format!("an episode line without a finite `{k}`")))
+        };
+        let (t_begin, t_end) = (field("t_begin_s")?, field("t_s")?);
+        let k = v["episode"]
+            .as_u64()
+            .ok_or_else(|| bad("an episode line without its index (`episode`)".into()))?;
+        if t_begin > t_end {
+            return Err(bad(format!(
+                "episode {k} begins at {t_begin} s, after it ended ({t_end} s)"
+            )));
+        }
+        if let Some(first) = lines.insert(k, line) {
+            return Err(bad(format!(
+                "episode {k} again (its line is {first}): a repeated line; a run writes \
+                 each ended episode once"
+            )));
+        }
+        if let Some((pk, p_end, p_line)) = prev {
+            if k < pk {
+                return Err(bad(format!(
+                    "episode {k} after episode {pk} (line {p_line}): out of order; a run \
+                     writes its episodes in order"
+                )));
+            }
+            if t_begin < p_end {
+                return Err(bad(format!(
+                    "episode {k} begins at {t_begin} s, before episode {pk} (line {p_line}) \
+                     ended at {p_end} s"
+                )));
+            }
+        }
+        prev = Some((k, t_end, line));
+        out.push(v);
+    }
+    Ok(out)
+}
 
 /// One episode as JSON; `t_rel` turns a time into seconds since the run's start.
 pub fn episode_json(s: &EpisodeSummary, t_rel: impl Fn(MonoTime) -> f64) -> Value {
@@ -85,4 +174,74 @@ pub fn summaries(run: &str, episodes: &[Value]) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_with(name: &str, lines: &[&str]) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("chunkrt-episodes-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+        d
+    }
+
+    const E0: &str = r#"{"event":"episode","episode":0,"t_begin_s":0.5,"t_s":2.0}"#;
+    const E1: &str = r#"{"event":"episode","episode":1,"t_begin_s":3.0,"t_s":4.5}"#;
+    const MODE: &str = r#"{"event":"mode","t_s":2.1}"#;
+
+    /// The log a run writes is read as it is; every way a line can make an episode count
+    /// twice or a reset negative is refused naming the file, the line and the episode.
+    #[test]
+    fn a_repeated_or_disordered_episode_line_is_refused_by_file_and_line() {
+        let d = run_with("good", &[E0, MODE, E1]);
+        let eps = read_log(&d).unwrap();
+        assert_eq!(eps.len(), 2);
+        let cases: [(&str, Vec<&str>, &str); 6] = [
+            (
+                "dup",
+                vec![E0, MODE, E1, E1],
+                ":4: episode 1 again (its line is 3)",
+            ),
+            (
+                "dup-later",
+                vec![E0, E1, E0],
+                ":3: episode 0 again (its line is 1)",
+            ),
+            (
+                "order",
+                vec![E1, E0],
+                ":2: episode 0 after episode 1 (line 1): out of order",
+            ),
+            (
+                "overlap",
+                vec![
+                    E0,
+                    r#"{"event":"episode","episode":1,"t_begin_s":1.0,"t_s":4.5}"#,
+                ],
+                ":2: episode 1 begins at 1 s, before episode 0 (line 1) ended at 2 s",
+            ),
+            (
+                "negative",
+                vec![r#"{"event":"episode","episode":0,"t_begin_s":2.5,"t_s":2.0}"#],
+                ":1: episode 0 begins at 2.5 s, after it ended (2 s)",
+            ),
+            (
+                "no-begin",
+                vec![r#"{"event":"episode","episode":0,"t_s":2.0}"#],
+                ":1: an episode line without a finite `t_begin_s`",
+            ),
+        ];
+        for (name, lines, want) in cases {
+            let d = run_with(name, &lines);
+            let e = read_log(&d).unwrap_err().to_string();
+            let file = d.join("events.jsonl").display().to_string();
+            assert!(e.starts_with(&file) && e.contains(want), "{name}: {e}");
+            let _ = std::fs::remove_dir_all(&d);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

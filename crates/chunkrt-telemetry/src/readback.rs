@@ -106,8 +106,66 @@ pub struct RunData {
     /// Latency histograms rebuilt from the records (no coordinated-omission
     /// correction: the report's figures have it).
     pub metrics: MetricSet,
-    /// A segment that ended early (a run that was killed): what was wrong.
-    pub truncated: Option<String>,
+    /// The run's start: `CLOCK_MONOTONIC` ns and the wall clock's offset from it (ns),
+    /// from the recording's `chunkrt.clock` record: two recordings with the same are
+    /// one run.
+    pub start: Option<(u64, i64)>,
+    /// A segment that is not whole (a run that was killed, a copy cut short, a chunk
+    /// whose CRC fails): where it was cut and why. What came before the cut was read.
+    pub truncated: Option<Cut>,
+}
+
+/// Where a recording stops being whole. Every record before [`Cut::offset`] was read
+/// and passed its checks (chunk CRCs included); nothing at or after it was used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cut {
+    /// The segment.
+    pub file: PathBuf,
+    /// Byte offset of the first record that is missing, incomplete or unsound.
+    pub offset: u64,
+    /// The segment's length in bytes.
+    pub file_bytes: u64,
+    /// What is wrong there.
+    pub why: String,
+    /// Every message of the segment was read and sound: the cut lies after its data
+    /// section (in the summary or the footer).
+    pub messages_whole: bool,
+    /// The last cycle read before the cut whose record is sound, when there is one.
+    pub last_cycle: Option<CycleMark>,
+}
+
+/// A recorded cycle's place in the run: its number, its time and its episode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CycleMark {
+    /// The cycle's number.
+    pub cycle: u64,
+    /// Its deadline (s since the run's start).
+    pub t_s: f64,
+    /// With `[episodes]`: the episode and its phase (`running`, `reset`).
+    pub episode: Option<(u64, String)>,
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: cut at byte {} of {} ({})",
+            self.file.display(),
+            self.offset,
+            self.file_bytes,
+            self.why
+        )?;
+        match &self.last_cycle {
+            Some(c) => {
+                write!(f, "; the last whole cycle is {} at {:.3} s", c.cycle, c.t_s)?;
+                if let Some((e, phase)) = &c.episode {
+                    write!(f, " (episode {e}, {phase})")?;
+                }
+                Ok(())
+            }
+            None => write!(f, "; no whole cycle before it"),
+        }
+    }
 }
 
 /// One cycle as recorded, handed to the visitor of [`read_with`].
@@ -233,8 +291,9 @@ fn mode_by_name<'de, D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
     mode_from_name(name).map_err(serde::de::Error::custom)
 }
 
-/// Why a run's recording could not be read back (a recording cut short is not an
-/// error: it is read to its last whole record and [`RunData::truncated`] says so).
+/// Why a run's recording could not be read back (a recording cut short or corrupt is
+/// not an error here: it is read to its last sound record and [`RunData::truncated`]
+/// says where and why; a caller that needs the whole run refuses it).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The run directory holds no recording and no report naming one.
@@ -252,6 +311,11 @@ pub enum ReadError {
         error: String,
     },
 }
+
+/// Largest record (a chunk, compressed or not) a recording is read with: chunkrt writes
+/// chunks of about 1 MiB; a length field beyond this is damage, refused before anything
+/// is allocated for it.
+pub const MAX_RECORD_BYTES: u64 = 256 << 20;
 
 /// Cap of a run's `report.json` when it is read back for the recording's file names.
 const REPORT_LIMIT_BYTES: u64 = 64 << 20;
@@ -348,21 +412,21 @@ struct ImageMsg {
 }
 
 impl Reader<'_> {
-    fn image(&mut self, data: &[u8]) -> Result<(), Stop> {
+    fn image(&mut self, data: &[u8]) -> Result<(), String> {
         use base64::Engine;
         let Some(out) = self.images.as_mut() else {
             return Ok(());
         };
         let m: ImageMsg = serde_json::from_slice(data).map_err(err)?;
         if m.format != "png" {
-            return Err(Stop::Cut(format!(
+            return Err(format!(
                 "image {} is \"{}\", chunkrt records PNG",
                 m.seq, m.format
-            )));
+            ));
         }
         let png = base64::engine::general_purpose::STANDARD
             .decode(m.data.as_bytes())
-            .map_err(|e| Stop::Cut(format!("image {}: {e}", m.seq)))?;
+            .map_err(|e| format!("image {}: {e}", m.seq))?;
         out.push(RecordedImage {
             seq: m.seq,
             t_s: m.t_s,
@@ -377,10 +441,10 @@ impl Reader<'_> {
         for f in files {
             // A segment that cannot be opened, or is not a regular file (a FIFO would block
             // the reader for good), is an error, not a recording cut short.
-            let file = chunkrt_files::open_regular(f, "recording")
-                .map_err(|e| ReadError::Open(e.to_string()))?
-                .file;
-            match r.segment(file) {
+            let opened = chunkrt_files::open_regular(f, "recording")
+                .map_err(|e| ReadError::Open(e.to_string()))?;
+            let file_bytes = opened.file.metadata().map_or(0, |m| m.len());
+            match r.segment(opened.file, file_bytes) {
                 Ok(()) => {}
                 // The file could not be read (an I/O error): that is the error, not a
                 // recording cut short.
@@ -391,9 +455,22 @@ impl Reader<'_> {
                     })
                 }
                 // A killed run's last segment has no summary and may end inside a
-                // record: what was read stays, and the figure says so.
-                Err(Stop::Cut(e)) => {
-                    r.data.truncated = Some(format!("{}: {e}", f.display()));
+                // record; a damaged copy fails a CRC: what was read before stays, and
+                // the cut says where.
+                Err(Stop::Cut {
+                    at,
+                    why,
+                    messages_whole,
+                    sound,
+                }) => {
+                    r.data.truncated = Some(Cut {
+                        file: f.clone(),
+                        offset: at,
+                        file_bytes,
+                        why,
+                        messages_whole,
+                        last_cycle: if sound { r.last_cycle.take() } else { None },
+                    });
                     break;
                 }
             }
@@ -412,6 +489,8 @@ struct Reader<'v> {
     visit: Option<&'v mut dyn FnMut(&CycleSample)>,
     /// Camera images, when they are asked for ([`images`]).
     images: Option<&'v mut Vec<RecordedImage>>,
+    /// The last cycle read (for a cut's [`Cut::last_cycle`]).
+    last_cycle: Option<CycleMark>,
 }
 
 impl Reader<'_> {
@@ -436,6 +515,7 @@ impl Reader<'_> {
                 goal_changes: Vec::new(),
                 draws: Vec::new(),
                 metrics: MetricSet::new(),
+                start: None,
                 truncated: None,
             },
             t0_ns: None,
@@ -443,6 +523,7 @@ impl Reader<'_> {
             awaiting_play: std::collections::HashMap::new(),
             visit: None,
             images: None,
+            last_cycle: None,
         }
     }
 
@@ -450,49 +531,162 @@ impl Reader<'_> {
         self.data.window.is_none_or(|(a, b)| t >= a && t <= b)
     }
 
-    fn segment(&mut self, mut file: std::fs::File) -> Result<(), Stop> {
-        use mcap::records::Record;
-        use mcap::sans_io::{LinearReadEvent, LinearReader};
+    /// Reads one segment record by record, checking every CRC the file carries (each
+    /// chunk's before its messages are used, the data section's, the summary's) and
+    /// that it ends with its footer and magic. `at` is the offset of the record being
+    /// read, so a cut or a failed check is placed at its record.
+    fn segment(&mut self, mut file: std::fs::File, file_bytes: u64) -> Result<(), Stop> {
+        use mcap::sans_io::{LinearReadEvent, LinearReader, LinearReaderOptions};
         use std::io::Read;
-        let mut reader = LinearReader::new();
+        let mut reader = LinearReader::new_with_options(
+            LinearReaderOptions::default()
+                .with_emit_chunks(true)
+                .with_validate_data_section_crc(true)
+                .with_validate_summary_section_crc(true)
+                .with_check_finishes_after_end_magic(true)
+                .with_record_length_limit(MAX_RECORD_BYTES as usize),
+        );
         let mut topics: HashMap<u16, String> = HashMap::new();
+        // After the leading magic.
+        let mut at = mcap::MAGIC.len() as u64;
+        let mut data_end = false;
+        let cut = |at: u64, why: String, data_end: bool| Stop::Cut {
+            at,
+            why,
+            messages_whole: data_end,
+            sound: true,
+        };
         while let Some(event) = reader.next_event() {
-            match event.map_err(err)? {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => return Err(self.failed(e, at, file_bytes, data_end)),
+            };
+            match event {
                 LinearReadEvent::ReadRequest(need) => {
                     let got = file
                         .read(reader.insert(need))
                         .map_err(|e| Stop::Read(e.to_string()))?;
-                    if got == 0 {
-                        return Err(Stop::Cut(
-                            "the file ends inside a record (cut short)".into(),
-                        ));
-                    }
                     reader.notify_read(got);
                 }
                 LinearReadEvent::Record { data, opcode } => {
-                    match mcap::parse_record(opcode, data).map_err(err)? {
-                        Record::Channel(c) => {
-                            topics.insert(c.id, c.topic);
-                        }
-                        Record::Metadata(m)
-                            if m.name == "chunkrt.clock" && self.t0_ns.is_none() =>
-                        {
-                            self.t0_ns = m.metadata.get("t0_mono_ns").and_then(|v| v.parse().ok());
-                        }
-                        Record::Message { header, data } => {
-                            if let Some(topic) = topics.get(&header.channel_id) {
-                                self.message(topic, &data)?;
-                            }
-                        }
-                        _ => {}
-                    }
+                    let start = at;
+                    at += 9 + data.len() as u64;
+                    data_end |= opcode == mcap::records::op::DATA_END;
+                    self.top_record(opcode, data, &mut topics)
+                        .map_err(|why| cut(start, why, data_end))?;
                 }
             }
         }
         Ok(())
     }
 
-    fn message(&mut self, topic: &str, data: &[u8]) -> Result<(), Stop> {
+    /// The cut for the reader's error `e` at the record starting at `at`.
+    fn failed(&self, e: mcap::McapError, at: u64, file_bytes: u64, data_end: bool) -> Stop {
+        use mcap::McapError;
+        let (why, sound) = match e {
+            McapError::UnexpectedEof if at > file_bytes => {
+                return Stop::Cut {
+                    at: 0,
+                    why: "the file ends inside its leading magic (cut short)".into(),
+                    messages_whole: false,
+                    sound: true,
+                }
+            }
+            McapError::UnexpectedEof if at == file_bytes => (
+                "the file ends after a whole record, without the rest of the recording and \
+                 its footer (cut short)"
+                    .to_string(),
+                true,
+            ),
+            McapError::UnexpectedEof => (
+                format!(
+                    "the file ends {} bytes into this record{} (cut short)",
+                    file_bytes - at,
+                    if data_end {
+                        ", after the last message"
+                    } else {
+                        ""
+                    }
+                ),
+                true,
+            ),
+            // The data section's CRC covers records outside the chunks (the clock, the
+            // channels): where it fails, nothing read from the data section is sound.
+            e @ McapError::BadDataCrc { .. } => (
+                format!(
+                    "corrupt: {e}: the damage lies before this record, outside the chunks \
+                     (whose own CRCs hold)"
+                ),
+                false,
+            ),
+            e => (format!("corrupt: {e}"), true),
+        };
+        Stop::Cut {
+            at,
+            why,
+            messages_whole: data_end,
+            sound,
+        }
+    }
+
+    /// One top-level record: a chunk's records once its CRC holds, the rest as they come.
+    fn top_record(
+        &mut self,
+        opcode: u8,
+        data: &[u8],
+        topics: &mut HashMap<u16, String>,
+    ) -> Result<(), String> {
+        use mcap::records::Record;
+        match mcap::parse_record(opcode, data).map_err(|e| format!("corrupt: {e}"))? {
+            Record::Chunk { header, data } => {
+                // The header's size is not covered by the CRC: bound it before
+                // anything is allocated for it.
+                if header.uncompressed_size > MAX_RECORD_BYTES {
+                    return Err(format!(
+                        "corrupt: a chunk of {} bytes uncompressed (at most {MAX_RECORD_BYTES})",
+                        header.uncompressed_size
+                    ));
+                }
+                // Every record of the chunk is read, and its CRC checked, before any is
+                // used: a damaged chunk gives nothing.
+                let records = mcap::read::ChunkReader::new(header, &data)
+                    .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+                    .map_err(|e| format!("corrupt chunk: {e}"))?;
+                for r in records {
+                    self.record(r, topics)?;
+                }
+                Ok(())
+            }
+            r => self.record(r, topics),
+        }
+    }
+
+    fn record(
+        &mut self,
+        record: mcap::records::Record<'_>,
+        topics: &mut HashMap<u16, String>,
+    ) -> Result<(), String> {
+        use mcap::records::Record;
+        match record {
+            Record::Channel(c) => {
+                topics.insert(c.id, c.topic);
+            }
+            Record::Metadata(m) if m.name == "chunkrt.clock" && self.t0_ns.is_none() => {
+                self.t0_ns = m.metadata.get("t0_mono_ns").and_then(|v| v.parse().ok());
+                let wall = m.metadata.get("wall_minus_mono_ns");
+                self.data.start = self.t0_ns.zip(wall.and_then(|v| v.parse().ok()));
+            }
+            Record::Message { header, data } => {
+                if let Some(topic) = topics.get(&header.channel_id) {
+                    self.message(topic, &data)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn message(&mut self, topic: &str, data: &[u8]) -> Result<(), String> {
         match topic {
             "/chunkrt/cycle" => {
                 let c: CycleMsg = serde_json::from_slice(data).map_err(err)?;
@@ -554,6 +748,11 @@ impl Reader<'_> {
             Some(t0) => c.t_deadline_ns.saturating_sub(t0) as f64 * 1e-9,
             None => c.t_s,
         };
+        self.last_cycle = Some(CycleMark {
+            cycle: c.cycle,
+            t_s: t,
+            episode: c.episode.zip(c.phase.clone()),
+        });
         let seq = if c.mode == Mode::Playing {
             c.chunk_seq
         } else {
@@ -719,16 +918,19 @@ impl Reader<'_> {
 
 /// Why a segment's reading stopped early.
 enum Stop {
-    /// The file ends early or holds a record that does not parse: a run cut short.
-    Cut(String),
+    /// The file ends early or holds a record that is not sound: a recording cut
+    /// short or damaged, cut at the record starting at byte `at`.
+    Cut {
+        at: u64,
+        why: String,
+        /// The cut lies after the segment's data section.
+        messages_whole: bool,
+        /// What was read before the cut is sound (false where a check that covers it
+        /// failed: the data section's CRC).
+        sound: bool,
+    },
     /// The file could not be read (the OS error).
     Read(String),
-}
-
-impl From<String> for Stop {
-    fn from(e: String) -> Self {
-        Stop::Cut(e)
-    }
 }
 
 /// A mode event that names no mode chunkrt records.
@@ -747,9 +949,9 @@ enum ModeEventError {
     },
 }
 
-impl From<ModeEventError> for Stop {
+impl From<ModeEventError> for String {
     fn from(e: ModeEventError) -> Self {
-        Stop::Cut(e.to_string())
+        e.to_string()
     }
 }
 
@@ -962,13 +1164,144 @@ mod tests {
         std::fs::write(&first, &bytes[..bytes.len() * 6 / 10]).unwrap();
         std::fs::remove_file(last).unwrap();
         let data = read(&[first], None).unwrap();
-        let why = data.truncated.as_deref().unwrap_or("");
+        let why = data
+            .truncated
+            .as_ref()
+            .map(Cut::to_string)
+            .unwrap_or_default();
         assert!(why.contains("recording.mcap"), "{why}");
         assert!(
             data.cycles > 1000 && data.cycles < CYCLES,
             "{}",
             data.cycles
         );
+    }
+
+    /// 3.5 s at 1 ms in one segment through the real recorder: a chunk per flush
+    /// (every second), the clock metadata outside them. Returns the file's bytes.
+    fn record_one_segment(d: &Path) -> Vec<u8> {
+        let limits = RecordingLimits {
+            segment_bytes: u64::MAX,
+            segment_ns: u64::MAX,
+            total_bytes: u64::MAX,
+        };
+        let clock = ClockInfo {
+            t0: T0,
+            wall_minus_mono_ns: 0,
+        };
+        let mut r = Recorder::create(&d.join("recording.mcap"), limits, clock).unwrap();
+        for k in 0..3500 {
+            let t = T0.add_ns(k * 1_000_000);
+            r.cycle(&CycleRecord {
+                cycle: k,
+                t_deadline: t,
+                t_wake: t,
+                t_cmd: t,
+                dof: 2,
+                ..CycleRecord::default()
+            });
+        }
+        r.finish();
+        std::fs::read(d.join("recording.mcap")).unwrap()
+    }
+
+    /// The file's chunks by the mcap crate's indexed reader (the summary's chunk index,
+    /// not the linear read under test): (start offset, end offset, cycle numbers in it).
+    fn chunks_of(bytes: &[u8]) -> Vec<(u64, u64, Vec<u64>)> {
+        let summary = mcap::Summary::read(bytes).unwrap().unwrap();
+        summary
+            .chunk_indexes
+            .iter()
+            .map(|c| {
+                let cycles = summary
+                    .stream_chunk(bytes, c)
+                    .unwrap()
+                    .map(|m| {
+                        let m = m.unwrap();
+                        let v: serde_json::Value = serde_json::from_slice(&m.data).unwrap();
+                        v["cycle"].as_u64().unwrap()
+                    })
+                    .collect();
+                (
+                    c.chunk_start_offset,
+                    c.chunk_start_offset + c.chunk_length,
+                    cycles,
+                )
+            })
+            .collect()
+    }
+
+    /// A recording cut inside a chunk, at a chunk's start, inside its footer, or with
+    /// one flipped bit in a chunk or in the clock record outside the chunks: the read
+    /// stops at the first record that is missing or unsound, says its byte offset and
+    /// why, and hands on exactly the cycles of the chunks before it (placed by the
+    /// file's own chunk index).
+    #[test]
+    fn a_cut_or_damaged_recording_stops_at_its_first_unsound_record_and_places_it() {
+        let d = dir("damaged");
+        let whole = record_one_segment(&d);
+        let f = d.join("recording.mcap");
+        assert_eq!(
+            read(std::slice::from_ref(&f), None).unwrap().truncated,
+            None
+        );
+        let chunks = chunks_of(&whole);
+        assert!(chunks.len() >= 4, "{} chunks", chunks.len());
+        assert!(chunks[1].2.len() > 100 && chunks[2].2.len() > 100);
+        let last_before = |k: usize| chunks[..k].iter().flat_map(|c| c.2.last()).last().copied();
+        let before = |k: usize| chunks[..k].iter().map(|c| c.2.len() as u64).sum::<u64>();
+        let read_damaged = |bytes: &[u8]| {
+            std::fs::write(&f, bytes).unwrap();
+            let data = read(std::slice::from_ref(&f), None).unwrap();
+            let cut = data.truncated.clone().expect("the damage is seen");
+            assert_eq!(cut.file_bytes, bytes.len() as u64);
+            (data, cut)
+        };
+        // Cut inside chunk 2.
+        let (c2, e2) = (chunks[2].0, chunks[2].1);
+        let (data, cut) = read_damaged(&whole[..(c2 + (e2 - c2) / 2) as usize]);
+        assert_eq!(cut.offset, c2, "{cut}");
+        assert!(
+            cut.why.contains("bytes into this record (cut short)"),
+            "{cut}"
+        );
+        assert!(!cut.messages_whole);
+        assert_eq!(data.cycles, before(2));
+        assert_eq!(cut.last_cycle.as_ref().map(|c| c.cycle), last_before(2));
+        // Cut where chunk 2 starts: chunks 0 and 1 and their indexes are whole.
+        let (data, cut) = read_damaged(&whole[..c2 as usize]);
+        assert_eq!(cut.offset, c2, "{cut}");
+        assert!(cut.why.contains("ends after a whole record"), "{cut}");
+        assert_eq!(data.cycles, before(2));
+        // Cut inside the footer: every message was read.
+        let (data, cut) = read_damaged(&whole[..whole.len() - 10]);
+        assert!(cut.messages_whole, "{cut}");
+        assert!(cut.offset > chunks.last().unwrap().1, "{cut}");
+        assert_eq!(data.cycles, 3500);
+        // One bit flipped in chunk 2's data: nothing of chunk 2 is used.
+        let mut flipped = whole.clone();
+        flipped[(c2 + (e2 - c2) / 2) as usize] ^= 0x10;
+        let (data, cut) = read_damaged(&flipped);
+        assert_eq!(cut.offset, c2, "{cut}");
+        assert!(cut.why.starts_with("corrupt"), "{cut}");
+        assert_eq!(data.cycles, before(2));
+        assert_eq!(cut.last_cycle.as_ref().map(|c| c.cycle), last_before(2));
+        // One bit flipped in the clock record (outside the chunks, under the data
+        // section's CRC only): the times read may be wrong, so no cycle is sound.
+        let t0 = T0.0.to_string();
+        let at = whole
+            .windows(t0.len())
+            .position(|w| w == t0.as_bytes())
+            .expect("the clock record");
+        let mut flipped = whole.clone();
+        flipped[at] ^= 0x01;
+        let (_, cut) = read_damaged(&flipped);
+        assert!(cut.why.contains("Data section CRC failed"), "{cut}");
+        assert_eq!(cut.last_cycle, None, "{cut}");
+        assert!(!cut.messages_whole);
+        let shown = cut.to_string();
+        assert!(shown.contains("recording.mcap: cut at byte"), "{shown}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// A mode event naming a mode chunkrt does not write is refused by name, as a
@@ -993,7 +1326,11 @@ mod tests {
         let data = read(&segments(&d).unwrap(), None).unwrap();
         assert_eq!(data.modes.len(), 1);
         assert_eq!(data.modes[0].1, Mode::Holding);
-        let why = data.truncated.as_deref().unwrap_or("");
+        let why = data
+            .truncated
+            .as_ref()
+            .map(Cut::to_string)
+            .unwrap_or_default();
         assert!(
             why.contains("`to`") && why.contains("`Parked` is not a mode chunkrt records"),
             "{why}"

@@ -4,9 +4,11 @@
 //! gate's and the residual gate's cycles, operator stops, the reset before it and a
 //! budget breach (the residual rolled back from there); then per run and kind of start
 //! the success rate and the means. Read from each run's `events.jsonl`, which holds
-//! every ended episode even when the run was cut short. `--plot STEM` draws them too.
+//! every ended episode even when the run was cut short; a log with an episode line
+//! repeated or out of order is refused (the line named), so no episode counts twice and
+//! no reset is negative. `--plot STEM` draws them too.
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Parser;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -66,22 +68,10 @@ fn plot(
     Ok(chunkrt_telemetry::plot::save(&fig, stem)?)
 }
 
-/// A run's episodes, from its `events.jsonl`.
+/// A run's episodes, from its `events.jsonl` (a repeated or disordered episode line is
+/// refused: `chunkrt_telemetry::episodes::read_log`).
 pub fn read_episodes(run: &Path) -> anyhow::Result<Vec<Value>> {
-    let path = run.join("events.jsonl");
-    let text =
-        chunkrt_files::read_text_bounded(&path, chunkrt_files::MODEL_LIMIT_BYTES, "event log")
-            .with_context(|| format!("reading {}", path.display()))?
-            .map_err(|_| anyhow::anyhow!("{}: not UTF-8 text", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let v: Value = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a JSON line", path.display(), i + 1))?;
-        if v["event"] == "episode" {
-            out.push(v);
-        }
-    }
-    Ok(out)
+    Ok(chunkrt_telemetry::episodes::read_log(run)?)
 }
 
 fn num(v: &Value) -> Option<f64> {
