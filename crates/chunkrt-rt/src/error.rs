@@ -26,4 +26,8 @@ pub enum RunError {
     /// The camera could not be opened, or does not fit the policy.
     #[error("camera: {0}")]
     Camera(String),
+    /// A file the configuration names (the wear ledger) cannot be used; found before
+    /// anything moved.
+    #[error("configuration: {0}")]
+    Config(String),
 }
