@@ -155,10 +155,14 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     let outcome = match runtime.run(&opts) {
         Ok(o) => o,
         Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
-        // A camera that does not fit the policy, or cannot be opened, or an operator's
-        // socket that cannot be made as configured: a configuration error found before
-        // the loop started (exit 2).
-        Err(e @ (chunkrt_rt::RunError::Camera(_) | chunkrt_rt::RunError::Operator(_))) => {
+        // A camera that does not fit the policy, or cannot be opened, an operator's socket
+        // that cannot be made as configured, a wear ledger that cannot be used: a
+        // configuration error found before the loop started (exit 2).
+        Err(
+            e @ (chunkrt_rt::RunError::Camera(_)
+            | chunkrt_rt::RunError::Operator(_)
+            | chunkrt_rt::RunError::Config(_)),
+        ) => {
             errln!("chunkrt: error: {e}; nothing was moved");
             return Ok(EXIT_USAGE);
         }

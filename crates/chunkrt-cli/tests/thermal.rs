@@ -11,7 +11,8 @@
 //! comes in the cycle the recomputed load crosses `withdraw_at` (one cycle either
 //! way: the monitor also took the bring-up's measurement), no cycle plays after it,
 //! every joint stops within its braking envelope, and the report's high-water mark is
-//! the recomputed peak.
+//! the recomputed peak. Then (issue 56) the heat is carried over: the wear ledger holds
+//! the run's end load, and the next run of the same arm starts from it, cooled.
 
 mod common;
 
@@ -33,7 +34,8 @@ const VMAX3: f64 = 1.0;
 
 /// `rt-config/sim-scripted.toml` on the MuJoCo arm (its `[mujoco]` section from
 /// `sim-mujoco.toml`, paths absolute, threads unpinned), joint 3's speed limit 1 rad/s
-/// and the thermal monitor on.
+/// and the thermal monitor on, the motors declared cold where the wear ledger has no
+/// line of the arm (`initial_load = 0`).
 fn config_in(dir: &Path) -> PathBuf {
     let mujoco = std::fs::read_to_string(repo().join("rt-config/sim-mujoco.toml")).unwrap();
     let start = mujoco.find("[mujoco]").unwrap();
@@ -62,11 +64,13 @@ fn config_in(dir: &Path) -> PathBuf {
                  time_constant_s = {TIME_CONSTANT_S}\n\
                  derate_at = {DERATE_AT}\n\
                  withdraw_at = {WITHDRAW_AT}\n\
-                 min_derate = {MIN_DERATE}\n"
+                 min_derate = {MIN_DERATE}\n\
+                 initial_load = 0.0\n"
             ),
         )
         + "\n"
-        + &section;
+        + &section
+        + "\n[wear]\nledger = \"wear.jsonl\"\nhardware_id = \"panda-under-test\"\n";
     let path = dir.join("thermal.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -88,7 +92,7 @@ fn a_joint_held_against_gravity_past_its_rating_is_derated_then_loses_authority(
     let dir = temp_dir("thermal", "mujoco");
     let config = config_in(&dir);
     let out = dir.join("run");
-    let o = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
+    let o = Command::new(common::bin())
         .args([
             "run",
             "--duration",
@@ -189,5 +193,81 @@ fn a_joint_held_against_gravity_past_its_rating_is_derated_then_loses_authority(
         loads[derated[0]],
         loads[withdrawn]
     );
+    hot_restart(&config, &dir, *loads.last().unwrap());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 56, heat carried over: the run above (declared cold, no ledger line) appended
+/// its end load to the wear ledger, the load the oracle recomputed for its last cycle.
+/// A second run of the same arm moments later starts from that load cooled by the
+/// model for the time since (`r exp(-dt / T)`, `dt` as the report states it, within
+/// the wall-clock time the test saw pass), above `withdraw_at`: the policy never plays
+/// (its first cycle is already withdrawn), where the cold run played for its first
+/// ~100 cycles. Before, every run started cold and the second played as the first did.
+fn hot_restart(config: &Path, dir: &Path, end_load: f64) {
+    let ledger = dir.join("wear.jsonl");
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&ledger)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    let i2t_end = line["i2t_end"][JOINT].as_f64().unwrap();
+    assert!(
+        (i2t_end - end_load).abs() <= 0.02 * end_load,
+        "ledger i2t_end {i2t_end}, recomputed {end_load}"
+    );
+    assert!(i2t_end > WITHDRAW_AT, "the first run ended hot: {i2t_end}");
+    let t_written = std::time::SystemTime::now();
+    let out = dir.join("run-hot");
+    let o = Command::new(common::bin())
+        .args([
+            "run",
+            "--duration",
+            "1s",
+            "--quiet",
+            "--no-plots",
+            "--config",
+        ])
+        .arg(config)
+        .arg("--out")
+        .arg(&out)
+        .env("CHUNKRT_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let seen_s = t_written.elapsed().unwrap().as_secs_f64()
+        + (t_written
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            - line["t_end_unix_s"].as_f64().unwrap());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let from = &report["thermal_initial_from"][0];
+    assert_eq!(from["from"], "ledger", "{from}");
+    assert_eq!(from["recorded"], "i2t_end", "{from}");
+    let cooled_s = from["cooled_s"].as_f64().unwrap();
+    assert!(
+        (0.0..=seen_s).contains(&cooled_s),
+        "cooled for {cooled_s} s, {seen_s} s passed"
+    );
+    let start = report["thermal_initial_load"][JOINT].as_f64().unwrap();
+    let want = i2t_end * (-cooled_s / TIME_CONSTANT_S).exp();
+    assert!(
+        (start - want).abs() <= 1e-12 * want,
+        "started at {start}, closed form {want}"
+    );
+    assert!(start > WITHDRAW_AT, "still hot after {cooled_s} s: {start}");
+    let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
+    assert!(cycles.len() > 20, "{} cycles", cycles.len());
+    let played = cycles.iter().filter(|c| c.mode == "Playing").count();
+    assert_eq!(played, 0, "the hot arm's policy played {played} cycles");
+    eprintln!(
+        "hot restart: ledger end load {i2t_end:.3}, started at {start:.3} after {cooled_s:.2} s, \
+         0 of {} cycles played",
+        cycles.len()
+    );
 }

@@ -519,6 +519,352 @@ fn a_ca_file_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_vali
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+// ---- issue 56: the wear ledger, the MuJoCo model and the files a manifest cites join
+// the table: each refused at once, by `validate` and by `run`, without memory growth ----
+
+/// `run --config CONFIG --duration 1s --out OUT` as the table runs it.
+fn run_args<'a>(config: &'a Path, out: &'a Path) -> Vec<&'a std::ffi::OsStr> {
+    vec![
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--duration".as_ref(),
+        "1s".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--overwrite".as_ref(),
+        "--no-plots".as_ref(),
+        "--quiet".as_ref(),
+    ]
+}
+
+/// Runs `args` watched: refused (exit 2) at once, saying each of `says`, its peak RSS
+/// under the table's limit; the figures are printed (seen with --no-capture).
+fn refused_at_once(case: &str, args: &[&std::ffi::OsStr], says: &[&str]) {
+    let w = watched(args);
+    assert_eq!(w.killed, None, "{case}: killed; stderr:\n{}", w.stderr);
+    assert_eq!(w.code, Some(2), "{case}: {}", w.stderr);
+    for says in says {
+        assert!(
+            w.stderr.contains(says),
+            "{case}: expected `{says}` in\n{}",
+            w.stderr
+        );
+    }
+    assert!(
+        w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
+        "{case}: peak RSS {} KiB",
+        w.peak_rss_kib
+    );
+    println!(
+        "{case}: refused in {:?}, peak RSS {} KiB",
+        w.elapsed, w.peak_rss_kib
+    );
+}
+
+/// A FIFO without a writer at `path`.
+fn fifo_at(path: &Path) -> PathBuf {
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    path.to_path_buf()
+}
+
+/// A sparse file of 2 GiB (`truncate -s 2G`) at `path`.
+fn sparse_2g_at(path: &Path) -> PathBuf {
+    std::fs::File::create(path)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    path.to_path_buf()
+}
+
+/// `rt-config/sim-scripted.toml` (no ONNX Runtime needed) in `dir` with `extra` appended.
+fn scripted_config_in(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("rt-config/sim-scripted.toml")).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text + "\n" + extra).unwrap();
+    path
+}
+
+/// `[wear] ledger` naming `/dev/zero`, a FIFO or a 2 GB sparse file: `validate`, `run`
+/// and `chunkrt wear` refuse it at once (exit 2), naming it, without memory growth.
+/// Before, `validate` called it OK, `run` played and then aborted after the stop (exit
+/// 134, no report) or hung on the FIFO, and `chunkrt wear /dev/zero` aborted.
+#[test]
+fn a_wear_ledger_that_is_no_regular_file_or_no_ledger_is_refused_at_once() {
+    let dir = scratch("unbounded-ledger");
+    let fifo = fifo_at(&dir.join("fifo.jsonl"));
+    let sparse = sparse_2g_at(&dir.join("sparse.jsonl"));
+    let out = dir.join("out");
+    for (ledger, says) in [
+        (
+            PathBuf::from("/dev/zero"),
+            "/dev/zero: is a character device, not a regular file: the wear ledger",
+        ),
+        (
+            fifo,
+            "fifo.jsonl: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            sparse,
+            "sparse.jsonl: line 1 is longer than the 64.0 KiB a line of a wear ledger may have",
+        ),
+    ] {
+        let config = scripted_config_in(
+            &dir,
+            "ledger.toml",
+            &format!("[wear]\nledger = \"{}\"\n", ledger.display()),
+        );
+        let case = ledger.display();
+        refused_at_once(
+            &format!("validate, ledger {case}"),
+            &["validate".as_ref(), config.as_os_str()],
+            &["wear.ledger: ", says],
+        );
+        refused_at_once(
+            &format!("run, ledger {case}"),
+            &run_args(&config, &out),
+            &["wear.ledger: ", says, "nothing was moved"],
+        );
+        refused_at_once(
+            &format!("wear, ledger {case}"),
+            &["wear".as_ref(), ledger.as_os_str()],
+            &[says],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The bundled Panda in `dir/model/panda.xml` with `<include file="INCLUDE"/>` after its
+/// `<compiler>`; returns the model and its digest.
+fn panda_including(dir: &Path, include: &str) -> (PathBuf, String) {
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    let text = std::fs::read_to_string(repo().join("models/franka_panda/panda.xml"))
+        .unwrap()
+        .edit(
+            "<compiler angle=\"radian\" autolimits=\"true\"/>",
+            &format!(
+                "<compiler angle=\"radian\" autolimits=\"true\"/>\n  <include file=\"{include}\"/>"
+            ),
+        );
+    let path = model.join("panda.xml");
+    std::fs::write(&path, &text).unwrap();
+    (path, chunkrt_policy::model::sha256_hex(text.as_bytes()))
+}
+
+/// The scripted policy on the MuJoCo arm of `rt-config/sim-mujoco.toml`, its model `model`
+/// pinned by `sha` (and, when given, the files it names by `files_sha`).
+fn mujoco_config_in(
+    dir: &Path,
+    name: &str,
+    model: &Path,
+    sha: &str,
+    files_sha: Option<&str>,
+) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("rt-config/sim-scripted.toml"))
+        .unwrap()
+        .edit("[backend]\nkind = \"sim\"", "[backend]\nkind = \"mujoco\"");
+    let pin = files_sha.map_or(String::new(), |f| format!("model_files_sha256 = \"{f}\"\n"));
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "{text}\n[mujoco]\nmodel = \"{}\"\nmodel_sha256 = \"{sha}\"\n{pin}",
+            model.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `[mujoco] model` naming `/dev/zero`, a FIFO or a 2 GB sparse file, and a model whose
+/// `<include>` names one: `validate` and `run` refuse it at once (exit 2), naming it,
+/// without memory growth. Before, the model was read whole by `std::fs::read` for its
+/// digest (/dev/zero until the allocation failed, a FIFO for ever) and an included file
+/// was read by MuJoCo itself, without a bound and never digested.
+#[test]
+fn a_mujoco_model_or_a_file_it_includes_that_is_no_regular_file_is_refused_at_once() {
+    let dir = scratch("unbounded-mujoco");
+    let out = dir.join("out");
+    let any_sha = "ab".repeat(32);
+    let model_fifo = fifo_at(&dir.join("fifo.xml"));
+    let model_sparse = sparse_2g_at(&dir.join("sparse.xml"));
+    let mut cases = vec![
+        (
+            "model",
+            mujoco_config_in(&dir, "zero.toml", Path::new("/dev/zero"), &any_sha, None),
+            "/dev/zero: is a character device, not a regular file: the MuJoCo model",
+        ),
+        (
+            "model",
+            mujoco_config_in(&dir, "fifo.toml", &model_fifo, &any_sha, None),
+            "fifo.xml: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            "model",
+            mujoco_config_in(&dir, "sparse.toml", &model_sparse, &any_sha, None),
+            "sparse.xml: 2.0 GiB is more than the 64.0 MiB a MuJoCo model may have",
+        ),
+    ];
+    for (include, says) in [
+        (
+            "zero.xml",
+            "zero.xml: is a character device, not a regular file: the file the MuJoCo model includes",
+        ),
+        ("fifo.xml", "fifo.xml: is a FIFO (named pipe), not a regular file"),
+        (
+            "sparse.xml",
+            "sparse.xml: 2.0 GiB is more than the 64.0 MiB a file the MuJoCo model includes may have",
+        ),
+    ] {
+        let sub = dir.join(include.replace(".xml", ""));
+        let (model, sha) = panda_including(&sub, include);
+        let target = model.with_file_name(include);
+        match include {
+            "zero.xml" => std::os::unix::fs::symlink("/dev/zero", &target).unwrap(),
+            "fifo.xml" => drop(fifo_at(&target)),
+            _ => drop(sparse_2g_at(&target)),
+        }
+        cases.push(("include", mujoco_config_in(&sub, "mujoco.toml", &model, &sha, None), says));
+    }
+    for (what, config, says) in cases {
+        refused_at_once(
+            &format!("validate, {what}: {says}"),
+            &["validate".as_ref(), config.as_os_str()],
+            &["backend: mujoco: ", says],
+        );
+        refused_at_once(
+            &format!("run, {what}: {says}"),
+            &run_args(&config, &out),
+            &["backend: mujoco: ", says],
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A model that names other files is pinned by their digest together: without
+/// `model_files_sha256` it is refused, and the digest to pin is named (the SHA-256 of
+/// `sha256sum`'s lines for them, sorted by path, computed here from the file itself);
+/// pinned it validates; an included file changed is refused. Before, an included file
+/// was never digested: any was loaded.
+#[test]
+fn a_mujoco_model_that_names_other_files_is_pinned_by_their_digest() {
+    let dir = scratch("mujoco-include-digest");
+    let (model, sha) = panda_including(&dir, "inc.xml");
+    let inc = model.with_file_name("inc.xml");
+    std::fs::write(
+        &inc,
+        "<mujoco>\n  <option timestep=\"0.000125\"/>\n</mujoco>\n",
+    )
+    .unwrap();
+    let hex = chunkrt_policy::model::sha256_hex;
+    let files_sha = hex(format!("{}  inc.xml\n", hex(&std::fs::read(&inc).unwrap())).as_bytes());
+    let out = validate(&mujoco_config_in(&dir, "mujoco.toml", &model, &sha, None));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "names 1 other file(s) (includes, meshes, textures) and the configuration pins \
+             none: set [mujoco] model_files_sha256 = \"{files_sha}\""
+        )),
+        "{err}"
+    );
+    let pinned = mujoco_config_in(&dir, "mujoco.toml", &model, &sha, Some(&files_sha));
+    let out = validate(&pinned);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        &inc,
+        "<mujoco>\n  <option timestep=\"0.00025\"/>\n</mujoco>\n",
+    )
+    .unwrap();
+    let out = validate(&pinned);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a different included file or asset than the one configured"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file the manifest's provenance ledger cites naming `/dev/zero`, a FIFO, a 2 GB
+/// sparse file, a path outside the manifest's directory, and a 128 MiB file cited
+/// twice: `validate` on the manifest and `run` refuse each at once (exit 2), naming the
+/// key, without memory growth (the 128 MiB file is streamed, not held, and read once).
+/// Before, a cited file was read whole (2.1 GB for a 2 GiB file, per citation),
+/// wherever it lay.
+#[test]
+fn a_cited_file_that_is_no_regular_file_far_too_large_or_outside_is_refused_at_once() {
+    let dir = scratch("unbounded-cited");
+    let (manifest, run) = flow_policy_in(&dir);
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let cited = "measurement = \"gap-4fb8923da42f.json\"";
+    assert!(
+        original.matches(cited).count() >= 2,
+        "flow.toml cites its gap measurement"
+    );
+    let fifo = fifo_at(&dir.join("fifo.json"));
+    let sparse = sparse_2g_at(&dir.join("sparse.json"));
+    std::fs::File::create(dir.join("big.json"))
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    let out = dir.join("out");
+    let key = "omission_log[0].measurement";
+    for (file, times, outside, says) in [
+        (
+            "/dev/zero".to_string(),
+            1,
+            false,
+            "an absolute path: a cited file is named relative to the manifest's directory",
+        ),
+        (
+            "../outside.json".to_string(),
+            1,
+            false,
+            "leaves the manifest's directory",
+        ),
+        (
+            "/dev/zero".to_string(),
+            1,
+            true,
+            "/dev/zero: is a character device, not a regular file",
+        ),
+        (
+            fifo.file_name().unwrap().to_string_lossy().to_string(),
+            1,
+            false,
+            "fifo.json: is a FIFO (named pipe), not a regular file",
+        ),
+        (
+            sparse.file_name().unwrap().to_string_lossy().to_string(),
+            1,
+            false,
+            "sparse.json: 2.0 GiB is more than the 1.0 GiB a file cited by a manifest may have",
+        ),
+        ("big.json".to_string(), 2, false, "its SHA-256 is "),
+    ] {
+        let text = original.replacen(cited, &format!("measurement = \"{file}\""), times);
+        std::fs::write(&manifest, text).unwrap();
+        if outside {
+            set_manifest_key(&manifest, "cite_outside_manifest_dir", "true");
+        }
+        let at = format!("{key} = \"{file}\": ");
+        let case = format!("{file} cited {times}x, outside allowed: {outside}");
+        refused_at_once(
+            &format!("validate manifest, {case}"),
+            &["validate".as_ref(), manifest.as_os_str()],
+            &[&at, says],
+        );
+        refused_at_once(&format!("run, {case}"), &run_args(&run, &out), &[&at, says]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every manifest that `run` refuses at load, `validate` refuses too, with the same
 /// reason naming the file: a wrong digest, a truncated model, random bytes, an empty
 /// file, another valid graph with other inputs and outputs, a directory, a size other

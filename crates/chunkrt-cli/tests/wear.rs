@@ -194,3 +194,33 @@ fn every_run_appends_its_wear_and_a_manifest_cites_the_ledger_up_to_a_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 56: a ledger line with a running time no run records (negative, absurd,
+/// denormal) is refused with its line, by `chunkrt wear` and by `validate` of a config
+/// that appends to the ledger (exit 2, before anything moves); before, `wear` summed
+/// -5 s or 1e308 s into the totals it printed and cited.
+#[test]
+fn a_ledger_line_with_an_absurd_running_time_is_refused_with_its_line() {
+    let dir = temp_dir("wear", "absurd");
+    let config = config_in(&dir);
+    let ledger = dir.join("wear.jsonl");
+    let good = format!("{{\"hardware_id\":\"{ID}\",\"running_s\":2.0}}");
+    for (value, shown) in [("-5.0", "-5"), ("1e308", "1e308"), ("5e-324", "5e-324")] {
+        std::fs::write(
+            &ledger,
+            format!("{good}\n{{\"hardware_id\":\"{ID}\",\"running_s\":{value}}}\n"),
+        )
+        .unwrap();
+        let says = format!(
+            "wear.jsonl: line 2: running_s = {shown}: expected the run's running time, 0 to \
+             31622400 s (366 days)"
+        );
+        let o = chunkrt(&["wear"], &[&ledger]);
+        assert_eq!(o.status.code(), Some(2), "{value}: {}", text(&o));
+        assert!(text(&o).contains(&says), "{value}: {}", text(&o));
+        let o = chunkrt(&["validate"], &[&config]);
+        assert_eq!(o.status.code(), Some(2), "{value}: {}", text(&o));
+        assert!(text(&o).contains(&says), "{value}: {}", text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

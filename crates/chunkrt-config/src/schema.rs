@@ -672,6 +672,16 @@ pub struct ThermalConfig {
     /// Speed-limit factor at `withdraw_at`.
     #[serde(default = "default_min_derate")]
     pub min_derate: f64,
+    /// The load each joint starts a run at where the wear ledger (`[wear]`) has no line
+    /// of the same hardware to start from: the declared worst case. Default 1: the
+    /// rating, the hottest a winding can be that its drive's own I²t has not stopped;
+    /// 0 declares the motors cold (e.g. after a night off).
+    #[serde(default = "default_initial_load")]
+    pub initial_load: PerJoint,
+}
+
+fn default_initial_load() -> PerJoint {
+    PerJoint::All(1.0)
 }
 
 fn default_derate_at() -> f64 {
@@ -765,6 +775,12 @@ pub struct MujocoConfig {
     pub model: PathBuf,
     /// Its SHA-256 (hex): a different file is refused.
     pub model_sha256: String,
+    /// For a model that names other files (`<include>`s, meshes, textures): their
+    /// digest together, the SHA-256 of `sha256sum`'s lines for them sorted by path
+    /// (relative to the model's directory); a different set is refused. Not set: the
+    /// model names no other file.
+    #[serde(default)]
+    pub model_files_sha256: Option<String>,
     /// Position-loop bandwidth of the drives (the velocity loop is 4 times faster).
     #[serde(default = "default_bandwidth")]
     pub bandwidth_hz: f64,

@@ -47,6 +47,10 @@ fn fail(path: &str, message: impl Into<String>) -> Check {
     Err((path.to_string(), message.into()))
 }
 
+/// The largest `limits.thermal.initial_load`: twice the rating, past any drive's own
+/// I²t trip.
+const MAX_INITIAL_LOAD: f64 = 2.0;
+
 fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
     if v.is_finite() && v >= lo && v <= hi {
         Ok(())
@@ -640,6 +644,7 @@ impl Config {
             range("limits.thermal.derate_at", t.derate_at, 0.05, 0.99)?;
             range("limits.thermal.withdraw_at", t.withdraw_at, 0.05, 0.99)?;
             range("limits.thermal.min_derate", t.min_derate, 0.05, 1.0)?;
+            self.check_initial_load(&t.initial_load)?;
             if t.withdraw_at <= t.derate_at {
                 return fail(
                     "limits.thermal.withdraw_at",
@@ -692,6 +697,26 @@ impl Config {
                         l.pos_min_rad.get(j),
                         l.pos_max_rad.get(j),
                         l.pos_margin_rad.get(j)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `limits.thermal.initial_load`: a load per joint from 0 to [`MAX_INITIAL_LOAD`],
+    /// not a denormal (5e-324 is a typo, not a load; shown as written, not in 300 digits).
+    fn check_initial_load(&self, v: &crate::PerJoint) -> Check {
+        let key = "limits.thermal.initial_load";
+        v.check(key, self.control.joints, |_| true, "a load")?;
+        for j in 0..self.control.joints {
+            let x = v.get(j);
+            if !((x == 0.0 || x.is_normal()) && (0.0..=MAX_INITIAL_LOAD).contains(&x)) {
+                return fail(
+                    key,
+                    format!(
+                        "joint {j}: expected a load from 0 (cold) to {MAX_INITIAL_LOAD} (twice \
+                         the rating), got {x:e}"
                     ),
                 );
             }
@@ -1160,6 +1185,21 @@ impl Config {
         Some(out)
     }
 
+    /// Each joint's declared worst-case starting load (`limits.thermal.initial_load`),
+    /// when the thermal monitor is on.
+    pub fn thermal_initial_load(&self) -> Option<chunkrt_core::JointVec> {
+        let t = self.limits.thermal.as_ref()?;
+        let mut out = [0.0; MAX_DOF];
+        for (j, o) in out
+            .iter_mut()
+            .enumerate()
+            .take(self.control.joints.min(MAX_DOF))
+        {
+            *o = t.initial_load.get(j);
+        }
+        Some(out)
+    }
+
     /// The thermal monitor's limits (`limits.thermal`), when set.
     pub fn thermal_limits(&self) -> Option<chunkrt_core::ThermalLimits> {
         let t = self.limits.thermal.as_ref()?;
@@ -1290,6 +1330,17 @@ impl crate::MujocoConfig {
                      file gives it"
                 ),
             );
+        }
+        if let Some(d) = &self.model_files_sha256 {
+            if d.len() != 64 || !d.chars().all(|c| c.is_ascii_hexdigit()) {
+                return fail(
+                    "mujoco.model_files_sha256",
+                    format!(
+                        "{d:?} is not a SHA-256 (64 hex digits); `validate` names the digest \
+                         of the files the model names"
+                    ),
+                );
+            }
         }
         range("mujoco.bandwidth_hz", self.bandwidth_hz, 0.1, 1000.0)?;
         range(

@@ -55,5 +55,5 @@ pub use stop::StopProfile;
 pub use support::{
     DomainBox, ExcludedRegion, Exclusions, SupportMonitor, SupportVerdict, MAX_EXCLUSIONS,
 };
-pub use thermal::{ThermalLimits, ThermalMonitor, ThermalVerdict};
+pub use thermal::{cooled, ThermalLimits, ThermalMonitor, ThermalVerdict};
 pub use time::{ms_to_ns, MonoTime, NS_PER_MS, NS_PER_S};

@@ -12,6 +12,12 @@
 //! - `r >= withdraw_at`: the policy loses authority every cycle while it lasts
 //!   (`Thermal` mode change, the fallback), before the drive's limit at 1.
 //!
+//! A motor does not start a run cold because the process did: the monitor starts from
+//! an initial load per joint ([`ThermalMonitor::with_initial_load`]): the runtime gives
+//! it the load the wear ledger recorded at the same hardware's last run's end, cooled
+//! for the time since by this model's free decay ([`cooled`]), or a declared worst case
+//! where the ledger has none. Pure: the elapsed time is the caller's.
+//!
 //! No allocation: fixed arrays, updated on the control thread.
 
 use crate::chunk::{JointVec, MAX_DOF};
@@ -40,6 +46,23 @@ pub struct ThermalVerdict {
     pub derate: JointVec,
     /// The first joint at or past `withdraw_at`.
     pub withdraw: Option<u16>,
+}
+
+/// The highest initial load taken ([`ThermalMonitor::with_initial_load`]): far above any
+/// a winding survives; a larger value is taken as this.
+pub const MAX_INITIAL_LOAD: f64 = 100.0;
+
+/// The load of a winding at `load` after `dt_s` seconds without current (the drive
+/// off between two runs): the first-order model's free decay, `load exp(-dt / T)`.
+/// A negative or non-finite `dt_s` (a clock that went back) cools nothing: only time
+/// known to have passed is credited.
+pub fn cooled(load: f64, dt_s: f64, time_constant_s: f64) -> f64 {
+    let credited = dt_s > 0.0 && dt_s.is_finite() && time_constant_s > 0.0;
+    if credited {
+        load * (-dt_s / time_constant_s).exp()
+    } else {
+        load
+    }
 }
 
 /// Per-joint I²t estimator.
@@ -71,6 +94,39 @@ impl ThermalMonitor {
             filtered: [0.0; MAX_DOF],
             peak: [0.0; MAX_DOF],
         }
+    }
+
+    /// The monitor with joint `j` starting at `load[j]` (fraction of the rating's I²t:
+    /// the state of the winding when the run starts) instead of cold; the high-water
+    /// mark starts there too. A load that is not a number is taken as 1 (the rating:
+    /// the hottest a winding can be that its drive has not stopped), one outside
+    /// `[0, MAX_INITIAL_LOAD]` as the nearest end.
+    pub fn with_initial_load(mut self, load: &JointVec) -> Self {
+        let dof = self.limits.dof.min(MAX_DOF);
+        for (j, &l) in load.iter().enumerate().take(dof) {
+            let c = self.limits.continuous_nm[j];
+            if !(c.is_finite() && c > 0.0) {
+                continue;
+            }
+            let r = if l.is_nan() {
+                1.0
+            } else {
+                l.clamp(0.0, MAX_INITIAL_LOAD)
+            };
+            self.filtered[j] = r * c * c;
+            self.peak[j] = r;
+        }
+        self
+    }
+
+    /// Each joint's load now (0 for a joint not watched): what the wear ledger records
+    /// at a run's end, for the next run to start from.
+    pub fn loads(&self) -> JointVec {
+        let mut out = [0.0; MAX_DOF];
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = self.load(j);
+        }
+        out
     }
 
     /// The load of joint `j`: `LP(tau^2) / tau_cont^2` (0 for a joint not watched).
@@ -191,6 +247,70 @@ mod tests {
         let v = m.update(&tau, 1);
         assert_eq!((v.derate[0], v.withdraw), (1.0, None));
         assert!(m.peaks()[0] > 1.3, "the high-water mark stays");
+    }
+
+    /// The seed is the closed form of the model: a winding at load `r0` that cooled
+    /// `dt` without current is at `r0 exp(-dt / T)`; heating from there follows the
+    /// step response from that start, `r_inf + (r(0) - r_inf) exp(-t / T)`, and a warm
+    /// start crosses `withdraw_at` earlier than a cold one by the closed form's times.
+    #[test]
+    fn a_warm_start_is_the_cooled_load_and_heats_on_from_there() {
+        assert!((cooled(1.5, 2.0, 4.0) - 1.5 * (-0.5f64).exp()).abs() < 1e-15);
+        assert_eq!(
+            cooled(1.5, -3.0, 4.0),
+            1.5,
+            "a clock that went back cools nothing"
+        );
+        assert_eq!(cooled(1.5, f64::NAN, 4.0), 1.5);
+        assert_eq!(cooled(1.5, f64::INFINITY, 4.0), 1.5);
+        assert_eq!(cooled(0.0, 10.0, 4.0), 0.0);
+
+        let dt = 0.001;
+        let r0 = cooled(1.2, 0.5, 1.0);
+        let mut start = [0.0; MAX_DOF];
+        start[0] = r0;
+        start[1] = 7.0; // joint 1 is not watched: stays 0
+        let warm = ThermalMonitor::new(limits(), dt).with_initial_load(&start);
+        assert!((warm.load(0) - r0).abs() < 1e-12);
+        assert_eq!(warm.load(1), 0.0);
+        assert!((warm.peaks()[0] - r0).abs() < 1e-12);
+        let cold = ThermalMonitor::new(limits(), dt);
+        let mut tau = [0.0; MAX_DOF];
+        tau[0] = 11.0; // r_inf = 1.21
+        let crossing = |mut m: ThermalMonitor| {
+            for k in 1..=5000 {
+                if m.update(&tau, 1).withdraw.is_some() {
+                    return k as f64 * dt;
+                }
+            }
+            f64::INFINITY
+        };
+        let (t_warm, t_cold) = (crossing(warm), crossing(cold));
+        // r(t) = 1.21 + (r0 - 1.21) e^{-t} crosses 0.95 at t = ln((1.21 - r0) / 0.26).
+        let closed = |r_start: f64| ((1.21 - r_start) / (1.21 - 0.95)).ln();
+        assert!(
+            (t_warm - closed(r0)).abs() < 2e-3,
+            "{t_warm} vs {}",
+            closed(r0)
+        );
+        assert!(
+            (t_cold - closed(0.0)).abs() < 2e-3,
+            "{t_cold} vs {}",
+            closed(0.0)
+        );
+        assert!(t_warm < t_cold);
+        // Hotter than withdraw_at: authority is taken in the first cycle.
+        start[0] = 0.96;
+        let mut hot = ThermalMonitor::new(limits(), dt).with_initial_load(&start);
+        assert_eq!(hot.update(&[0.0; MAX_DOF], 1).withdraw, Some(0));
+        // Not a number: the rating; past the cap: the cap.
+        start[0] = f64::NAN;
+        let m = ThermalMonitor::new(limits(), dt).with_initial_load(&start);
+        assert!((m.load(0) - 1.0).abs() < 1e-12);
+        start[0] = 1e300;
+        let m = ThermalMonitor::new(limits(), dt).with_initial_load(&start);
+        assert!((m.load(0) - MAX_INITIAL_LOAD).abs() < 1e-9);
+        assert!((m.loads()[0] - m.load(0)).abs() < 1e-15);
     }
 
     #[test]

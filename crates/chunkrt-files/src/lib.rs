@@ -6,7 +6,12 @@
 //! open) and refuses, by `fstat` on the descriptor it opened, whatever is not a regular
 //! file. [`read_bounded`] then refuses a file above a limit before reading a byte, and
 //! reads at most the limit even if the file grows meanwhile; [`read_with_sha256`] takes
-//! the SHA-256 of the very bytes it returns, in the same pass.
+//! the SHA-256 of the very bytes it returns, in the same pass; [`sha256_streaming`]
+//! takes it without holding the file (constant memory, a file cited by a manifest).
+//! [`lines::LineReader`] reads a JSON-lines file a line at a time with a cap on a line
+//! (constant memory, a wear ledger), [`lines::lines_prefix_sha256`] digests its first
+//! lines that way, and [`open_append`] opens a file to append to only if it is a
+//! regular one.
 //!
 //! Every error names the path, what the file was read as (`what`: "policy model",
 //! "run configuration", ...) and what to do.
@@ -17,6 +22,8 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+pub mod lines;
 
 /// Default cap of a TOML file chunkrt reads (run configuration, budget, ecsim
 /// configuration, policy manifest): the largest committed one is under 20 KiB.
@@ -94,6 +101,23 @@ pub enum FileError {
         /// Where the size is declared (`manifest m.toml (model_bytes)`).
         declared_by: String,
     },
+    /// A line of a line-oriented file (a wear ledger) is longer than its cap: the
+    /// file is not what it was named as (a sparse file, a binary), or it was damaged.
+    #[error(
+        "{}: line {line} is longer than the {} a line of a {what} may have; is this the right file?",
+        path.display(),
+        bytes_text(*limit)
+    )]
+    LineTooLong {
+        /// The path.
+        path: PathBuf,
+        /// What the file was read as.
+        what: &'static str,
+        /// The line's number (from 1).
+        line: u64,
+        /// The cap.
+        limit: u64,
+    },
     /// A read failed midway.
     #[error("{}: reading the {what} failed: {error}", path.display())]
     Read {
@@ -115,6 +139,7 @@ impl FileError {
             | FileError::NotRegular { path, .. }
             | FileError::TooLarge { path, .. }
             | FileError::SizeMismatch { path, .. }
+            | FileError::LineTooLong { path, .. }
             | FileError::Read { path, .. } => path,
         }
     }
@@ -161,6 +186,32 @@ pub fn open_regular(path: &Path, what: &'static str) -> Result<RegularFile, File
             what,
             error,
         })?;
+    regular(file, path, what)
+}
+
+/// Opens `path` to append to and read (its tail; created, mode 0644 before the umask,
+/// when it does not exist) if it is a regular file; anything else is refused without
+/// blocking and without a byte written: `/dev/zero` or `/dev/null` would swallow the
+/// appends, a FIFO is judged by `fstat` after an open that does not wait for a peer.
+/// The size is the file's before the append.
+pub fn open_append(path: &Path, what: &'static str) -> Result<RegularFile, FileError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|error| FileError::Open {
+            path: path.to_path_buf(),
+            what,
+            error,
+        })?;
+    regular(file, path, what)
+}
+
+/// `file` (opened from `path`) if `fstat` says it is a regular file.
+fn regular(file: File, path: &Path, what: &'static str) -> Result<RegularFile, FileError> {
     let meta = file.metadata().map_err(|error| FileError::Open {
         path: path.to_path_buf(),
         what,
@@ -230,15 +281,34 @@ pub fn read_with_sha256(
 ) -> Result<(Vec<u8>, String), FileError> {
     let mut hasher = Sha256::new();
     let bytes = read_streaming(path, limit, what, declared, |block| hasher.update(block))?;
-    let digest = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((bytes, digest))
+    Ok((bytes, hex(&hasher.finalize())))
 }
 
-/// The common reader: open, check kind and size, read in blocks handed to `each`.
+/// The SHA-256 (lowercase hex) and size of a regular file of at most `limit` bytes,
+/// streamed: the file is never held, so the memory is one block whatever its size
+/// (a checkpoint a manifest cites). Refused before reading when `fstat` says it is
+/// larger than `limit`, and when it grows past it while being read.
+pub fn sha256_streaming(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<(u64, String), FileError> {
+    let mut hasher = Sha256::new();
+    let size = stream(path, limit, what, None, |block, _| hasher.update(block))?;
+    Ok((size, hex(&hasher.finalize())))
+}
+
+/// Bytes as lowercase hex (a digest as chunkrt writes it).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The common reader: the file's bytes, collected from [`stream`].
 fn read_streaming(
     path: &Path,
     limit: u64,
@@ -246,6 +316,28 @@ fn read_streaming(
     declared: Option<&DeclaredSize>,
     mut each: impl FnMut(&[u8]),
 ) -> Result<Vec<u8>, FileError> {
+    let mut out = Vec::new();
+    stream(path, limit, what, declared, |block, size| {
+        if out.is_empty() {
+            // The size fstat said, within `limit`.
+            out.reserve(usize::try_from(size).unwrap_or(0));
+        }
+        each(block);
+        out.extend_from_slice(block);
+    })?;
+    Ok(out)
+}
+
+/// Opens, checks kind and size, and hands the file to `each` in blocks of at most
+/// [`BLOCK_BYTES`] (with the size `fstat` said); returns the bytes read. Never more
+/// than `limit + 1` bytes are read.
+fn stream(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    declared: Option<&DeclaredSize>,
+    mut each: impl FnMut(&[u8], u64),
+) -> Result<u64, FileError> {
     let RegularFile { mut file, size } = open_regular(path, what)?;
     let too_large = |size: u64, grew: bool| FileError::TooLarge {
         path: path.to_path_buf(),
@@ -257,21 +349,21 @@ fn read_streaming(
     if size > limit {
         return Err(too_large(size, false));
     }
-    if let Some(d) = declared {
-        if size != d.bytes {
-            return Err(FileError::SizeMismatch {
-                path: path.to_path_buf(),
-                size,
-                declared: d.bytes,
-                declared_by: d.by.clone(),
-            });
-        }
+    let mismatch = |size: u64, d: &DeclaredSize| FileError::SizeMismatch {
+        path: path.to_path_buf(),
+        size,
+        declared: d.bytes,
+        declared_by: d.by.clone(),
+    };
+    if let Some(d) = declared.filter(|d| d.bytes != size) {
+        return Err(mismatch(size, d));
     }
-    let mut out = Vec::with_capacity(size as usize);
-    let mut block = vec![0u8; BLOCK_BYTES];
+    let mut block =
+        vec![0u8; usize::try_from(size).map_or(BLOCK_BYTES, |s| s.clamp(4096, BLOCK_BYTES))];
+    let mut read = 0u64;
     loop {
-        let room = (limit - out.len() as u64).saturating_add(1);
-        let want = BLOCK_BYTES.min(usize::try_from(room).unwrap_or(usize::MAX));
+        let room = (limit - read).saturating_add(1);
+        let want = block.len().min(usize::try_from(room).unwrap_or(usize::MAX));
         let n = match file.read(&mut block[..want]) {
             Ok(0) => break,
             Ok(n) => n,
@@ -284,49 +376,16 @@ fn read_streaming(
                 })
             }
         };
-        if out.len() as u64 + n as u64 > limit {
-            return Err(too_large(out.len() as u64 + n as u64, true));
+        if read + n as u64 > limit {
+            return Err(too_large(read + n as u64, true));
         }
-        each(&block[..n]);
-        out.extend_from_slice(&block[..n]);
+        each(&block[..n], size);
+        read += n as u64;
     }
-    if let Some(d) = declared {
-        if out.len() as u64 != d.bytes {
-            return Err(FileError::SizeMismatch {
-                path: path.to_path_buf(),
-                size: out.len() as u64,
-                declared: d.bytes,
-                declared_by: d.by.clone(),
-            });
-        }
+    if let Some(d) = declared.filter(|d| d.bytes != read) {
+        return Err(mismatch(read, d));
     }
-    Ok(out)
-}
-
-/// SHA-256 (lowercase hex) of the first `lines` lines of an append-only file (a wear
-/// ledger), newlines included, read as [`read_with_sha256`] reads (at most `limit`
-/// bytes): what a manifest cites of it, unchanged by lines appended later. `Ok(None)`
-/// when the file holds fewer lines.
-pub fn lines_prefix_sha256(
-    path: &Path,
-    lines: u64,
-    limit: u64,
-    what: &'static str,
-) -> Result<Option<String>, FileError> {
-    let bytes = read_bounded(path, limit, what)?;
-    let mut end = 0;
-    for _ in 0..lines {
-        match bytes[end..].iter().position(|&b| b == b'\n') {
-            Some(i) => end += i + 1,
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(
-        Sha256::digest(&bytes[..end])
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    ))
+    Ok(read)
 }
 
 #[cfg(test)]
@@ -404,5 +463,20 @@ mod tests {
             "{e}"
         );
         std::fs::remove_file(&p).unwrap();
+    }
+
+    /// The streamed digest is the digest of the bytes; the limit holds as for a read.
+    #[test]
+    fn a_streamed_digest_is_the_files_digest() {
+        let p = temp("stream.bin");
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&p, &bytes).unwrap();
+        let (size, sha) = sha256_streaming(&p, 3_000_000, "test file").unwrap();
+        assert_eq!(size, 3_000_000);
+        assert_eq!(sha, hex(&Sha256::digest(&bytes)));
+        let e = sha256_streaming(&p, 2_999_999, "test file").unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { grew: false, .. }), "{e}");
+        let e = sha256_streaming(Path::new("/dev/zero"), 10, "test file").unwrap_err();
+        assert!(matches!(e, FileError::NotRegular { .. }), "{e}");
     }
 }

@@ -115,6 +115,12 @@ impl MujocoArm {
         &self.plant.sha256
     }
 
+    /// The digest over the files the model names (`<include>`s, meshes), loaded with it;
+    /// none when it names none.
+    pub fn model_files_sha256(&self) -> Option<&str> {
+        self.plant.files_sha256.as_deref()
+    }
+
     /// The physics step (the drives' loop period) in ns.
     pub fn step_ns(&self) -> u64 {
         self.plant.step_ns

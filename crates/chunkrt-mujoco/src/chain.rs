@@ -200,9 +200,12 @@ impl ChainPlant for MujocoChain {
 
     fn describe(&self) -> String {
         format!(
-            "MuJoCo arm {} (sha256 {}, {} joints)",
+            "MuJoCo arm {} (sha256 {}{}, {} joints)",
             self.arm.params().model_path.display(),
             self.arm.model_sha256(),
+            self.arm
+                .model_files_sha256()
+                .map_or(String::new(), |f| format!(", files sha256 {f}")),
             self.shafts()
         )
     }

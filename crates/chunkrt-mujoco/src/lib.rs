@@ -20,7 +20,9 @@
 //! - **Time**: whole physics steps over the real time between exchanges, the remainder
 //!   carried, in phase with the first exchange; deterministic for a given model and
 //!   command sequence.
-//! - **The model file** is checked against its SHA-256 before MuJoCo loads it.
+//! - **The model file** and every file it names (`<include>`s, meshes, textures) are
+//!   read once with a bound, checked against their digests and loaded by MuJoCo from
+//!   those bytes through its virtual file system (`mjcf.rs`).
 //!
 //! - **Holding brakes** (`brakes`): engaged while a joint's drive is disabled or faulted,
 //!   a stiff, critically damped spring to where the joint was, saturated at the drive's
@@ -39,6 +41,7 @@
 mod arm;
 mod chain;
 mod gear;
+mod mjcf;
 mod params;
 mod plant;
 mod sense;
@@ -46,6 +49,7 @@ mod sense;
 pub use arm::{JointRequest, JointTruth, MujocoArm};
 pub use chain::{MujocoChain, ShaftMount};
 pub use gear::GearParams;
+pub use mjcf::{ASSET_LIMIT_BYTES, TOTAL_LIMIT_BYTES, VIRTUAL_ROOT, XML_LIMIT_BYTES};
 pub use params::{
     MujocoError, MujocoParams, MAX_GEAR_RAD_PER_STEP, MAX_LOOP_GAIN_PER_STEP,
     MAX_TRANSPORT_DELAY_NS, VELOCITY_LOOP_RATIO,

@@ -27,9 +27,12 @@ pub const MAX_LOOP_GAIN_PER_STEP: f64 = 0.2;
 pub struct MujocoParams {
     /// The MJCF file of the arm (its hinge joints, in model order, are the drives).
     pub model_path: PathBuf,
-    /// The SHA-256 the file must have (hex); `None` takes any file (tests only: the
-    /// configuration requires it).
+    /// The SHA-256 the file must have (hex); `None` takes any file and any files it
+    /// names (tests only: the configuration requires it).
     pub model_sha256: Option<String>,
+    /// The digest the files the model names (`<include>`s, meshes, textures) must have
+    /// together (see `mjcf.rs`); `None`: the model names no other file.
+    pub model_files_sha256: Option<String>,
     /// Number of joints the runtime drives; the model must have exactly this many hinges.
     pub joints: usize,
     /// Position-loop bandwidth of every drive (Hz); the velocity loop runs
@@ -80,6 +83,7 @@ impl MujocoParams {
         MujocoParams {
             model_path,
             model_sha256: None,
+            model_files_sha256: None,
             joints: 7,
             bandwidth_hz: 20.0,
             inertia_kg_m2: None,
@@ -181,14 +185,10 @@ pub enum MujocoError {
         /// What is wrong.
         why: String,
     },
-    /// The model file could not be read.
-    #[error("mujoco: cannot read the model {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    /// The model file, or a file it names, could not be read (no regular file, too
+    /// large, unreadable).
+    #[error("mujoco: {0}")]
+    File(#[from] chunkrt_files::FileError),
     /// The model file is not the one the configuration names.
     #[error("mujoco: the model {path} has SHA-256 {got}, the configuration says {expected}: a different arm model than the one configured")]
     Digest {
@@ -198,6 +198,15 @@ pub enum MujocoError {
         expected: String,
         /// The file's digest.
         got: String,
+    },
+    /// The files the model names are not the ones the configuration names (or it names
+    /// files and the configuration pins none).
+    #[error("mujoco: the model {path} {why}")]
+    FilesDigest {
+        /// The model file.
+        path: PathBuf,
+        /// What differs, with the digest found.
+        why: String,
     },
     /// MuJoCo refused the model.
     #[error("mujoco: MuJoCo could not load {path}: {why}")]

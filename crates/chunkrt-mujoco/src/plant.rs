@@ -1,6 +1,6 @@
-//! The physics: the MJCF model loaded (its digest checked), its hinge joints mapped to
-//! drives, one MuJoCo step with the drives' torques applied, and the measurement an
-//! encoder gives back.
+//! The physics: the MJCF model loaded (read once with a bound, its digests checked,
+//! loaded from those bytes: `mjcf.rs`), its hinge joints mapped to drives, one MuJoCo
+//! step with the drives' torques applied, and the measurement an encoder gives back.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use chunkrt_core::{JointVec, MAX_DOF};
 use mujoco_rs::mujoco_c::mjtJoint;
 use mujoco_rs::prelude::{MjData, MjModel};
-use sha2::{Digest, Sha256};
 
+use crate::mjcf::{ModelFiles, XML_LIMIT_BYTES};
 use crate::params::{MujocoError, MujocoParams};
 
 /// The model, its state, and where each driven joint sits in it.
@@ -23,14 +23,19 @@ pub(crate) struct Plant {
     pub(crate) dt_s: f64,
     /// The SHA-256 of the model file (hex).
     pub(crate) sha256: String,
+    /// The digest over the files the model names (none: it names none).
+    pub(crate) files_sha256: Option<String>,
 }
 
 impl Plant {
-    /// Reads and checks the model file, loads it, maps its hinge joints, and puts the
-    /// arm at rest at `params.initial_pos_rad`.
+    /// Reads the model file and every file it names (each with its bound), checks
+    /// their digests, loads the model from those bytes, maps its hinge joints, and puts
+    /// the arm at rest at `params.initial_pos_rad`.
     pub(crate) fn load(params: &MujocoParams) -> Result<Plant, MujocoError> {
         let path = &params.model_path;
-        let sha256 = file_sha256(path)?;
+        let files = ModelFiles::read(path)?;
+        let sha256 = files.main_sha256.clone();
+        let files_sha256 = files.files_sha256();
         if let Some(expected) = &params.model_sha256 {
             if !expected.eq_ignore_ascii_case(&sha256) {
                 return Err(MujocoError::Digest {
@@ -39,11 +44,10 @@ impl Plant {
                     got: sha256,
                 });
             }
+            check_files_digest(params, &files)?;
         }
-        let mut model = MjModel::from_xml(path).map_err(|e| MujocoError::Load {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
+        let mut model = files.load()?;
+        drop(files);
         if !params.gravity {
             model.opt_mut().gravity = [0.0; 3];
         }
@@ -68,6 +72,7 @@ impl Plant {
             step_ns,
             dt_s: step_ns as f64 * 1e-9,
             sha256,
+            files_sha256,
         })
     }
 
@@ -160,11 +165,34 @@ fn map_joints(
     Ok((qpos_adr, dof_adr))
 }
 
-/// The SHA-256 of the file at `path`, hex.
+/// The files the model names against `params.model_files_sha256` (checked where the
+/// main file's digest is: a configured run).
+fn check_files_digest(params: &MujocoParams, files: &ModelFiles) -> Result<(), MujocoError> {
+    let why = match (&params.model_files_sha256, files.files_sha256()) {
+        (None, None) => return Ok(()),
+        (Some(e), Some(got)) if e.eq_ignore_ascii_case(&got) => return Ok(()),
+        (Some(e), Some(got)) => format!(
+            "names {} file(s) whose digest is {got}, the configuration says {e}: a \
+             different included file or asset than the one configured",
+            files.count()
+        ),
+        (None, Some(got)) => format!(
+            "names {} other file(s) (includes, meshes, textures) and the configuration \
+             pins none: set [mujoco] model_files_sha256 = \"{got}\"",
+            files.count()
+        ),
+        (Some(e), None) => {
+            format!("names no other file, and the configuration pins model_files_sha256 = \"{e}\"")
+        }
+    };
+    Err(MujocoError::FilesDigest {
+        path: params.model_path.clone(),
+        why,
+    })
+}
+
+/// The SHA-256 of the model file at `path`, hex, read as the arm reads it (a regular
+/// file of at most 64 MiB, streamed).
 pub fn file_sha256(path: &Path) -> Result<String, MujocoError> {
-    let bytes = std::fs::read(path).map_err(|source| MujocoError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(format!("{:x}", Sha256::digest(&bytes)))
+    Ok(chunkrt_files::sha256_streaming(path, XML_LIMIT_BYTES, "MuJoCo model")?.1)
 }

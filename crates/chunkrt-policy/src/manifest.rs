@@ -306,6 +306,10 @@ pub struct Manifest {
     /// Provenance: wear ledgers per hardware id.
     #[serde(default)]
     pub adaptation_wear_ledger: Vec<WearLedgerRef>,
+    /// Whether a file the provenance ledger cites may lie outside the manifest's
+    /// directory (an absolute path, `..`, a symbolic link out of it). Default: no.
+    #[serde(default)]
+    pub cite_outside_manifest_dir: bool,
 }
 
 impl Manifest {
@@ -331,6 +335,7 @@ impl Manifest {
             omission_log: &self.omission_log,
             negative_events: &self.negative_event_registry,
             wear_ledger: &self.adaptation_wear_ledger,
+            cite_outside: self.cite_outside_manifest_dir,
         }
     }
 

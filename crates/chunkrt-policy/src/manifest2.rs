@@ -472,6 +472,10 @@ pub struct Manifest2 {
     /// Provenance: wear ledgers per hardware id.
     #[serde(default)]
     pub adaptation_wear_ledger: Vec<WearLedgerRef>,
+    /// Whether a file the provenance ledger cites may lie outside the manifest's
+    /// directory (an absolute path, `..`, a symbolic link out of it). Default: no.
+    #[serde(default)]
+    pub cite_outside_manifest_dir: bool,
     /// A residual policy's binding to its base (with `action.encoding = "residual"`).
     #[serde(default)]
     pub residual: Option<ResidualBinding>,
@@ -592,6 +596,7 @@ impl Manifest2 {
             omission_log: &self.omission_log,
             negative_events: &self.negative_event_registry,
             wear_ledger: &self.adaptation_wear_ledger,
+            cite_outside: self.cite_outside_manifest_dir,
         }
     }
 }

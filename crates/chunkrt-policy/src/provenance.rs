@@ -18,10 +18,14 @@
 //! Every section is optional. Its values are checked with the rest of the manifest; a
 //! cited file (a path relative to the manifest) is read and its SHA-256 compared when
 //! the manifest is loaded ([`Provenance::verify_files`]): a ledger whose digest does
-//! not match what it cites is refused, naming the key.
+//! not match what it cites is refused, naming the key. A cited file is read with a
+//! bound (a regular file of at most [`CITED_LIMIT_BYTES`], digested while streaming,
+//! never held; a wear ledger's first lines a line at a time), once per load however
+//! often it is cited, and only inside the manifest's directory unless the manifest says
+//! `cite_outside_manifest_dir = true`.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use chunkrt_core::{ExcludedRegion, Exclusions, MAX_EXCLUSIONS};
 use serde::Deserialize;
@@ -163,7 +167,17 @@ pub struct Provenance<'a> {
     pub negative_events: &'a [NegativeEvent],
     /// `[[adaptation_wear_ledger]]`.
     pub wear_ledger: &'a [WearLedgerRef],
+    /// `cite_outside_manifest_dir`: a cited file may lie outside the manifest's
+    /// directory.
+    pub cite_outside: bool,
 }
+
+/// The largest file a manifest may cite by its path: a checkpoint larger than this is
+/// cited by its digest alone (`checkpoint_sha256` without `checkpoint`).
+pub const CITED_LIMIT_BYTES: u64 = 1 << 30;
+
+/// What a cited file is read as, in messages.
+const CITED: &str = "file cited by a manifest";
 
 /// Checks a SHA-256 written in a manifest: 64 lowercase hex digits.
 pub(crate) fn check_sha256(key: &str, sha: &str) -> Result<(), ManifestProblem> {
@@ -262,6 +276,13 @@ impl Provenance<'_> {
             let key = format!("adaptation_wear_ledger[{i}]");
             nonempty(&format!("{key}.hardware_id"), &w.hardware_id)?;
             check_sha256(&format!("{key}.ledger_sha256"), &w.ledger_sha256)?;
+            if w.entries == Some(0) {
+                // The digest of no lines is the digest of nothing: it matches any file.
+                return Err(Rule(format!(
+                    "{key}.entries = 0: a citation covers the ledger's first lines, at \
+                     least one (leave entries out to cite the whole file)"
+                )));
+            }
         }
         Ok(())
     }
@@ -322,10 +343,14 @@ impl Provenance<'_> {
         Ok(())
     }
 
-    /// Reads every cited file (a path relative to the manifest's directory) and compares
-    /// its SHA-256 with the digest beside it.
+    /// Reads every cited file (a path relative to the manifest's directory, inside it
+    /// unless `cite_outside_manifest_dir`) with a bound, once however often it is cited,
+    /// and compares its SHA-256 with the digest beside it.
     pub fn verify_files(&self, manifest_path: &Path) -> Result<(), ManifestProblem> {
-        let dir = manifest_path.parent().unwrap_or_else(|| Path::new("."));
+        let dir = manifest_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or_else(|| Path::new("."));
         let cited = self
             .regime_sequence
             .iter()
@@ -380,25 +405,32 @@ impl Provenance<'_> {
                     w.entries,
                 ))
             }));
+        let root = std::fs::canonicalize(dir)
+            .map_err(|e| Rule(format!("the manifest's directory {}: {e}", dir.display())))?;
+        // A file cited twice (one measurement behind several omissions) is read once.
+        let mut digests: HashMap<(PathBuf, Option<u64>), String> = HashMap::new();
         for (key, file, expected, lines) in cited {
-            let path = dir.join(file);
-            let what = "file cited by a manifest";
-            let limit = chunkrt_files::MODEL_LIMIT_BYTES;
-            let read = match lines {
-                // An append-only ledger is cited up to a line: later runs append.
-                Some(n) => chunkrt_files::lines_prefix_sha256(&path, n, limit, what).map(|d| {
-                    d.ok_or_else(|| {
-                        Rule(format!(
-                            "{key} = \"{file}\": the file holds fewer than {n} lines"
-                        ))
-                    })
-                }),
-                None => chunkrt_files::read_with_sha256(&path, limit, what, None).map(|r| Ok(r.1)),
+            let (path, inside) = confine(&root, file, self.cite_outside)
+                .map_err(|why| Rule(format!("{key} = \"{file}\": {why}")))?;
+            let actual = match digests.get(&(path.clone(), lines)) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = cited_digest(&path, lines)
+                        .map_err(|why| Rule(format!("{key} = \"{file}\": {why}")))?;
+                    digests.insert((path, lines), d.clone());
+                    d
+                }
             };
-            let actual = read.map_err(|e| Rule(format!("{key} = \"{file}\": {e}")))??;
             if &actual != expected {
+                // The digest of a file outside the manifest's directory is not shown:
+                // a manifest is not a way to learn what another file holds.
+                let is = if inside {
+                    format!("its SHA-256 is {actual}")
+                } else {
+                    "its SHA-256 differs".to_string()
+                };
                 return Err(Rule(format!(
-                    "{key} = \"{file}\": its SHA-256 is {actual}, the manifest says {expected}: \
+                    "{key} = \"{file}\": {is}, the manifest says {expected}: \
                      the ledger does not match the file it cites (changed, replaced or a wrong digest)"
                 )));
             }
@@ -541,6 +573,64 @@ impl Provenance<'_> {
     }
 }
 
+/// The file `file` names, relative to the manifest's directory `root` (canonical), with
+/// links resolved, and whether it lies inside `root`; one outside (absolute, `..`, a
+/// link out) is refused unless `outside_allowed`, before it is opened.
+fn confine(root: &Path, file: &str, outside_allowed: bool) -> Result<(PathBuf, bool), String> {
+    let allow = "unless the manifest says cite_outside_manifest_dir = true";
+    if Path::new(file).is_absolute() && !outside_allowed {
+        return Err(format!(
+            "an absolute path: a cited file is named relative to the manifest's directory \
+             and lies inside it, {allow}"
+        ));
+    }
+    let leaves = || {
+        format!(
+            "leaves the manifest's directory {} (through `..` or a symbolic link): a cited \
+             file lies inside it, {allow}",
+            root.display()
+        )
+    };
+    // `..` out of the directory, judged on the name before the file system is asked
+    // (whether a file outside exists is not for a manifest to learn either).
+    let mut depth = 0usize;
+    for c in Path::new(file).components() {
+        match c {
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::ParentDir if depth == 0 && !outside_allowed => {
+                return Err(leaves())
+            }
+            std::path::Component::ParentDir => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let path = std::fs::canonicalize(root.join(file))
+        .map_err(|e| format!("cannot open the {CITED}: {e}"))?;
+    let inside = path.starts_with(root);
+    if !inside && !outside_allowed {
+        return Err(leaves());
+    }
+    Ok((path, inside))
+}
+
+/// The SHA-256 of a cited file, streamed (of its first `lines` lines when given).
+fn cited_digest(path: &Path, lines: Option<u64>) -> Result<String, String> {
+    match lines {
+        // An append-only ledger is cited up to a line: later runs append.
+        Some(n) => chunkrt_files::lines::lines_prefix_sha256(
+            path,
+            n,
+            chunkrt_files::lines::LINE_LIMIT_BYTES,
+            CITED,
+        )
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the file holds fewer than {n} lines")),
+        None => chunkrt_files::sha256_streaming(path, CITED_LIMIT_BYTES, CITED)
+            .map(|(_, sha)| sha)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 fn short(sha: &str) -> String {
     format!("sha256 {}…", &sha[..sha.len().min(12)])
 }
@@ -593,6 +683,7 @@ mod tests {
             omission_log: omissions,
             negative_events: &[],
             wear_ledger: &[],
+            cite_outside: false,
         }
     }
 
@@ -668,5 +759,92 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("is not model_sha256"));
+    }
+
+    fn cite(file: &str, sha: &str) -> Omission {
+        Omission {
+            measurement: Some(file.into()),
+            measurement_sha256: sha.into(),
+            ..omission(vec![])
+        }
+    }
+
+    fn sha(bytes: &[u8]) -> String {
+        crate::model::sha256_hex(bytes)
+    }
+
+    /// A cited file lies in the manifest's directory: an absolute path, `..` and a link
+    /// out of it are refused before the file is opened (the digest of `/etc/hostname`
+    /// is never computed, let alone shown), unless `cite_outside_manifest_dir`; then
+    /// it is read, and a mismatch does not show its digest.
+    #[test]
+    fn a_cited_file_outside_the_manifest_directory_is_refused_unless_allowed() {
+        let dir = std::env::temp_dir().join(format!("chunkrt-prov-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("m")).unwrap();
+        let manifest = dir.join("m/policy.toml");
+        std::fs::write(dir.join("outside.json"), b"{}").unwrap();
+        std::fs::write(dir.join("m/gap.json"), b"[1]").unwrap();
+        std::os::unix::fs::symlink(dir.join("outside.json"), dir.join("m/link.json")).unwrap();
+        let outside = dir.join("outside.json").display().to_string();
+        for (file, says) in [
+            (
+                outside.as_str(),
+                "an absolute path: a cited file is named relative to the manifest's directory",
+            ),
+            ("../outside.json", "leaves the manifest's directory"),
+            ("link.json", "leaves the manifest's directory"),
+        ] {
+            let o = [cite(file, SHA)];
+            let e = ledger(&o).verify_files(&manifest).unwrap_err().to_string();
+            assert!(e.contains(says), "{file}: {e}");
+            assert!(e.contains("cite_outside_manifest_dir = true"), "{e}");
+            assert!(!e.contains(&sha(b"{}")), "{file}: a digest shown: {e}");
+            let allowed = Provenance {
+                cite_outside: true,
+                ..ledger(&o)
+            };
+            let e = allowed.verify_files(&manifest).unwrap_err().to_string();
+            assert!(
+                e.contains("its SHA-256 differs, the manifest says"),
+                "{file}: {e}"
+            );
+            assert!(!e.contains(&sha(b"{}")), "{file}: a digest shown: {e}");
+            let o = [cite(file, &sha(b"{}"))];
+            let allowed = Provenance {
+                cite_outside: true,
+                ..ledger(&o)
+            };
+            allowed.verify_files(&manifest).unwrap();
+        }
+        // Inside: a mismatch names the file's digest (the manifest's own file).
+        let o = [cite("gap.json", SHA), cite("./gap.json", SHA)];
+        let e = ledger(&o).verify_files(&manifest).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("its SHA-256 is {}", sha(b"[1]"))),
+            "{e}"
+        );
+        let good = sha(b"[1]");
+        let o = [cite("gap.json", &good), cite("sub/../gap.json", &good)];
+        std::fs::create_dir_all(dir.join("m/sub")).unwrap();
+        ledger(&o).verify_files(&manifest).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `entries = 0` cites no line: its digest (of nothing) would match any file.
+    #[test]
+    fn a_ledger_citation_of_no_lines_is_refused() {
+        let w = [WearLedgerRef {
+            hardware_id: "arm".into(),
+            ledger_sha256: sha(b""),
+            entries: Some(0),
+            ledger: Some("wear.jsonl".into()),
+        }];
+        let p = Provenance {
+            wear_ledger: &w,
+            ..ledger(&[])
+        };
+        let e = p.check(3, SHA).unwrap_err().to_string();
+        assert!(e.contains("adaptation_wear_ledger[0].entries = 0"), "{e}");
     }
 }

@@ -43,6 +43,7 @@ pub fn mujoco_params(cfg: &Config) -> Option<chunkrt_mujoco::MujocoParams> {
     let n = cfg.control.joints;
     let mut p = chunkrt_mujoco::MujocoParams::panda(cfg.resolve(&m.model));
     p.model_sha256 = Some(m.model_sha256.clone());
+    p.model_files_sha256 = m.model_files_sha256.clone();
     p.joints = n;
     p.bandwidth_hz = m.bandwidth_hz;
     p.encoder_counts_per_rev = m.encoder_counts_per_rev;

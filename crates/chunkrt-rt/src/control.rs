@@ -15,6 +15,16 @@ use chunkrt_core::{
 };
 use chunkrt_telemetry::{CycleProducer, CycleRecord, EventProducer, EventRecord};
 
+/// Where the thermal monitor started, per joint and per hardware unit (the report's
+/// `thermal_initial_load` and `thermal_initial_from`): made by `crate::wear`.
+#[derive(Clone, Debug, Default)]
+pub struct ThermalSeed {
+    /// Each joint's starting load (fraction of the rating's I²t).
+    pub load: JointVec,
+    /// Per hardware unit: where its joints' loads came from.
+    pub from: Vec<serde_json::Value>,
+}
+
 /// The control thread's state; built before the first deadline.
 pub struct ControlLoop {
     pub(crate) backend: Box<dyn Backend>,
@@ -45,6 +55,8 @@ pub struct ControlLoop {
     exclusions: Exclusions,
     /// The I²t thermal monitor (`limits.thermal`).
     thermal: Option<ThermalMonitor>,
+    /// Where the monitor started (the wear ledger, or the declared worst case).
+    thermal_seed: Option<ThermalSeed>,
     dof: usize,
     period_ns: u64,
     clock: fn() -> MonoTime,
@@ -190,6 +202,7 @@ impl ControlLoop {
             following_limit: None,
             exclusions: Exclusions::NONE,
             thermal: None,
+            thermal_seed: None,
             following_over: [false; MAX_DOF],
             prev_cmd_pos: p.first_feedback.pos_rad,
             drive_lost: None,
@@ -222,9 +235,31 @@ impl ControlLoop {
         self
     }
 
+    /// Starts the thermal monitor (set by [`Self::with_thermal`]) from `seed`'s loads
+    /// instead of cold: the same hardware's last recorded load, cooled, or the declared
+    /// worst case (`crate::wear::thermal_seed`).
+    pub fn with_thermal_seed(mut self, seed: Option<ThermalSeed>) -> Self {
+        if let (Some(m), Some(s)) = (self.thermal.as_mut(), &seed) {
+            *m = m.with_initial_load(&s.load);
+        }
+        self.thermal_seed = seed.filter(|_| self.thermal.is_some());
+        self
+    }
+
     /// The thermal monitor's I²t high-water mark per joint (none: no monitor).
     pub fn thermal_peaks(&self) -> Option<&JointVec> {
         self.thermal.as_ref().map(ThermalMonitor::peaks)
+    }
+
+    /// The thermal monitor's load per joint now (none: no monitor).
+    pub fn thermal_loads(&self) -> Option<JointVec> {
+        self.thermal.as_ref().map(ThermalMonitor::loads)
+    }
+
+    /// Where the thermal monitor started (none: no monitor, or started cold by a caller
+    /// that gave no seed).
+    pub fn thermal_seed(&self) -> Option<&ThermalSeed> {
+        self.thermal_seed.as_ref()
     }
 
     /// Publishes each cycle's measurement (positions, velocities, capture time) into

@@ -30,4 +30,8 @@ pub enum RunError {
     /// socket's path, directory or group (a configuration error).
     #[error("[operator]: {0}")]
     Operator(String),
+    /// A file the configuration names (the wear ledger) cannot be used; found before
+    /// anything moved.
+    #[error("configuration: {0}")]
+    Config(String),
 }

@@ -20,7 +20,7 @@ pub mod schedule;
 pub mod select;
 pub mod signals;
 pub mod supervise;
-mod wear;
+pub mod wear;
 
 pub use control::{ControlLoop, ControlParts};
 pub use runtime::{Ending, QuickStopOutcome, RunError, RunOptions, RunOutcome, Runtime};

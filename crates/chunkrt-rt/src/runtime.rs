@@ -364,6 +364,8 @@ impl Built {
             camera_c = Some(consumer);
         }
         let loop_parts = LoopParts {
+            // Read (or refused: a FIFO, a device, a line no run writes) before anything moves.
+            ledger: crate::wear::load_ledger(cfg, true).map_err(RunError::Config)?,
             chunks: chunk_sub,
             residual: residual_sub,
             observations: obs_pub,
@@ -1078,6 +1080,8 @@ fn write_report(report: &Report, opts: &RunOptions, records_error: &mut Option<S
 /// The channel ends the control loop is built with, on the control thread, once the
 /// backend is up.
 struct LoopParts {
+    /// The wear ledger's totals (none: no `[wear]`): the thermal monitor's start.
+    ledger: Option<chunkrt_telemetry::ledger::LedgerTotals>,
     chunks: chunkrt_buffer::Subscriber<Chunk>,
     /// The residual policy's correction chunks (none: the base alone).
     residual: Option<chunkrt_buffer::Subscriber<Chunk>>,
@@ -1130,6 +1134,8 @@ fn bring_up(
             )));
         }
     }
+    // Once the backend has named its hardware (EtherCAT: read from the drives).
+    let thermal_seed = crate::wear::thermal_seed_now(cfg, backend.as_ref(), parts.ledger.as_ref());
     let t_start = os::now();
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
@@ -1154,6 +1160,7 @@ fn bring_up(
         .with_following_error(cfg.following_error_limits())
         .with_exclusions(parts.exclusions)
         .with_thermal(cfg.thermal_limits())
+        .with_thermal_seed(thermal_seed)
         .with_residual(parts.residual, cfg.residual_limits())
         .with_enable_input(cfg.enable_input())
         .with_episodes(cfg.episode_plan(), cfg.residual_budget());
@@ -1451,6 +1458,17 @@ fn finish_report(report: &mut Report, cfg: &Config, control: &ControlLoop, opts:
             .extra
             .insert("thermal_peak_load".into(), json!(peaks[..dof].to_vec()));
     }
+    if let Some(seed) = control.thermal_seed() {
+        // Where the monitor started: the ledger's last load, cooled, or the worst case.
+        let dof = cfg.control.joints.min(seed.load.len());
+        report.extra.insert(
+            "thermal_initial_load".into(),
+            json!(seed.load[..dof].to_vec()),
+        );
+        report
+            .extra
+            .insert("thermal_initial_from".into(), json!(seed.from));
+    }
     for (i, n) in control.gate_counts().iter().enumerate() {
         report.gate.insert(
             chunkrt_telemetry::collector::constraint_name_index(i).into(),
@@ -1478,6 +1496,10 @@ fn report_config(
             json!(cfg.resolve(&m.model).display().to_string()),
         );
         conf.insert("backend_model_sha256".into(), json!(m.model_sha256));
+        if let Some(files) = &m.model_files_sha256 {
+            // The files it names (includes, meshes), loaded with it.
+            conf.insert("backend_model_files_sha256".into(), json!(files));
+        }
     }
     conf.insert(
         "policy".into(),

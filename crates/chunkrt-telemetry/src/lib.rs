@@ -14,6 +14,7 @@ pub mod collector;
 pub mod episodes;
 pub mod hgrm;
 pub mod interventions;
+pub mod ledger;
 pub mod logfile;
 pub mod metrics;
 pub mod names;

@@ -1,9 +1,9 @@
 //! The wear a run put on the arm (issue 41), tallied by the telemetry thread from the
-//! records the control loop already sends (nothing more on the control thread), and the
-//! wear ledger the runtime appends it to at the end of every run: one JSON line per
-//! hardware id, append-only, so that a manifest can cite the ledger up to a line by the
-//! digest of those lines (`chunkrt_files::lines_prefix_sha256`) while later runs go on
-//! appending.
+//! records the control loop already sends (nothing more on the control thread), for the
+//! wear ledger the runtime appends it to at the end of every run ([`crate::ledger`]): one
+//! JSON line per hardware id, append-only, so that a manifest can cite the ledger up to
+//! a line by the digest of those lines (`chunkrt_files::lines::lines_prefix_sha256`) while
+//! later runs go on appending.
 //!
 //! Per joint: shocks (the gate clamping at the acceleration, jerk or torque slew limit,
 //! one per joint and cycle; following-error excursions, one per excursion), the
@@ -13,8 +13,6 @@
 use crate::records::{CycleRecord, EventRecord};
 use chunkrt_core::{Constraint, MAX_DOF};
 use serde_json::{json, Value};
-use std::io::{BufRead, Write};
-use std::path::Path;
 
 /// The shock kinds a ledger line counts, in its order.
 pub const SHOCKS: [&str; 4] = ["acceleration", "jerk", "torque_slew", "following_error"];
@@ -104,57 +102,4 @@ impl WearTally {
             "torque_samples": self.torque_n,
         })
     }
-}
-
-/// The lines of `ledger` (none when it does not exist yet), parsed; a line that is not
-/// JSON is an error naming it.
-pub fn read_ledger(ledger: &Path) -> Result<Vec<Value>, String> {
-    let f = match std::fs::File::open(ledger) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", ledger.display())),
-    };
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| format!("{}: {e}", ledger.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.push(serde_json::from_str(&line).map_err(|e| {
-            format!(
-                "{} line {}: not a ledger line: {e}",
-                ledger.display(),
-                i + 1
-            )
-        })?);
-    }
-    Ok(out)
-}
-
-/// Appends `entries` to `ledger` (one line each, written in one call and synced), each
-/// given `running_hours_total`: its hardware id's running time over the ledger's
-/// earlier lines and this one.
-pub fn append_ledger(ledger: &Path, entries: &mut [Value]) -> Result<(), String> {
-    let earlier = read_ledger(ledger)?;
-    let mut text = String::new();
-    for e in entries.iter_mut() {
-        let id = e["hardware_id"].clone();
-        let before: f64 = earlier
-            .iter()
-            .filter(|l| l["hardware_id"] == id)
-            .filter_map(|l| l["running_s"].as_f64())
-            .sum();
-        let total = (before + e["running_s"].as_f64().unwrap_or(0.0)) / 3600.0;
-        e["running_hours_total"] = json!(total);
-        text.push_str(&e.to_string());
-        text.push('\n');
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(ledger)
-        .map_err(|e| format!("{}: {e}", ledger.display()))?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| format!("{}: {e}", ledger.display()))
 }

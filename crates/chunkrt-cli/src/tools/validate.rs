@@ -286,6 +286,17 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
             .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
         summary.push_str(" (the arm model's digest, joints and torque limits checked)");
     }
+    // The wear ledger read as a run reads it before anything moves (a regular file,
+    // every line a ledger line); nothing is written.
+    if let Some(totals) = chunkrt_rt::wear::load_ledger(&cfg, false)
+        .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?
+    {
+        summary.push_str(&format!(
+            " (wear ledger: {} line(s), {} hardware id(s))",
+            totals.lines,
+            totals.units.len()
+        ));
+    }
     if cfg.policy.kind == PolicyKind::Onnx {
         let path = manifest_path(&cfg, file)?;
         // The manifest read with its bound before `build::policy` reads it (a manifest

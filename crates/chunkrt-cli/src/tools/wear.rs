@@ -1,12 +1,12 @@
 //! `chunkrt wear LEDGER`: what a wear ledger holds per hardware id (runs, running hours,
 //! shocks, torque and I²t peaks over its lines), and the `[[adaptation_wear_ledger]]`
-//! entries that cite it, as it is now, from a policy manifest.
+//! entries that cite it, as it is now, from a policy manifest. The ledger is read a line
+//! at a time (constant memory whatever its length), every line checked: a value no run
+//! records (a negative or absurd running time) is refused with its line.
 
-use anyhow::{bail, Context};
-use chunkrt_telemetry::wear::{read_ledger, SHOCKS};
+use anyhow::bail;
+use chunkrt_telemetry::ledger::LedgerTotals;
 use clap::Parser;
-use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// `chunkrt wear`.
@@ -18,45 +18,6 @@ pub struct WearArgs {
     /// relative to it).
     #[arg(long, default_value = ".")]
     pub manifest_dir: PathBuf,
-}
-
-/// One hardware id's totals over the ledger.
-#[derive(Default)]
-struct Totals {
-    runs: u64,
-    running_s: f64,
-    shocks: [u64; 4],
-    torque_peak_nm: f64,
-    i2t_peak: Option<f64>,
-}
-
-fn max_of(v: &Value) -> Option<f64> {
-    v.as_array()?
-        .iter()
-        .filter_map(Value::as_f64)
-        .reduce(f64::max)
-}
-
-fn totals(lines: &[Value]) -> BTreeMap<String, Totals> {
-    let mut out: BTreeMap<String, Totals> = BTreeMap::new();
-    for l in lines {
-        let id = l["hardware_id"].as_str().unwrap_or("?").to_string();
-        let t = out.entry(id).or_default();
-        t.runs += 1;
-        t.running_s += l["running_s"].as_f64().unwrap_or(0.0);
-        for (k, name) in SHOCKS.iter().enumerate() {
-            t.shocks[k] += l["shocks"][name]
-                .as_array()
-                .map_or(0, |v| v.iter().filter_map(Value::as_u64).sum());
-        }
-        t.torque_peak_nm = t
-            .torque_peak_nm
-            .max(max_of(&l["torque_peak_nm"]).unwrap_or(0.0));
-        if let Some(p) = max_of(&l["i2t_peak"]) {
-            t.i2t_peak = Some(t.i2t_peak.map_or(p, |q: f64| q.max(p)));
-        }
-    }
-    out
 }
 
 /// The path of `ledger` relative to `dir` where it lies below it, else absolute.
@@ -71,22 +32,14 @@ fn cited_path(ledger: &Path, dir: &Path) -> String {
 
 /// Runs `chunkrt wear`.
 pub fn wear(args: &WearArgs) -> anyhow::Result<u8> {
-    let lines = read_ledger(&args.ledger).map_err(anyhow::Error::msg)?;
-    if lines.is_empty() {
+    let (totals, sha) = LedgerTotals::scan(&args.ledger)?;
+    let n = totals.lines;
+    if totals.units.is_empty() {
         bail!(
             "{}: no wear ledger lines (a run with `[wear] ledger` appends them)",
             args.ledger.display()
         );
     }
-    let n = lines.len() as u64;
-    let sha = chunkrt_files::lines_prefix_sha256(
-        &args.ledger,
-        n,
-        chunkrt_files::MODEL_LIMIT_BYTES,
-        "wear ledger",
-    )
-    .with_context(|| format!("reading {}", args.ledger.display()))?
-    .context("the ledger's last line has no newline")?;
     outln!("wear ledger {}: {n} line(s)", args.ledger.display());
     outln!(
         "{:<32} {:>5} {:>10} {:>28} {:>12} {:>8}",
@@ -97,8 +50,8 @@ pub fn wear(args: &WearArgs) -> anyhow::Result<u8> {
         "peak_tau_Nm",
         "i2t_peak"
     );
-    let by_id = totals(&lines);
-    for (id, t) in &by_id {
+    let by_id = &totals.units;
+    for (id, t) in by_id {
         let s = t.shocks;
         outln!(
             "{:<32} {:>5} {:>10.4} {:>28} {:>12.2} {:>8}",
@@ -112,6 +65,13 @@ pub fn wear(args: &WearArgs) -> anyhow::Result<u8> {
     }
     outln!("\ncite it from the policy manifest (its first {n} lines; later runs append):");
     let file = cited_path(&args.ledger, &args.manifest_dir);
+    if Path::new(&file).is_absolute() {
+        outln!(
+            "(the ledger lies outside {}: the manifest must also say \
+             cite_outside_manifest_dir = true, at its top level)",
+            args.manifest_dir.display()
+        );
+    }
     for id in by_id.keys() {
         outln!(
             "\n[[adaptation_wear_ledger]]\nhardware_id = {}\nledger = {}\nledger_sha256 = \"{sha}\"\nentries = {n}",
