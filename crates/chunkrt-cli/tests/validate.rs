@@ -432,12 +432,7 @@ fn a_manifest_path_that_is_no_regular_file_or_far_too_large_is_refused_at_once_b
 #[test]
 fn a_ca_file_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_validate_and_run() {
     let dir = scratch("unbounded-ca");
-    let fifo = dir.join("fifo.pem");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    let fifo = fifo_at(&dir.join("fifo.pem"));
     let sparse = dir.join("sparse.pem");
     std::fs::File::create(&sparse)
         .unwrap()
@@ -454,10 +449,7 @@ fn a_ca_file_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_vali
             PathBuf::from("/dev/zero"),
             "/dev/zero: is a character device, not a regular file",
         ),
-        (
-            fifo.clone(),
-            "fifo.pem: is a FIFO (named pipe), not a regular file",
-        ),
+        (fifo, "fifo.pem: is a FIFO (named pipe), not a regular file"),
         (
             sparse.clone(),
             "sparse.pem: 1.9 GiB is more than the 4.0 MiB a CA file may have",
@@ -476,44 +468,14 @@ fn a_ca_file_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_vali
                 ),
             );
         std::fs::write(&run, text).unwrap();
-        let runs: [(&str, Vec<&std::ffi::OsStr>); 2] = [
-            ("validate", vec!["validate".as_ref(), run.as_os_str()]),
-            (
-                "run",
-                vec![
-                    "run".as_ref(),
-                    "--config".as_ref(),
-                    run.as_os_str(),
-                    "--duration".as_ref(),
-                    "1s".as_ref(),
-                    "--out".as_ref(),
-                    out.as_os_str(),
-                    "--overwrite".as_ref(),
-                    "--no-plots".as_ref(),
-                    "--quiet".as_ref(),
-                ],
-            ),
-        ];
-        for (what, args) in runs {
-            let w = watched(&args);
-            let case = format!("{what}, ca_file {}", ca.display());
-            assert_eq!(w.killed, None, "{case}: killed; stderr:\n{}", w.stderr);
-            assert_eq!(w.code, Some(2), "{case}: {}", w.stderr);
-            assert!(
-                w.stderr.contains(says) && w.stderr.contains("policy.remote.ca_file"),
-                "{case}: expected `{says}` in\n{}",
-                w.stderr
-            );
-            assert!(
-                w.peak_rss_kib < PEAK_RSS_LIMIT_KIB,
-                "{case}: peak RSS {} KiB",
-                w.peak_rss_kib
-            );
-            println!(
-                "{case}: refused in {:?}, peak RSS {} KiB",
-                w.elapsed, w.peak_rss_kib
-            );
-        }
+        let case = format!("ca_file {}", ca.display());
+        let says = [says, "policy.remote.ca_file"];
+        refused_at_once(
+            &format!("validate, {case}"),
+            &["validate".as_ref(), run.as_os_str()],
+            &says,
+        );
+        refused_at_once(&format!("run, {case}"), &run_args(&run, &out), &says);
     }
     drop(listener);
     let _ = std::fs::remove_dir_all(&dir);

@@ -806,13 +806,7 @@ impl Inference {
         };
         self.p.handoff.out_of_bounds.fetch_add(1, Ordering::Relaxed);
         self.p.records.push(InferRecord {
-            out_of_bounds: Some(chunkrt_telemetry::OutOfBounds {
-                row: o.row,
-                joint: o.joint,
-                value_rad: o.value_rad,
-                lo_rad: o.lo_rad,
-                hi_rad: o.hi_rad,
-            }),
+            out_of_bounds: Some(o),
             ..stamp.record(obs, t_begin, os::now(), InferStatus::OutOfBounds)
         });
         Err(Skip::Period)

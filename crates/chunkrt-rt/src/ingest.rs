@@ -30,20 +30,9 @@ pub struct SetpointBounds {
     playable_ns: u64,
 }
 
-/// The first setpoint of a chunk outside its bounds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct OutOfBounds {
-    /// Setpoint index.
-    pub row: u16,
-    /// Joint index.
-    pub joint: u16,
-    /// The setpoint (rad).
-    pub value_rad: f64,
-    /// The joint's bound it lies outside (rad).
-    pub lo_rad: f64,
-    /// The joint's bound it lies outside (rad).
-    pub hi_rad: f64,
-}
+/// The first setpoint of a chunk outside its bounds (the inference record's type: it is
+/// recorded as it is found).
+pub use chunkrt_telemetry::OutOfBounds;
 
 impl SetpointBounds {
     /// The position limits of `limits`, each widened by its margin, within `domain`'s
