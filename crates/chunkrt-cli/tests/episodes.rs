@@ -7,8 +7,9 @@
 //! residual had authority, the budget's breach) against the recording's cycles (the
 //! correction let through, the commands and the measurement): the residual acts in the
 //! first episode, its tracking error P99 computed from the recording is over the budget,
-//! the correction leaves at its rate limit right after that episode's end and is zero
-//! for the rest of the run, and the base alone then reaches the goal from both starts.
+//! the correction leaves within its rate, acceleration and jerk limits right after that
+//! episode's end and is zero for the rest of the run, and the base alone then reaches the
+//! goal from both starts.
 
 mod common;
 
@@ -23,13 +24,21 @@ use std::path::{Path, PathBuf};
 
 const BOUND: f64 = 0.05;
 const RATE: f64 = 0.2;
-const BUDGET_P99: f64 = 0.002;
+/// Between the base's own tracking P99 (about 0.0005 rad) and the base with the residual's
+/// (0.0008-0.0009 rad), measured on this run's episodes.
+const BUDGET_P99: f64 = 0.0006;
 
 /// `rt-config/sim.toml` (the flow base) unpinned, with the residual, its budget and
-/// three episodes.
+/// three episodes; joint 2's speed limit lowered to 0.65 rad/s (the base reaches up to
+/// 0.73 rad/s there on the way to the goal) so that the permission gate holds some
+/// steps back and the dataset's `gate.blocked` column has both values to judge.
 fn config_in(dir: &Path) -> PathBuf {
     act_residual_manifest(dir, &bundled_model_sha256("flow.toml"));
     let text = flow_sim_config_text().edit_once(
+        "max_vel_rad_s = [2.175, 2.175, 2.175,",
+        "max_vel_rad_s = [2.175, 2.175, 0.65,",
+    );
+    let text = text.edit_once(
         "\n[executor]",
         &format!(
             "\n[policy.residual]\nmanifest = \"residual.toml\"\nbound_rad = {BOUND}\n\
@@ -136,16 +145,19 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
         reported >= measured * (1.0 - 1e-9) && reported <= measured * 1.13,
         "reported {reported} against {measured} from the recording"
     );
-    // After the breach: the correction leaves at its rate, then is zero to the end.
+    // After the breach: the correction leaves within its rate limit (its jerk-limited
+    // limiter may carry it on briefly before it turns), then is zero to the end, within
+    // the limiter's slew time: 2 (rate/acc + acc/jerk) to stop and turn plus the bound
+    // crossed at the rate twice (out and back), with `rt-config/sim.toml`'s slowest joint (1)
+    // giving the defaults: acceleration 10% of 7.5 rad/s^2, jerk 10% of 3750 rad/s^3.
+    let (acc, jerk) = (0.1 * 7.5, 0.1 * 3750.0);
+    let slew_s = 2.0 * (RATE / acc + acc / jerk) + 2.0 * BOUND / RATE;
     let after: Vec<&recording::RecordedCycle> = cycles.iter().filter(|c| c.t_s > t_end).collect();
     let mut last = in_e0.last().unwrap().residual_rad.clone();
     let mut zero_from = None;
     for (k, c) in after.iter().enumerate() {
         for (r, l) in c.residual_rad.iter().zip(&last) {
-            assert!(
-                r.abs() <= l.abs() + 1e-12,
-                "the correction grew after the rollback"
-            );
+            assert!(r.abs() <= BOUND * (1.0 + 1e-9), "past its bound: {r}");
             assert!(
                 (r - l).abs() <= RATE * period * (1.0 + 1e-9) + 1e-12,
                 "left faster than its rate"
@@ -163,8 +175,8 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
     }
     let zero_from = zero_from.expect("the correction never reached zero");
     assert!(
-        zero_from as f64 * period <= BOUND / RATE + 2.0 * period,
-        "zero only {zero_from} cycles after the rollback"
+        zero_from as f64 * period <= slew_s + 2.0 * period,
+        "zero only {zero_from} cycles after the rollback (slew time {slew_s:.2} s)"
     );
     // The events say the same: the rollback is counted.
     let report: Value =
