@@ -265,9 +265,12 @@ fn build(
         lo_rad: [-10.0; MAX_DOF],
         hi_rad: [10.0; MAX_DOF],
     };
+    // Wider than anything the case commands before the trigger (the base's excursion,
+    // at most twice its amplitude of < 0.3 rad, plus the correction's bound of < 0.1
+    // rad), so only the trigger's 1 rad offset of the measurement leaves it.
     for j in 0..dof {
-        domain.lo_rad[j] = home[j] - 0.6;
-        domain.hi_rad[j] = home[j] + 0.6;
+        domain.lo_rad[j] = home[j] - 0.8;
+        domain.hi_rad[j] = home[j] + 0.8;
     }
     let thermal = ThermalLimits {
         dof,
