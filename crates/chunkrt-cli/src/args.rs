@@ -76,8 +76,22 @@ pub struct RunArgs {
     pub record: Option<PathBuf>,
     /// Replace the run already in `--out` (its report.json, events.jsonl and
     /// gate.jsonl are removed before the new run starts).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "runs_dir")]
     pub overwrite: bool,
+    /// Give the run a directory of its own in DIR (`NNNNNN-<UTC time>`, a `latest`
+    /// link to the newest) instead of `--out`: what a service uses, nothing is ever
+    /// overwritten. Older runs are removed by the retention rule (`--keep`).
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub runs_dir: Option<PathBuf>,
+    /// With `--runs-dir`: how many of the newest runs are always kept; an older run is
+    /// removed only if it ended normally (exit status 0) and is not running.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "runs_dir",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub keep: u32,
+    /// With `--runs-dir`: retention may also remove older runs that ended in a fault or
+    /// were killed (never one still running).
+    #[arg(long, requires = "runs_dir")]
+    pub prune_faulted: bool,
     /// Override `control.period_ms` (the bus period, 1 to 20 ms).
     #[arg(long)]
     pub bus_period_ms: Option<f64>,

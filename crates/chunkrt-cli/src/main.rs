@@ -45,6 +45,8 @@ mod margin;
 mod paths;
 mod plot;
 mod run;
+mod runs_dir;
+mod service;
 mod setup;
 mod tools;
 

@@ -20,6 +20,60 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let notifier = crate::service::start();
+    let mut claimed = None;
+    let mut what = String::new();
+    let result = run_with(args, &mut claimed, &mut what);
+    let status = *result.as_ref().unwrap_or(&EXIT_USAGE);
+    if what.is_empty() {
+        what = match &result {
+            Ok(0) => "ended normally".into(),
+            Ok(_) => "refused before anything moved, or failed (see stderr)".into(),
+            Err(e) => format!("{e:#}"),
+        };
+    }
+    if let Some(c) = &claimed {
+        if let Err(e) = crate::runs_dir::write_ending(&c.dir, status, &what) {
+            console::err(&format!("chunkrt: warning: {e}"));
+        }
+    }
+    if let Some(n) = notifier {
+        n.finish(format!("ended with exit status {status}: {what}"));
+    }
+    result
+}
+
+/// The run's directory: `--out`, or a new one in `--runs-dir` (claimed, locked,
+/// `latest` pointed at it, older runs trimmed by the retention rule).
+fn out_dir(
+    args: &RunArgs,
+    claimed: &mut Option<crate::runs_dir::Claimed>,
+) -> Result<std::path::PathBuf, String> {
+    let Some(root) = &args.runs_dir else {
+        return Ok(args.out.clone());
+    };
+    let c = crate::runs_dir::claim(root).map_err(|e| format!("--runs-dir: {e}"))?;
+    let dir = c.dir.clone();
+    *claimed = Some(c);
+    let pruned = crate::runs_dir::prune(root, args.keep as usize, args.prune_faulted, &dir);
+    for e in &pruned.errors {
+        console::err(&format!("chunkrt: warning: --runs-dir retention: {e}"));
+    }
+    if !pruned.removed.is_empty() && !args.quiet {
+        console::err(&format!(
+            "chunkrt: --runs-dir: removed {} older run(s) that ended normally (--keep {})",
+            pruned.removed.len(),
+            args.keep
+        ));
+    }
+    Ok(dir)
+}
+
+fn run_with(
+    args: &RunArgs,
+    claimed: &mut Option<crate::runs_dir::Claimed>,
+    what: &mut String,
+) -> anyhow::Result<u8> {
     // Before anything is read: a stop request while loading ends the process at once
     // (nothing is powered yet); from `loaded` on it starts the controlled stop.
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
@@ -75,19 +129,26 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // Checked before anything is brought up: a run whose records could not be
     // written must not move the arm (a usage error, exit 2). The reserve is held
     // until the report is written (see chunkrt_telemetry::outdir).
-    let _reserve = match prepare_out_dir(&args.out, args.overwrite) {
+    let out = match out_dir(args, claimed) {
+        Ok(d) => d,
+        Err(e) => {
+            console::err(&format!("chunkrt: error: {e}; nothing was moved"));
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let _reserve = match prepare_out_dir(&out, args.overwrite) {
         Ok(r) => r,
         Err(e) => {
             console::err(&format!(
                 "chunkrt: error: output directory {}: {e}; nothing was moved",
-                args.out.display()
+                out.display()
             ));
             return Ok(EXIT_USAGE);
         }
     };
     let opts = RunOptions {
         duration: args.duration.0,
-        out_dir: Some(args.out.clone()),
+        out_dir: Some(out.clone()),
         live_status: !args.quiet,
         stop: Arc::new(AtomicBool::new(false)),
         config_name: name.clone(),
@@ -117,11 +178,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         }
     };
     console::out(&outcome.report.table());
-    console::out(&format!(
-        "report: {}",
-        args.out.join("report.json").display()
-    ));
+    console::out(&format!("report: {}", out.join("report.json").display()));
     let ending = outcome.ending();
+    *what = match outcome.describe_ending() {
+        d if d.is_empty() => "ended normally".into(),
+        d => d,
+    };
     if !matches!(ending, Ending::Normal | Ending::RecordsIncomplete) {
         // Before anything else: the drives may still be powered.
         console::err(&format!("chunkrt: error: {}", outcome.describe_ending()));
@@ -130,7 +192,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // The plots, from the recording just closed (the arm is at rest and the
     // backend shut down): a failure is said, the run's status stays.
     if !args.no_plots && outcome.records_error.is_none() {
-        match chunkrt_telemetry::plot::plot_run(&args.out, None, &args.out) {
+        match chunkrt_telemetry::plot::plot_run(&out, None, &out) {
             Ok(files) => console::out(&format!(
                 "plots: {}",
                 files
@@ -147,7 +209,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         console::err(&format!(
             "chunkrt: error: the records in {} are incomplete: {e} (the run ended normally \
              and the arm was brought to rest)",
-            args.out.display()
+            out.display()
         ));
     }
     Ok(crate::exit_status(ending))

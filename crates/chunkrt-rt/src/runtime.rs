@@ -3,6 +3,7 @@
 
 use crate::control::{ControlLoop, ControlParts};
 use crate::inference::{self, ControlGrid, HandoffCounts, InferenceExit, InferenceParts};
+use crate::liveness::{self, Phase};
 use crate::os;
 use crate::schedule::{Schedule, StopRequests};
 use crate::supervise::{self, Failures};
@@ -676,6 +677,9 @@ fn start_telemetry(
         .map_err(|e| RunError::Thread(e.to_string()))
 }
 
+/// How often the status a service manager is shown (`liveness::status`) is renewed.
+const SERVICE_STATUS_NS: u64 = 1_000_000_000;
+
 /// The telemetry thread's loop. After a panic the thread drains on (the rings must
 /// not fill while the arm stops, and the stop belongs in the records); a second panic
 /// means the collector cannot go on: the thread waits for the end and hands back what
@@ -688,6 +692,7 @@ fn drain_until_done(
     inject: &chunkrt_config::InjectConfig,
 ) -> TelemetryParts {
     let mut next_status = os::now().add_ns(pace.status_ns);
+    let mut next_service_status = os::now();
     let mut panic_point = supervise::PanicPoint::for_thread(inject, PanicThread::Telemetry);
     let mut panics = 0;
     let mut healthy = true;
@@ -729,6 +734,10 @@ fn drain_until_done(
             if pace.live && now >= next_status {
                 console_line(&collector.status_line(now));
                 next_status = now.add_ns(pace.status_ns);
+            }
+            if liveness::status_wanted() && now >= next_service_status {
+                liveness::set_status(collector.status_line(now));
+                next_service_status = now.add_ns(SERVICE_STATUS_NS);
             }
         });
         if drained.is_none() {
@@ -773,14 +782,17 @@ fn start_control(
         .stack_size(4 << 20)
         .spawn(move || {
             let (host, dma_latency_hold) = rt_opts.apply();
+            liveness::enter(Phase::BringingUp);
             let started = bring_up(&loop_cfg, backend, loop_parts, &failures);
             let mut control = match started {
                 Ok(control) => control,
                 Err(e) => {
+                    liveness::enter(Phase::Ended);
                     control_done.store(true, Ordering::Release);
                     return Err(e);
                 }
             };
+            liveness::enter(Phase::Running);
             let requests = StopRequests {
                 stop: &stop,
                 policy_failed: &policy_failed,
@@ -796,6 +808,7 @@ fn start_control(
                 &failures,
             );
             let shutdown_error = shut_down(&mut control, &failures);
+            liveness::enter(Phase::Ended);
             // Held for the whole loop, the controlled stop and shutdown included.
             drop(dma_latency_hold);
             control_done.store(true, Ordering::Release);
@@ -1316,6 +1329,12 @@ fn control_thread(
         let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             schedule.step(control, requests, grid)
         }));
+        // The heartbeat a service manager's watchdog is fed from (`liveness`): a
+        // relaxed atomic add, nothing else.
+        liveness::beat();
+        if schedule.stopping() {
+            liveness::enter(Phase::Stopping);
+        }
         match stepped {
             Ok(Some(end)) => break end,
             Ok(None) => {}

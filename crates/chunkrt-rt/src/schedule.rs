@@ -121,6 +121,11 @@ impl Schedule {
         self.t0
     }
 
+    /// Whether the stop has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping_since.is_some()
+    }
+
     /// When the stop became a quick stop, if it did.
     pub fn quick_stop_since(&self) -> Option<MonoTime> {
         self.quick_since
