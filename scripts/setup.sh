@@ -34,6 +34,7 @@ if [[ -f scripts/requirements-test.txt ]]; then
 fi
 
 missing=()
+missing_norec=()
 command -v cyclictest >/dev/null 2>&1 || missing+=(rt-tests)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
@@ -45,12 +46,21 @@ command -v nft >/dev/null 2>&1 || missing+=(nftables)
 if command -v dpkg >/dev/null 2>&1 && ! dpkg -s libclang-dev >/dev/null 2>&1; then
     missing+=(libclang-dev)
 fi
-if (( ${#missing[@]} )); then
+# The metrics endpoint's test scrapes it with a real Prometheus server (without the
+# exporters Debian recommends beside it).
+command -v prometheus >/dev/null 2>&1 || missing_norec+=(prometheus)
+if (( ${#missing[@]} + ${#missing_norec[@]} )); then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing ${missing[*]}"
+        echo "setup: installing ${missing[*]} ${missing_norec[*]}"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        if (( ${#missing[@]} )); then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        fi
+        if (( ${#missing_norec[@]} )); then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                "${missing_norec[@]}" >/dev/null
+        fi
     else
-        echo "setup: NOTICE: ${missing[*]} missing and cannot be installed (not root or no apt); the tests that need them will skip"
+        echo "setup: NOTICE: ${missing[*]} ${missing_norec[*]} missing and cannot be installed (not root or no apt); the tests that need them will skip"
     fi
 fi

@@ -54,6 +54,9 @@ pub struct Config {
     /// The operator's command channel (`[operator]`).
     #[serde(default)]
     pub operator: Option<OperatorConfig>,
+    /// The live OpenMetrics/Prometheus endpoint (`[metrics]`; absent: none).
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -288,6 +291,25 @@ pub struct OperatorConfig {
     /// started the run).
     #[serde(default)]
     pub stdin: bool,
+}
+
+/// `[metrics]`: the run's counters, gate interventions, stage latencies, mode and wear
+/// as OpenMetrics text at `http://LISTEN/metrics`, served by a thread of its own from
+/// the telemetry thread's snapshots (never from the control thread).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// The address and port to listen on, e.g. `127.0.0.1:9464` (port 0: any free
+    /// one); a loopback address unless `allow_remote`.
+    pub listen: String,
+    /// Let an address other than loopback be named (anyone who can reach it reads the
+    /// run's figures; nothing can be changed through it).
+    #[serde(default)]
+    pub allow_remote: bool,
+    /// How long the endpoint goes on serving the run's final values (the report's)
+    /// after the run has ended, so that a scraper sees them (ms, 0 to 600000).
+    #[serde(default)]
+    pub linger_ms: f64,
 }
 
 /// `[policy.residual.budget]`: each figure optional; at least one.

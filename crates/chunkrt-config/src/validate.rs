@@ -51,6 +51,30 @@ fn fail(path: &str, message: impl Into<String>) -> Check {
 /// I²t trip.
 const MAX_INITIAL_LOAD: f64 = 2.0;
 
+/// `[metrics]`: an address and port, loopback unless `allow_remote`; the linger.
+fn check_metrics(m: &crate::schema::MetricsConfig) -> Check {
+    let addr: std::net::SocketAddr = m.listen.parse().map_err(|_| {
+        (
+            "metrics.listen".to_string(),
+            format!(
+                "`{}` is not an address and port: expected e.g. \"127.0.0.1:9464\" or \"[::1]:9464\"",
+                m.listen
+            ),
+        )
+    })?;
+    if !addr.ip().is_loopback() && !m.allow_remote {
+        return fail(
+            "metrics.listen",
+            format!(
+                "`{}` is not a loopback address: anyone who reaches it reads the run's \
+                 figures; set allow_remote = true to mean it, or listen on 127.0.0.1",
+                m.listen
+            ),
+        );
+    }
+    range("metrics.linger_ms", m.linger_ms, 0.0, 600_000.0)
+}
+
 fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
     if v.is_finite() && v >= lo && v <= hi {
         Ok(())
@@ -130,6 +154,9 @@ impl Config {
                     "names who may use the socket, and there is none: set socket = \"PATH\"",
                 );
             }
+        }
+        if let Some(m) = &self.metrics {
+            check_metrics(m)?;
         }
         if let Some(d) = &self.domain {
             d.pos_min_rad

@@ -10,6 +10,8 @@ use crate::supervise::{self, Failures};
 use chunkrt_config::Config;
 use chunkrt_config::PanicThread;
 use chunkrt_core::{Backend, Chunk, Executor, Feedback, Gate, MonoTime, Observation, Policy};
+use chunkrt_telemetry::live::serve::MetricsServer;
+use chunkrt_telemetry::live::LiveSlot;
 use chunkrt_telemetry::{
     rings, CameraConsumer, ChunkConsumer, Collector, HostInfo, MetricSet, Report, RingConsumers,
 };
@@ -256,12 +258,42 @@ impl Runtime {
         }
         // Before anything moves; commands act on this run until its end.
         let _operator = crate::operator::open(&cfg).map_err(RunError::Operator)?;
-        let built = Built::new(&cfg, policy, residual, opts)?;
+        let (live, metrics) = start_metrics(&cfg)?;
+        let mut built = Built::new(&cfg, policy, residual, opts)?;
+        built.shared.live = live;
         let threads = Threads::start(&cfg, backend, built, opts)?;
         let (controlled, others) = threads.supervise();
         let stopped = others.stop(controlled)?;
-        collect(&cfg, opts, stopped)
+        let outcome = collect(&cfg, opts, stopped);
+        if let (Some(m), Some(server)) = (&cfg.metrics, metrics) {
+            // The report's values, served a while for a scraper to see (the run is
+            // over: the arm is at rest and the backend shut down).
+            std::thread::sleep(Duration::from_nanos(chunkrt_core::ms_to_ns(m.linger_ms)));
+            drop(server);
+        }
+        outcome
     }
+}
+
+/// The `[metrics]` endpoint, bound before anything moves (an address that cannot be
+/// bound is a configuration error, exit 2), and the slot it serves.
+fn start_metrics(cfg: &Config) -> Result<(Option<Arc<LiveSlot>>, Option<MetricsServer>), RunError> {
+    let Some(m) = &cfg.metrics else {
+        return Ok((None, None));
+    };
+    let addr = m
+        .listen
+        .parse()
+        .map_err(|_| RunError::Config(format!("metrics.listen `{}`: not an address", m.listen)))?;
+    let slot = Arc::new(LiveSlot::default());
+    let server = MetricsServer::start(addr, slot.clone()).map_err(|e| {
+        RunError::Config(format!(
+            "metrics.listen `{}`: cannot listen there: {e}",
+            m.listen
+        ))
+    })?;
+    tracing::info!("metrics: http://{}/metrics", server.addr());
+    Ok((Some(slot), Some(server)))
 }
 
 /// The output directory, made before anything moves.
@@ -301,6 +333,8 @@ struct Shared {
     grid: Arc<ControlGrid>,
     failures: Arc<Failures>,
     inject_counts: Arc<crate::inject::InjectCounts>,
+    /// What the `[metrics]` endpoint serves (none without it).
+    live: Option<Arc<LiveSlot>>,
 }
 
 impl Shared {
@@ -313,6 +347,7 @@ impl Shared {
             grid: Arc::new(ControlGrid::new(cfg.period_ns())),
             failures: Arc::new(Failures::default()),
             inject_counts: Arc::new(crate::inject::InjectCounts::default()),
+            live: None,
         }
     }
 }
@@ -661,6 +696,7 @@ fn start_telemetry(
     let control_cpu = usize::try_from(cfg.control.cpu).ok();
     let failures = shared.failures.clone();
     let inject = cfg.inject.clone();
+    let live = shared.live.clone();
     thread::Builder::new()
         .name("chunkrt-telemetry".into())
         .spawn(move || {
@@ -672,13 +708,16 @@ fn start_telemetry(
                     tracing::debug!("telemetry thread may share CPU {cpu}: {e}");
                 }
             }
-            drain_until_done(parts, pace, &done, &failures, &inject)
+            drain_until_done(parts, pace, &done, &failures, &inject, live.as_deref())
         })
         .map_err(|e| RunError::Thread(e.to_string()))
 }
 
 /// How often the status a service manager is shown (`liveness::status`) is renewed.
 const SERVICE_STATUS_NS: u64 = 1_000_000_000;
+
+/// How often the `[metrics]` endpoint's snapshot is renewed.
+const LIVE_SNAPSHOT_NS: u64 = 250_000_000;
 
 /// The telemetry thread's loop. After a panic the thread drains on (the rings must
 /// not fill while the arm stops, and the stop belongs in the records); a second panic
@@ -690,9 +729,11 @@ fn drain_until_done(
     done: &AtomicBool,
     failures: &Failures,
     inject: &chunkrt_config::InjectConfig,
+    live: Option<&LiveSlot>,
 ) -> TelemetryParts {
     let mut next_status = os::now().add_ns(pace.status_ns);
     let mut next_service_status = os::now();
+    let mut next_live = os::now();
     let mut panic_point = supervise::PanicPoint::for_thread(inject, PanicThread::Telemetry);
     let mut panics = 0;
     let mut healthy = true;
@@ -738,6 +779,10 @@ fn drain_until_done(
             if liveness::status_wanted() && now >= next_service_status {
                 liveness::set_status(collector.status_line(now));
                 next_service_status = now.add_ns(SERVICE_STATUS_NS);
+            }
+            if let Some(slot) = live.filter(|_| now >= next_live) {
+                slot.publish(collector.live_snapshot(now));
+                next_live = now.add_ns(LIVE_SNAPSHOT_NS);
             }
         });
         if drained.is_none() {
@@ -971,6 +1016,9 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
         &mut records_error,
     );
     write_report(&report, opts, &mut records_error);
+    if let Some(slot) = &shared.live {
+        slot.publish(chunkrt_telemetry::live::Snapshot::from_report(&report));
+    }
     Ok(RunOutcome {
         report,
         inference_panicked,

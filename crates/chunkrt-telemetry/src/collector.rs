@@ -72,6 +72,9 @@ pub struct Collector {
     interventions: Option<crate::interventions::InterventionLog>,
     /// The wear this run put on the arm (the report's `wear`, the wear ledger).
     wear: crate::wear::WearTally,
+    /// Gate interventions per constraint (joint-cycles) from the cycle records: the
+    /// live view's (the report's come from the gate itself).
+    gate_counts: [u64; CONSTRAINT_COUNT],
 }
 
 /// `f` relative to `run_dir` when it lies inside it, else absolute.
@@ -147,6 +150,7 @@ impl Collector {
             out_dir: out_dir.map(Path::to_path_buf),
             interventions: None,
             wear: crate::wear::WearTally::default(),
+            gate_counts: [0; CONSTRAINT_COUNT],
         })
     }
 
@@ -414,6 +418,11 @@ impl Collector {
         }
         if r.gate_mask != 0 {
             self.bump("gate_interventions", 1);
+            for bits in &r.gate_joint_mask[..(r.dof as usize).min(chunkrt_core::MAX_DOF)] {
+                for (i, n) in self.gate_counts.iter_mut().enumerate() {
+                    *n += u64::from(bits >> i & 1);
+                }
+            }
         }
         if r.track_err_rad.is_finite() && r.track_err_rad > self.max_track_err_rad {
             self.max_track_err_rad = r.track_err_rad;
@@ -852,6 +861,31 @@ impl Collector {
             self.counters["deadline_overruns"],
             self.counters["ring_drops"],
         )
+    }
+
+    /// What a live reader sees now (`live`): counters, gate interventions per
+    /// constraint, every stage's latency summary, the mode, the wear so far.
+    pub fn live_snapshot(&self, now: MonoTime) -> crate::live::Snapshot {
+        crate::live::Snapshot {
+            t_s: self.t_rel(now),
+            mode: (self.last_mode != u8::MAX).then(|| mode_name(mode_from_u8(self.last_mode))),
+            ended: false,
+            metrics: summarize(&self.metrics),
+            counters: self
+                .counters
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            gate: self
+                .gate_counts
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (crate::names::constraint_name_index(i).to_string(), *n))
+                .collect(),
+            wear: self
+                .wear
+                .summary(0..self.wear.dof(), self.period_ns as f64 * 1e-9),
+        }
     }
 
     /// The wear tallied so far.

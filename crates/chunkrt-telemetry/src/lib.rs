@@ -15,6 +15,7 @@ pub mod episodes;
 pub mod hgrm;
 pub mod interventions;
 pub mod ledger;
+pub mod live;
 pub mod logfile;
 pub mod metrics;
 pub mod names;

@@ -82,6 +82,11 @@ impl WearTally {
         }
     }
 
+    /// The joints seen so far.
+    pub fn dof(&self) -> usize {
+        self.dof
+    }
+
     /// This run's wear on joints `joints` (of the arm), `period_s` the control
     /// period: the report's `wear`, and the body of a ledger line.
     pub fn summary(&self, joints: std::ops::Range<usize>, period_s: f64) -> Value {
