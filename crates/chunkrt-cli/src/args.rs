@@ -44,6 +44,9 @@ pub enum Command {
     /// errors, gate interventions, operator stops, resets, the residual's budget; the
     /// success rate per kind of start, frozen base against residual.
     Episodes(crate::tools::episodes::EpisodesArgs),
+    /// A running controller's state (mode, authority, faults, latency percentiles, its
+    /// last events) from its `[metrics]` endpoint, for an operator on SSH.
+    Status(crate::tools::status::StatusArgs),
     /// Runs' records in a learner's format.
     #[command(subcommand)]
     Export(crate::tools::export::ExportCommand),

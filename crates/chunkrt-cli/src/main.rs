@@ -110,6 +110,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Wear(args) => crate::tools::wear::wear(&args),
         Command::Episodes(args) => crate::tools::episodes::episodes(&args),
         Command::Export(cmd) => crate::tools::export::export(&cmd),
+        Command::Status(args) => crate::tools::status::status(&args),
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

@@ -320,3 +320,87 @@ fn a_remote_address_is_refused_and_a_taken_port_moves_nothing() {
     );
     assert!(!out.join("report.json").exists());
 }
+
+#[test]
+fn status_shows_a_running_controller_and_says_when_none_answers() {
+    let dir = temp_dir("status");
+    let port = free_port();
+    let config = sim_with(
+        &dir,
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\nlinger_ms = 500.0"),
+    );
+    let runs = dir.join("runs");
+    let mut child = Command::new(common::bin())
+        .args([
+            "run",
+            "--quiet",
+            "--no-plots",
+            "--duration",
+            "60s",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--runs-dir")
+        .arg(&runs)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = || {
+        Command::new(common::bin())
+            .args(["status", "--metrics", &format!("127.0.0.1:{port}"), "--run"])
+            .arg(runs.join("latest"))
+            .output()
+            .unwrap()
+    };
+    // Until the arm plays (the policy has authority).
+    let t = Instant::now();
+    let text = loop {
+        let o = status();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        if o.status.success() && text.contains("mode Playing: the policy has authority") {
+            break text;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // SIGTERM: the controlled stop.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(common::wait(&mut child, Duration::from_secs(60)), Some(0));
+    assert!(text.starts_with("running for "), "{text}");
+    for want in [
+        "cycles ",
+        "faults and errors: none",
+        "wake_latency",
+        "last events (",
+    ] {
+        assert!(text.contains(want), "no `{want}` in\n{text}");
+    }
+    // The events shown are the run's own last lines.
+    let events = std::fs::read_to_string(runs.join("latest/events.jsonl")).unwrap();
+    let shown: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("last events"))
+        .skip(1)
+        .map(str::trim)
+        .collect();
+    assert!(!shown.is_empty(), "{text}");
+    assert!(
+        shown.iter().all(|l| events.lines().any(|e| e == *l)),
+        "{text}"
+    );
+    // Nothing listens now: said, exit 1.
+    let o = status();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no controller answers at"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
