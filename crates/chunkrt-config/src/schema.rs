@@ -57,6 +57,10 @@ pub struct Config {
     /// The live OpenMetrics/Prometheus endpoint (`[metrics]`; absent: none).
     #[serde(default)]
     pub metrics: Option<MetricsConfig>,
+    /// The live view: the recording's channels over the Foxglove WebSocket protocol
+    /// (`[live_view]`; absent: none).
+    #[serde(default)]
+    pub live_view: Option<LiveViewConfig>,
     /// Directory of the file the config came from (relative paths resolve against it).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -310,6 +314,36 @@ pub struct MetricsConfig {
     /// after the run has ended, so that a scraper sees them (ms, 0 to 600000).
     #[serde(default)]
     pub linger_ms: f64,
+}
+
+/// `[live_view]`: the recording's channels (cycles, inference calls, events, chunks,
+/// camera images) published live over the Foxglove WebSocket protocol (the Foxglove
+/// SDK's server) for Foxglove to open as a live connection, from the telemetry thread,
+/// each channel at most `rate_hz` (events: every one).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveViewConfig {
+    /// The address and port to listen on, e.g. `127.0.0.1:8765` (port 0: any free
+    /// one); a loopback address unless `allow_remote`.
+    pub listen: String,
+    /// Let an address other than loopback be named (anyone who reaches it sees the
+    /// arm's state; nothing can be changed through it).
+    #[serde(default)]
+    pub allow_remote: bool,
+    /// The most messages per second on each channel but the events (0.1 to 1000).
+    #[serde(default = "default_live_rate")]
+    pub rate_hz: f64,
+    /// Clients connected at once (1 to 64); one more is closed at once.
+    #[serde(default = "default_live_clients")]
+    pub max_clients: u32,
+}
+
+fn default_live_rate() -> f64 {
+    10.0
+}
+
+fn default_live_clients() -> u32 {
+    4
 }
 
 /// `[policy.residual.budget]`: each figure optional; at least one.

@@ -51,28 +51,28 @@ fn fail(path: &str, message: impl Into<String>) -> Check {
 /// I²t trip.
 const MAX_INITIAL_LOAD: f64 = 2.0;
 
-/// `[metrics]`: an address and port, loopback unless `allow_remote`; the linger.
-fn check_metrics(m: &crate::schema::MetricsConfig) -> Check {
-    let addr: std::net::SocketAddr = m.listen.parse().map_err(|_| {
+/// A listener's `listen` (`[metrics]`, `[live_view]`): an address and port, loopback
+/// unless `allow_remote`.
+fn check_listen(section: &str, listen: &str, allow_remote: bool) -> Check {
+    let path = format!("{section}.listen");
+    let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
         (
-            "metrics.listen".to_string(),
+            path.clone(),
             format!(
-                "`{}` is not an address and port: expected e.g. \"127.0.0.1:9464\" or \"[::1]:9464\"",
-                m.listen
+                "`{listen}` is not an address and port: expected e.g. \"127.0.0.1:9464\" or \"[::1]:9464\""
             ),
         )
     })?;
-    if !addr.ip().is_loopback() && !m.allow_remote {
+    if !addr.ip().is_loopback() && !allow_remote {
         return fail(
-            "metrics.listen",
+            &path,
             format!(
-                "`{}` is not a loopback address: anyone who reaches it reads the run's \
-                 figures; set allow_remote = true to mean it, or listen on 127.0.0.1",
-                m.listen
+                "`{listen}` is not a loopback address: anyone who reaches it reads what \
+                 it serves; set allow_remote = true to mean it, or listen on 127.0.0.1"
             ),
         );
     }
-    range("metrics.linger_ms", m.linger_ms, 0.0, 600_000.0)
+    Ok(())
 }
 
 fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
@@ -156,7 +156,24 @@ impl Config {
             }
         }
         if let Some(m) = &self.metrics {
-            check_metrics(m)?;
+            check_listen("metrics", &m.listen, m.allow_remote)?;
+            range("metrics.linger_ms", m.linger_ms, 0.0, 600_000.0)?;
+        }
+        if let Some(v) = &self.live_view {
+            check_listen("live_view", &v.listen, v.allow_remote)?;
+            range("live_view.rate_hz", v.rate_hz, 0.1, 1000.0)?;
+            if !(1..=64).contains(&v.max_clients) {
+                return fail(
+                    "live_view.max_clients",
+                    format!("expected 1 to 64, got {}", v.max_clients),
+                );
+            }
+            if !self.telemetry.record {
+                return fail(
+                    "live_view",
+                    "shows the recording's channels, and telemetry.record = false makes none",
+                );
+            }
         }
         if let Some(d) = &self.domain {
             d.pos_min_rad

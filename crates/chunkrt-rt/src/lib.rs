@@ -13,6 +13,7 @@ pub mod error;
 pub mod inference;
 pub mod ingest;
 pub mod inject;
+pub mod live_view;
 pub mod liveness;
 pub mod operator;
 pub mod os;

@@ -259,8 +259,16 @@ impl Runtime {
         // Before anything moves; commands act on this run until its end.
         let _operator = crate::operator::open(&cfg).map_err(RunError::Operator)?;
         let (live, metrics) = start_metrics(&cfg)?;
+        let view = start_live_view(&cfg)?;
         let mut built = Built::new(&cfg, policy, residual, opts)?;
         built.shared.live = live;
+        if let Some(v) = &view {
+            if !built.telemetry.collector.set_live_sink(Box::new(v.sink())) {
+                return Err(RunError::Config(
+                    "[live_view] shows the recording's channels, and this run records none".into(),
+                ));
+            }
+        }
         let threads = Threads::start(&cfg, backend, built, opts)?;
         let (controlled, others) = threads.supervise();
         let stopped = others.stop(controlled)?;
@@ -271,8 +279,28 @@ impl Runtime {
             std::thread::sleep(Duration::from_nanos(chunkrt_core::ms_to_ns(m.linger_ms)));
             drop(server);
         }
+        drop(view);
         outcome
     }
+}
+
+/// The `[live_view]` server, bound before anything moves (an address that cannot be
+/// bound is a configuration error, exit 2).
+fn start_live_view(cfg: &Config) -> Result<Option<crate::live_view::LiveView>, RunError> {
+    let Some(v) = &cfg.live_view else {
+        return Ok(None);
+    };
+    let view = crate::live_view::LiveView::start(
+        v,
+        cfg.camera.is_some(),
+        usize::try_from(cfg.control.cpu).ok(),
+    )
+    .map_err(|e| RunError::Config(format!("live_view.listen `{}`: {e}", v.listen)))?;
+    tracing::info!(
+        "live view: ws://{} (Foxglove: open a live connection)",
+        view.addr()
+    );
+    Ok(Some(view))
 }
 
 /// The `[metrics]` endpoint, bound before anything moves (an address that cannot be

@@ -189,6 +189,18 @@ impl Collector {
         self
     }
 
+    /// Sends every recorded message to `sink` too (`[live_view]`); false when there is
+    /// no recording to take them from.
+    pub fn set_live_sink(&mut self, sink: Box<dyn crate::recording::LiveSink>) -> bool {
+        match self.recorder.as_mut() {
+            Some(r) => {
+                r.set_live(sink);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Records every cycle, inference call and event in `recorder` (MCAP).
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
         self.recorder = Some(recorder);

@@ -185,6 +185,8 @@ impl Segment {
 
 /// Writes the recording; owned by the telemetry thread.
 pub struct Recorder {
+    /// Where every message also goes as it is written (`[live_view]`), disk or not.
+    live: Option<Box<dyn LiveSink>>,
     base: PathBuf,
     limits: RecordingLimits,
     clock: ClockInfo,
@@ -293,6 +295,23 @@ const IMAGE_SCHEMA: &str = r#"{
   }
 }"#;
 
+/// A live view of the recording (`[live_view]`): each message as the recording has it
+/// (its topic, its log time on `CLOCK_MONOTONIC` in ns, its JSON), on the telemetry
+/// thread as it is written; the sink decides what it forwards and must not block.
+pub trait LiveSink: Send {
+    /// One message.
+    fn publish(&mut self, topic: &'static str, log_time_ns: u64, json: &[u8]);
+}
+
+/// Every topic of the recording with its schema's name and its JSON Schema (encoding
+/// `jsonschema`, messages `json`): what a live view advertises.
+pub fn channels() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    TOPICS
+        .iter()
+        .zip(SCHEMAS)
+        .map(|(topic, (name, schema))| (*topic, name, schema))
+}
+
 /// The topics' schemas, in [`TOPICS`]' order.
 const SCHEMAS: [(&str, &str); N_TOPICS] = [
     ("chunkrt.Cycle", CYCLE_SCHEMA),
@@ -332,6 +351,7 @@ impl Recorder {
         clock: ClockInfo,
     ) -> Result<Self, RecordingError> {
         let mut r = Recorder {
+            live: None,
             base: path.to_path_buf(),
             limits,
             clock,
@@ -458,11 +478,18 @@ impl Recorder {
 
     /// Writes one message on channel `which` (0 cycle, 1 inference, 2 events).
     fn write(&mut self, which: usize, t: MonoTime, v: &serde_json::Value) {
-        if self.full {
+        if self.full && self.live.is_none() {
             self.summary.dropped += 1;
             return;
         }
         let data = v.to_string().into_bytes();
+        if let Some(live) = self.live.as_mut() {
+            live.publish(TOPICS[which], t.0, &data);
+        }
+        if self.full {
+            self.summary.dropped += 1;
+            return;
+        }
         let size = data.len() as u64 + MESSAGE_OVERHEAD;
         if self.accepted_bytes + size > self.limits.total_bytes {
             self.full = true;
@@ -687,6 +714,11 @@ impl Recorder {
         let t_s = v.get("t_s").and_then(|t| t.as_f64()).unwrap_or(0.0);
         let t = self.clock.t0.add_ns((t_s.max(0.0) * 1e9).round() as u64);
         self.write(2, t, v);
+    }
+
+    /// Sends every message to `sink` too, as it is written.
+    pub fn set_live(&mut self, sink: Box<dyn LiveSink>) {
+        self.live = Some(sink);
     }
 
     /// The first error.
