@@ -9,37 +9,15 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
-use common::repo;
+use common::{free_port, repo, sim_with};
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn temp_dir(name: &str) -> PathBuf {
     common::temp_dir("live-view", name)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `rt-config/sim.toml` (its manifest by absolute path) with `extra` appended.
-fn sim_with(dir: &Path, extra: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let absolute = repo().join("rt-config/policies/flow.toml");
-    let edited = text.edit(
-        "manifest = \"policies/flow.toml\"",
-        &format!("manifest = \"{}\"", absolute.display()),
-    );
-    let file = dir.join("sim.toml");
-    std::fs::write(&file, format!("{edited}\n{extra}\n")).unwrap();
-    file
 }
 
 fn start_run(config: &Path, out: &Path, duration: &str) -> Child {
@@ -121,6 +99,7 @@ fn a_foxglove_client_receives_every_channel_of_the_recording_at_its_rate() {
     // so the events channel carries messages too.
     let config = sim_with(
         &dir,
+        "sim.toml",
         &format!(
             "[live_view]\nlisten = \"127.0.0.1:{port}\"\nrate_hz = {rate_hz}\n\
              [inject]\ncycle_stall_ms = 300.0\ncycle_stall_every = 60"
@@ -197,6 +176,7 @@ fn a_client_past_max_clients_is_closed_and_a_remote_address_is_refused() {
     let port = free_port();
     let config = sim_with(
         &dir,
+        "sim.toml",
         &format!("[live_view]\nlisten = \"127.0.0.1:{port}\"\nmax_clients = 1"),
     );
     let out = dir.join("run");
@@ -223,7 +203,7 @@ fn a_client_past_max_clients_is_closed_and_a_remote_address_is_refused() {
     );
     assert_eq!(common::wait(&mut run, Duration::from_secs(120)), Some(0));
 
-    let config = sim_with(&dir, "[live_view]\nlisten = \"0.0.0.0:8765\"");
+    let config = sim_with(&dir, "sim.toml", "[live_view]\nlisten = \"0.0.0.0:8765\"");
     let o = Command::new(common::bin())
         .arg("validate")
         .arg(&config)

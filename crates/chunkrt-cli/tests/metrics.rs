@@ -9,8 +9,7 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
-use common::repo;
+use common::{free_port, sim_with};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -19,28 +18,6 @@ use std::time::{Duration, Instant};
 
 fn temp_dir(name: &str) -> PathBuf {
     common::temp_dir("metrics", name)
-}
-
-/// A port free now on loopback.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `rt-config/sim.toml` (its manifest by absolute path) with `extra` appended.
-fn sim_with(dir: &Path, extra: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let absolute = repo().join("rt-config/policies/flow.toml");
-    let edited = text.edit(
-        "manifest = \"policies/flow.toml\"",
-        &format!("manifest = \"{}\"", absolute.display()),
-    );
-    let file = dir.join("sim.toml");
-    std::fs::write(&file, format!("{edited}\n{extra}\n")).unwrap();
-    file
 }
 
 /// An HTTP/1.0 GET; the body of a 200 answer.
@@ -180,6 +157,7 @@ fn prometheus_scrapes_the_run_live_and_ends_with_the_reports_values() {
     };
     let config = sim_with(
         &dir,
+        "sim.toml",
         &format!("[metrics]\nlisten = \"127.0.0.1:{mport}\"\nlinger_ms = 2000.0"),
     );
     let out = dir.join("run");
@@ -282,7 +260,7 @@ fn prometheus_scrapes_the_run_live_and_ends_with_the_reports_values() {
 #[test]
 fn a_remote_address_is_refused_and_a_taken_port_moves_nothing() {
     let dir = temp_dir("refused");
-    let config = sim_with(&dir, "[metrics]\nlisten = \"0.0.0.0:9464\"");
+    let config = sim_with(&dir, "sim.toml", "[metrics]\nlisten = \"0.0.0.0:9464\"");
     let o = Command::new(common::bin())
         .arg("validate")
         .arg(&config)
@@ -296,7 +274,11 @@ fn a_remote_address_is_refused_and_a_taken_port_moves_nothing() {
     );
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let config = sim_with(&dir, &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""));
+    let config = sim_with(
+        &dir,
+        "sim.toml",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
+    );
     let out = dir.join("run");
     let o = Command::new(common::bin())
         .args([
@@ -327,6 +309,7 @@ fn status_shows_a_running_controller_and_says_when_none_answers() {
     let port = free_port();
     let config = sim_with(
         &dir,
+        "sim.toml",
         &format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\nlinger_ms = 500.0"),
     );
     let runs = dir.join("runs");

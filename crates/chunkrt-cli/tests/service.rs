@@ -11,7 +11,7 @@
 mod common;
 
 use chunkrt_testkit::edit::Edit;
-use common::{repo, wait};
+use common::{repo, sim_with, wait};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -163,20 +163,6 @@ fn collect(
             return (None, got);
         }
     }
-}
-
-/// `rt-config/sim.toml` (the bundled policy, its manifest named by its absolute path)
-/// with `extra` appended, as `dir/name`.
-fn sim_with(dir: &Path, name: &str, extra: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
-    let absolute = repo().join("rt-config/policies/flow.toml");
-    let edited = text.edit(
-        "manifest = \"policies/flow.toml\"",
-        &format!("manifest = \"{}\"", absolute.display()),
-    );
-    let file = dir.join(name);
-    std::fs::write(&file, format!("{edited}\n{extra}\n")).unwrap();
-    file
 }
 
 /// The simulated arm whose control thread is held busy for `stall_ms` every

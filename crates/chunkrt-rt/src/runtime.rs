@@ -314,7 +314,13 @@ fn start_metrics(cfg: &Config) -> Result<(Option<Arc<LiveSlot>>, Option<MetricsS
         .parse()
         .map_err(|_| RunError::Config(format!("metrics.listen `{}`: not an address", m.listen)))?;
     let slot = Arc::new(LiveSlot::default());
-    let server = MetricsServer::start(addr, slot.clone()).map_err(|e| {
+    let control_cpu = usize::try_from(cfg.control.cpu).ok();
+    let keep_off = move || {
+        if let Some(cpu) = control_cpu {
+            let _ = os::keep_off(cpu);
+        }
+    };
+    let server = MetricsServer::start(addr, slot.clone(), keep_off).map_err(|e| {
         RunError::Config(format!(
             "metrics.listen `{}`: cannot listen there: {e}",
             m.listen

@@ -189,3 +189,27 @@ pub fn act_residual_manifest(dir: &Path, base_sha256: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// A port free now on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `rt-config/sim.toml` (the bundled policy, its manifest named by its absolute path)
+/// with `extra` appended, as `dir/name`.
+pub fn sim_with(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    use chunkrt_testkit::edit::Edit;
+    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let absolute = repo().join("rt-config/policies/flow.toml");
+    let edited = text.edit(
+        "manifest = \"policies/flow.toml\"",
+        &format!("manifest = \"{}\"", absolute.display()),
+    );
+    let file = dir.join(name);
+    std::fs::write(&file, format!("{edited}\n{extra}\n")).unwrap();
+    file
+}

@@ -25,8 +25,10 @@ use std::sync::atomic::AtomicU64;
 type Labels = Vec<(String, String)>;
 type GaugeF = Gauge<f64, AtomicU64>;
 
+type Quantile = fn(&crate::report::MetricSummary) -> u64;
+
 /// The quantiles exported of each stage, with the report's field each comes from.
-const QUANTILES: [(&str, fn(&crate::report::MetricSummary) -> u64); 4] = [
+const QUANTILES: [(&str, Quantile); 4] = [
     ("0.5", |m| m.p50),
     ("0.9", |m| m.p90),
     ("0.99", |m| m.p99),

@@ -33,8 +33,13 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Binds `addr` and starts serving `slot`.
-    pub fn start(addr: SocketAddr, slot: Arc<LiveSlot>) -> std::io::Result<MetricsServer> {
+    /// Binds `addr` and starts serving `slot`; its thread runs `on_start` first (the
+    /// runtime keeps it off the control thread's CPU there).
+    pub fn start(
+        addr: SocketAddr,
+        slot: Arc<LiveSlot>,
+        on_start: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<MetricsServer> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -42,7 +47,10 @@ impl MetricsServer {
         let flag = stop.clone();
         let handle = thread::Builder::new()
             .name("chunkrt-metrics".into())
-            .spawn(move || serve(&listener, &slot, &flag))?;
+            .spawn(move || {
+                on_start();
+                serve(&listener, &slot, &flag)
+            })?;
         Ok(MetricsServer {
             addr,
             stop,
@@ -154,7 +162,8 @@ mod tests {
     #[test]
     fn serves_the_newest_snapshot_and_refuses_other_requests() {
         let slot = Arc::new(LiveSlot::default());
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), slot.clone()).unwrap();
+        let server =
+            MetricsServer::start("127.0.0.1:0".parse().unwrap(), slot.clone(), || {}).unwrap();
         let mut s = Snapshot::default();
         s.counters.insert("cycles".into(), 3);
         slot.publish(s.clone());
