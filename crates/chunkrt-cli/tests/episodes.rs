@@ -225,17 +225,7 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
 fn check_dataset(ds: &Path, cycles: &[recording::RecordedCycle], eps: &[Value]) {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float32Type, Int64Type};
-    let read = |p: &str| {
-        let f = std::fs::File::open(ds.join(p)).unwrap();
-        let mut r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-            .unwrap()
-            .with_batch_size(1 << 20)
-            .build()
-            .unwrap();
-        let batch = r.next().unwrap().unwrap();
-        assert!(r.next().is_none(), "{p}: one batch");
-        batch
-    };
+    let read = |p: &str| common::read_parquet(ds, p);
     let data = read("data/chunk-000/file-000.parquet");
     let info: Value =
         serde_json::from_str(&std::fs::read_to_string(ds.join("meta/info.json")).unwrap()).unwrap();

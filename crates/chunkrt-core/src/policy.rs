@@ -86,6 +86,12 @@ pub trait Policy: Send {
     /// one. Default: nothing (a policy without goals).
     fn begin_episode(&mut self, _goal: &crate::JointVec) {}
 
+    /// The goals it pursues in turn (the index a recorded chunk's `goal` names), as
+    /// loaded; default: none.
+    fn goals(&self) -> &[crate::JointVec] {
+        &[]
+    }
+
     /// The regions of joint state its manifest's omission log removes from its declared
     /// domain: the control loop takes its authority in them, every cycle, as it does
     /// outside the domain box. Default: none.

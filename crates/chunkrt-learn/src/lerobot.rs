@@ -168,29 +168,65 @@ fn checkpoints(run: &Path) -> Result<Value, ExportError> {
     }))
 }
 
-/// A run's episode lines, its episodes' goals and its control period (s).
-type RunPlan = (Vec<Value>, Vec<Vec<f64>>, f64);
+/// A run's episode lines, its episodes' goals, its control period (s) and whether it
+/// is one continuous run (no `[episodes]`: the whole run is its one episode, each
+/// cycle's goal the one the policy pursued at that cycle's observation).
+type RunPlan = (Vec<Value>, Vec<Vec<f64>>, f64, bool);
 
-/// The episodes of `run` (its events), the goals of its plan (its report's config) and its
-/// control period in seconds.
+/// The outcome of a run without `[episodes]`, exported as one episode.
+pub const CONTINUOUS_OUTCOME: &str = "continuous";
+
+/// The episodes of `run` (its events), the goals of its plan (its report's config: the
+/// episodes' goals, or without `[episodes]` the policy's) and its control period in
+/// seconds.
 fn run_plan(run: &Path) -> Result<RunPlan, ExportError> {
     // Each ended episode once, in order: a repeated line is refused, not exported twice.
-    let episodes =
+    let mut episodes =
         chunkrt_telemetry::episodes::read_log(run).map_err(|e| run_err(run, e.to_string()))?;
-    if episodes.is_empty() {
-        return Err(run_err(
-            run,
-            "no episode in events.jsonl (a run with [episodes] records them)",
-        ));
-    }
     let report = read_report(run)?;
     let cfg = &report["config"];
-    let goals: Vec<Vec<f64>> = serde_json::from_value(cfg["episodes"]["goals_rad"].clone())
-        .map_err(|_| run_err(run, "report.json's config has no episodes.goals_rad"))?;
+    let continuous = cfg.get("episodes").is_none_or(Value::is_null);
+    let goals_key = if continuous {
+        "policy_goals_rad"
+    } else {
+        "episodes.goals_rad"
+    };
+    let goals = match continuous {
+        true => cfg["policy_goals_rad"].clone(),
+        false => cfg["episodes"]["goals_rad"].clone(),
+    };
+    let goals: Vec<Vec<f64>> = serde_json::from_value(goals).map_err(|_| {
+        run_err(
+            run,
+            format!(
+                "report.json's config has no {goals_key}{}",
+                if continuous {
+                    " (a run without [episodes] is exported as one episode whose goal is \
+                     the policy's at each cycle; this run's policy names no goals, or \
+                     an older chunkrt recorded it)"
+                } else {
+                    ""
+                }
+            ),
+        )
+    })?;
+    if continuous {
+        episodes = vec![json!({
+            "episode": 0,
+            "outcome": CONTINUOUS_OUTCOME,
+            "residual": cfg["residual_manifest"].is_string(),
+            "held_out": false,
+        })];
+    } else if episodes.is_empty() {
+        return Err(run_err(
+            run,
+            "no episode in events.jsonl (its [episodes] ended none)",
+        ));
+    }
     let period_ms = cfg["period_ms"]
         .as_f64()
         .ok_or_else(|| run_err(run, "report.json's config has no period_ms"))?;
-    Ok((episodes, goals, period_ms * 1e-3))
+    Ok((episodes, goals, period_ms * 1e-3, continuous))
 }
 
 fn f32s(v: &[f64]) -> Vec<f32> {
@@ -223,7 +259,7 @@ pub fn read_run(
     allow_partial: bool,
 ) -> Result<RunRead, ExportError> {
     let stride = stride.get();
-    let (eps, goals, period_s) = run_plan(run)?;
+    let (eps, goals, period_s, continuous) = run_plan(run)?;
     let files =
         chunkrt_telemetry::readback::segments(run).map_err(|e| run_err(run, e.to_string()))?;
     // The recorded cycles say which episode's running phase their command was made in.
@@ -241,12 +277,18 @@ pub fn read_run(
     let shaping = chunkrt_core::SHAPING_BITS;
     // Per episode, the first cycle after its running phase (the recording holds its end).
     let mut ended_at: Vec<Option<u64>> = vec![None; eps.len()];
+    // A continuous run's frames' cycles (their goal is known after the read).
+    let mut cycles: Vec<u64> = Vec::new();
     let mut current: Option<usize> = None;
     let data = chunkrt_telemetry::readback::read_with(&files, None, |c| {
         let fb_prev = prev_fb.replace(c.feedback_rad.to_vec());
-        let running = c
-            .running_episode
-            .and_then(|e| index.iter().position(|i| *i == e));
+        // A continuous run: every cycle is its one episode's.
+        let running = match continuous {
+            true => Some(0),
+            false => c
+                .running_episode
+                .and_then(|e| index.iter().position(|i| *i == e)),
+        };
         if let Some(p) = current.filter(|p| running != Some(*p)) {
             ended_at[p].get_or_insert(c.cycle);
         }
@@ -267,11 +309,15 @@ pub fn read_run(
         };
         let mut state = f32s(c.feedback_rad);
         state.extend(f32s(&vel));
-        // The plan's goals in turn, by the episode's index in its run.
+        // The plan's goals in turn, by the episode's index in its run (a continuous
+        // run's: filled in after the read, from the goal changes it recorded).
         let goal = goals
             .get(index[k] as usize % goals.len().max(1))
             .cloned()
             .unwrap_or_default();
+        if continuous {
+            cycles.push(c.cycle);
+        }
         let mask: Vec<i64> = (0..dof)
             .map(|j| i64::from(c.gate_mask_joints.get(j).copied().unwrap_or(0)))
             .collect();
@@ -318,6 +364,9 @@ pub fn read_run(
     .map_err(|e| run_err(run, e.to_string()))?;
     if let Some(e) = no_image {
         return Err(run_err(run, e));
+    }
+    if continuous {
+        goals_by_observation(&mut frames[0], &cycles, &data.goal_changes, &goals);
     }
     let cut = data.truncated;
     if let (Some(cut), false) = (&cut, allow_partial) {
@@ -379,6 +428,28 @@ pub fn read_run(
         }),
         start: data.start,
     })
+}
+
+/// A continuous run's frames' goals: at each frame's cycle, the goal the policy pursued
+/// from the latest observation at or before it (`changes`: from observation `.0` on,
+/// goal `.1`; before the first, the first goal).
+fn goals_by_observation(
+    frames: &mut [Frame],
+    cycles: &[u64],
+    changes: &[(u64, u16)],
+    goals: &[Vec<f64>],
+) {
+    let mut next = 0;
+    let mut goal = changes.first().map_or(0, |c| usize::from(c.1));
+    for (f, &cycle) in frames.iter_mut().zip(cycles) {
+        while changes.get(next).is_some_and(|c| c.0 <= cycle) {
+            goal = usize::from(changes[next].1);
+            next += 1;
+        }
+        if let Some(g) = goals.get(goal % goals.len().max(1)) {
+            f.goal = f32s(g);
+        }
+    }
 }
 
 /// A recorded camera image: capture time (s since the run's start), PNG, `(height, width)`.
@@ -1020,8 +1091,13 @@ mod tests {
     }
 
     #[test]
-    fn a_run_without_episodes_is_refused_naming_the_run_and_why() {
+    fn a_run_whose_episodes_ended_none_is_refused_naming_the_run_and_why() {
         let run = run_dir("noep", "{\"event\":\"mode\",\"t_s\":0.1}\n");
+        std::fs::write(
+            run.join("report.json"),
+            r#"{"config": {"period_ms": 20.0, "episodes": {"goals_rad": [[0.0]]}}}"#,
+        )
+        .unwrap();
         let out = run.join("ds");
         let e = export(std::slice::from_ref(&run), &out, ONE, "t", false).unwrap_err();
         let text = e.to_string();
@@ -1029,6 +1105,42 @@ mod tests {
         assert!(text.contains("no episode in events.jsonl"), "{text}");
         assert!(!out.exists(), "nothing written");
         let _ = std::fs::remove_dir_all(&run);
+    }
+
+    #[test]
+    fn a_continuous_run_whose_policy_names_no_goals_is_refused_saying_so() {
+        let run = run_dir("nogoals", "{\"event\":\"mode\",\"t_s\":0.1}\n");
+        std::fs::write(
+            run.join("report.json"),
+            r#"{"config": {"period_ms": 20.0}}"#,
+        )
+        .unwrap();
+        let e = export(std::slice::from_ref(&run), &run.join("ds"), ONE, "t", false).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("has no policy_goals_rad"), "{text}");
+        let _ = std::fs::remove_dir_all(&run);
+    }
+
+    #[test]
+    fn a_continuous_runs_goal_follows_the_observations_it_changed_at() {
+        let frame = |g: f32| Frame {
+            state: vec![],
+            goal: vec![g],
+            action: vec![],
+            proposed: vec![],
+            base: vec![],
+            residual: vec![],
+            mask: vec![],
+            blocked: false,
+            intervention: false,
+            image: None,
+        };
+        let mut frames: Vec<Frame> = (0..5).map(|_| frame(-1.0)).collect();
+        let goals = vec![vec![10.0], vec![20.0], vec![30.0]];
+        // Goal 0 from observation 0, goal 2 from observation 3.
+        goals_by_observation(&mut frames, &[1, 2, 3, 4, 9], &[(0, 0), (3, 2)], &goals);
+        let got: Vec<f32> = frames.iter().map(|f| f.goal[0]).collect();
+        assert_eq!(got, vec![10.0, 10.0, 30.0, 30.0, 30.0]);
     }
 
     #[test]

@@ -204,6 +204,11 @@ impl GoalSequence {
         &self.goals[self.index]
     }
 
+    /// Every goal, in order (as loaded; an episode's `pursue_only` replaces them).
+    pub fn all(&self) -> &[JointVec] {
+        &self.goals
+    }
+
     /// Index of the current goal.
     pub fn index(&self) -> usize {
         self.index

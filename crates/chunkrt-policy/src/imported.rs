@@ -818,6 +818,10 @@ impl Policy for ImportedPolicy {
         self.model.manifest().raw.provenance().exclusions()
     }
 
+    fn goals(&self) -> &[chunkrt_core::JointVec] {
+        self.goals.as_ref().map_or(&[], GoalSequence::all)
+    }
+
     /// The base chunk on the residual's grid: setpoint `i` at `i * dt_ms` from the base
     /// chunk's start, linear between the base's setpoints, its last one held past its end.
     fn observe_base(&mut self, base: &Chunk) -> Result<(), PolicyError> {

@@ -350,6 +350,10 @@ impl Policy for OnnxPolicy {
         self.engine.manifest().provenance().exclusions()
     }
 
+    fn goals(&self) -> &[chunkrt_core::JointVec] {
+        self.goals.all()
+    }
+
     /// Setpoint `i` is for `obs.t_capture + i * dt` (setpoint 0 is "now").
     fn infer(&mut self, obs: &Observation, out: &mut Chunk) -> Result<InferInfo, PolicyError> {
         let (d_a, horizon, dt_ns) = {

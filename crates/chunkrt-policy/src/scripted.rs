@@ -162,6 +162,10 @@ impl Policy for ScriptedPolicy {
         self.plan = None;
     }
 
+    fn goals(&self) -> &[chunkrt_core::JointVec] {
+        self.goals.all()
+    }
+
     fn spec(&self) -> PolicySpec {
         PolicySpec {
             dof: self.params.dof,

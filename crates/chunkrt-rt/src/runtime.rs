@@ -330,6 +330,13 @@ fn start_metrics(cfg: &Config) -> Result<(Option<Arc<LiveSlot>>, Option<MetricsS
     Ok((Some(slot), Some(server)))
 }
 
+/// The policy's goals as loaded, each of the arm's joints (the report's
+/// `config.policy_goals_rad`).
+fn policy_goals(cfg: &Config, policy: &dyn Policy) -> Vec<Vec<f64>> {
+    let dof = cfg.control.joints.min(chunkrt_core::MAX_DOF);
+    policy.goals().iter().map(|g| g[..dof].to_vec()).collect()
+}
+
 /// The output directory, made before anything moves.
 fn make_out_dir(opts: &RunOptions) -> Result<(), RunError> {
     if let Some(dir) = &opts.out_dir {
@@ -369,6 +376,8 @@ struct Shared {
     inject_counts: Arc<crate::inject::InjectCounts>,
     /// What the `[metrics]` endpoint serves (none without it).
     live: Option<Arc<LiveSlot>>,
+    /// The policy's goals as loaded (the report's `config.policy_goals_rad`).
+    policy_goals: Vec<Vec<f64>>,
 }
 
 impl Shared {
@@ -382,6 +391,7 @@ impl Shared {
             failures: Arc::new(Failures::default()),
             inject_counts: Arc::new(crate::inject::InjectCounts::default()),
             live: None,
+            policy_goals: Vec::new(),
         }
     }
 }
@@ -445,7 +455,8 @@ impl Built {
             exclusions: policy.exclusions(),
         };
         let collector = collector(cfg, opts, t_start)?;
-        let shared = Shared::new(cfg);
+        let mut shared = Shared::new(cfg);
+        shared.policy_goals = policy_goals(cfg, policy.as_ref());
         let inference = InferenceParts {
             policy,
             observations: obs_sub,
@@ -1154,6 +1165,13 @@ fn report_loop(
         ),
     );
     record_handoff(report, control, &shared.handoff, unread_at_end);
+    if !shared.policy_goals.is_empty() {
+        // The goals a recorded chunk's `goal` index names (the learner's record of a
+        // run without [episodes] takes each cycle's goal from them).
+        report
+            .config
+            .insert("policy_goals_rad".into(), json!(shared.policy_goals));
+    }
     control.backend.counters(&mut |name, value| {
         report.counters.insert(name.into(), value);
     });

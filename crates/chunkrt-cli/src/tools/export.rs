@@ -8,7 +8,8 @@ use std::path::PathBuf;
 /// `chunkrt export`.
 #[derive(Subcommand, Debug, Clone)]
 pub enum ExportCommand {
-    /// The running episodes of runs with `[episodes]` as a LeRobot dataset (v3.0):
+    /// The running episodes of runs with `[episodes]` (a run without: one episode, its
+    /// goal the policy's at each cycle) as a LeRobot dataset (v3.0):
     /// observation, the command as executed, the proposal and its base and residual
     /// parts, which gate blocked which joint, interventions, the episodes' outcomes.
     Lerobot(LerobotArgs),
@@ -17,7 +18,7 @@ pub enum ExportCommand {
 /// `chunkrt export lerobot`.
 #[derive(Parser, Debug, Clone)]
 pub struct LerobotArgs {
-    /// Run directories (each a `chunkrt run --out` with `[episodes]`; each once).
+    /// Run directories (each a `chunkrt run --out` or a `--runs-dir` run; each once).
     #[arg(required = true)]
     pub runs: Vec<PathBuf>,
     /// The dataset's directory (must not exist).

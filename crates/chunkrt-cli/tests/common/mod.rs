@@ -213,3 +213,16 @@ pub fn sim_with(dir: &Path, name: &str, extra: &str) -> PathBuf {
     std::fs::write(&file, format!("{edited}\n{extra}\n")).unwrap();
     file
 }
+
+/// The one record batch of a Parquet file of dataset `ds` (`p` relative to it).
+pub fn read_parquet(ds: &Path, p: &str) -> arrow_array::RecordBatch {
+    let f = std::fs::File::open(ds.join(p)).unwrap();
+    let mut r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+        .unwrap()
+        .with_batch_size(1 << 20)
+        .build()
+        .unwrap();
+    let batch = r.next().unwrap().unwrap();
+    assert!(r.next().is_none(), "{p}: one batch");
+    batch
+}
