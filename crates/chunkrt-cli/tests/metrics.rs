@@ -249,6 +249,23 @@ fn prometheus_scrapes_the_run_live_and_ends_with_the_reports_values() {
         let n = value("chunkrt_stage_samples_total", &[("stage", stage)]);
         assert_eq!(n, m["count"].as_f64(), "{stage} count");
     }
+    // Every joint's drive state: one state at a time, Operation Enabled as the run ended.
+    let joints = report["config"]["joints"].as_u64().unwrap();
+    for j in 0..joints {
+        let j = j.to_string();
+        let on: Vec<&str> = [
+            "disabled",
+            "ready",
+            "enabled",
+            "quick_stop",
+            "fault",
+            "missing",
+        ]
+        .into_iter()
+        .filter(|st| value("chunkrt_drive_state", &[("joint", &j), ("state", st)]) == Some(1.0))
+        .collect();
+        assert_eq!(on, ["enabled"], "joint {j}");
+    }
     // The mode the run ended in.
     let modes: Vec<&str> = ["Playing", "Decelerating", "Holding", "SafeStop"]
         .into_iter()
@@ -359,6 +376,7 @@ fn status_shows_a_running_controller_and_says_when_none_answers() {
     assert!(text.starts_with("running for "), "{text}");
     for want in [
         "cycles ",
+        "drives (joint 0 on): enabled enabled enabled enabled enabled enabled enabled",
         "faults and errors: none",
         "wake_latency",
         "last events (",

@@ -1129,6 +1129,8 @@ impl ControlLoop {
             cmd_pos_rad: self.cmd.pos_rad,
             fb_pos_rad: self.fb.pos_rad,
             fb_torque_nm: self.fb.torque_nm,
+            drive_state: self.fb.state,
+            thermal_load: self.thermal_loads().unwrap_or([f64::NAN; MAX_DOF]),
         });
     }
 }

@@ -1062,7 +1062,11 @@ fn collect(cfg: &Config, opts: &RunOptions, stopped: Stopped) -> Result<RunOutco
     );
     write_report(&report, opts, &mut records_error);
     if let Some(slot) = &shared.live {
-        slot.publish(chunkrt_telemetry::live::Snapshot::from_report(&report));
+        let last = slot.latest();
+        slot.publish(chunkrt_telemetry::live::Snapshot::from_report(
+            &report,
+            last.as_deref(),
+        ));
     }
     Ok(RunOutcome {
         report,

@@ -75,6 +75,12 @@ pub struct Collector {
     /// Gate interventions per constraint (joint-cycles) from the cycle records: the
     /// live view's (the report's come from the gate itself).
     gate_counts: [u64; CONSTRAINT_COUNT],
+    /// The last cycle's joints, drive states and thermal loads (the live view's).
+    last_drives: (
+        u16,
+        [chunkrt_core::DriveState; MAX_DOF],
+        chunkrt_core::JointVec,
+    ),
 }
 
 /// `f` relative to `run_dir` when it lies inside it, else absolute.
@@ -151,6 +157,11 @@ impl Collector {
             interventions: None,
             wear: crate::wear::WearTally::default(),
             gate_counts: [0; CONSTRAINT_COUNT],
+            last_drives: (
+                0,
+                [chunkrt_core::DriveState::default(); MAX_DOF],
+                [f64::NAN; MAX_DOF],
+            ),
         })
     }
 
@@ -440,6 +451,7 @@ impl Collector {
             self.max_track_err_rad = r.track_err_rad;
         }
         self.last_mode = r.mode;
+        self.last_drives = (r.dof, r.drive_state, r.thermal_load);
         if let Some(rec) = self.recorder.as_mut() {
             rec.cycle(r);
         }
@@ -878,6 +890,7 @@ impl Collector {
     /// What a live reader sees now (`live`): counters, gate interventions per
     /// constraint, every stage's latency summary, the mode, the wear so far.
     pub fn live_snapshot(&self, now: MonoTime) -> crate::live::Snapshot {
+        let dof = usize::from(self.last_drives.0).min(MAX_DOF);
         crate::live::Snapshot {
             t_s: self.t_rel(now),
             mode: (self.last_mode != u8::MAX).then(|| mode_name(mode_from_u8(self.last_mode))),
@@ -897,6 +910,15 @@ impl Collector {
             wear: self
                 .wear
                 .summary(0..self.wear.dof(), self.period_ns as f64 * 1e-9),
+            drive_states: self.last_drives.1[..dof]
+                .iter()
+                .map(|s| crate::names::drive_state_name(*s))
+                .collect(),
+            thermal_load: self.last_drives.2[..dof]
+                .iter()
+                .copied()
+                .filter(|l| l.is_finite())
+                .collect(),
         }
     }
 

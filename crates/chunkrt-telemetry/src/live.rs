@@ -31,11 +31,16 @@ pub struct Snapshot {
     pub gate: BTreeMap<String, u64>,
     /// Wear so far, as the report's `wear` (numbers and arrays of numbers per joint).
     pub wear: serde_json::Value,
+    /// Each joint's drive state, as the last cycle's feedback said.
+    pub drive_states: Vec<&'static str>,
+    /// The thermal monitor's I²t load per joint (1: the rating); empty without one.
+    pub thermal_load: Vec<f64>,
 }
 
 impl Snapshot {
-    /// The report's values, at the run's end.
-    pub fn from_report(report: &Report) -> Snapshot {
+    /// The report's values, at the run's end; the drive states and thermal loads (which
+    /// the report does not hold) carried over from `last`, the run's last snapshot.
+    pub fn from_report(report: &Report, last: Option<&Snapshot>) -> Snapshot {
         let mode = report
             .events
             .iter()
@@ -59,6 +64,8 @@ impl Snapshot {
                 .get("wear")
                 .cloned()
                 .unwrap_or(serde_json::Value::Null),
+            drive_states: last.map(|l| l.drive_states.clone()).unwrap_or_default(),
+            thermal_load: last.map(|l| l.thermal_load.clone()).unwrap_or_default(),
         }
     }
 }

@@ -15,6 +15,29 @@ pub fn mode_name(m: Mode) -> &'static str {
     }
 }
 
+/// A drive's state as the live view and the metrics name it.
+pub fn drive_state_name(s: chunkrt_core::DriveState) -> &'static str {
+    use chunkrt_core::DriveState;
+    match s {
+        DriveState::Disabled => "disabled",
+        DriveState::Ready => "ready",
+        DriveState::Enabled => "enabled",
+        DriveState::QuickStop => "quick_stop",
+        DriveState::Fault => "fault",
+        DriveState::Missing => "missing",
+    }
+}
+
+/// Every drive state, for the metrics' state sets.
+pub const DRIVE_STATES: [chunkrt_core::DriveState; 6] = [
+    chunkrt_core::DriveState::Disabled,
+    chunkrt_core::DriveState::Ready,
+    chunkrt_core::DriveState::Enabled,
+    chunkrt_core::DriveState::QuickStop,
+    chunkrt_core::DriveState::Fault,
+    chunkrt_core::DriveState::Missing,
+];
+
 /// Every mode, in the order of their `as u8` values.
 pub const MODES: [Mode; 4] = [
     Mode::Playing,

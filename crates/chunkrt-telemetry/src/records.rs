@@ -67,6 +67,11 @@ pub struct CycleRecord {
     pub fb_pos_rad: JointVec,
     /// The torques the drives report (0x6077; 0 where a backend has none), per joint.
     pub fb_torque_nm: JointVec,
+    /// Each drive's state as the backend last reported it.
+    pub drive_state: [chunkrt_core::DriveState; chunkrt_core::MAX_DOF],
+    /// The thermal monitor's I²t load per joint (1: the drive's rating); NaN without
+    /// `[limits.thermal]`.
+    pub thermal_load: JointVec,
 }
 
 /// How an inference call ended.

@@ -167,6 +167,26 @@ fn render(s: &[Sample]) -> String {
         if ended { "ended after" } else { "running for" },
         t
     ));
+    let mut drives: Vec<(usize, &str)> = s
+        .iter()
+        .filter(|(n, _, v)| n == "chunkrt_drive_state" && *v == 1.0)
+        .filter_map(|(_, l, _)| Some((l.get("joint")?.parse().ok()?, l.get("state")?.as_str())))
+        .collect();
+    drives.sort();
+    if !drives.is_empty() {
+        let states: Vec<&str> = drives.iter().map(|d| d.1).collect();
+        let thermal: Vec<String> = (0..drives.len())
+            .filter_map(|j| value(s, "chunkrt_thermal_load", &[("joint", &j.to_string())]))
+            .map(|l| format!("{l:.2}"))
+            .collect();
+        out.push_str(&format!("drives (joint 0 on): {}\n", states.join(" ")));
+        if !thermal.is_empty() {
+            out.push_str(&format!(
+                "thermal load (1: rating): {}\n",
+                thermal.join(" ")
+            ));
+        }
+    }
     let c = |k: &str| value(s, &format!("chunkrt_{k}_total"), &[]).unwrap_or(0.0) as u64;
     out.push_str(&format!(
         "cycles {}  overruns {}  chunks published {}  expired {}  fallbacks {}\n",

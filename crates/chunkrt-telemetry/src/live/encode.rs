@@ -9,6 +9,8 @@
 //! | `stage_latency_seconds{stage,quantile}` | every stage's P50, P90, P99, P99.9 (`quantile` 0.5 ... 0.999) |
 //! | `stage_latency_max_seconds{stage}`, `stage_samples_total{stage}` | its largest sample, its sample count |
 //! | `mode{mode}` | 1 for the executor's mode now, 0 for the others |
+//! | `drive_state{joint,state}` | 1 for each joint's drive state now (`enabled`, `fault`, ...) |
+//! | `thermal_load{joint}` | the thermal monitor's I²t load (1: the rating), with `[limits.thermal]` |
 //! | `run_seconds`, `run_ended` | time since the loop's start; 1 once the values are the report's |
 //! | `wear_<key>{joint}`, `wear_shocks_<kind>{joint}` | the wear so far (torque RMS and peak, shocks per joint) |
 //!
@@ -72,6 +74,29 @@ pub fn openmetrics(s: &Snapshot) -> String {
             .set(if on { 1.0 } else { 0.0 });
     }
     reg.register("mode", "the executor's mode (1: now)", mode);
+    let drives = Family::<Labels, GaugeF>::default();
+    for (j, now) in s.drive_states.iter().enumerate() {
+        for st in crate::names::DRIVE_STATES {
+            let n = crate::names::drive_state_name(st);
+            let l = vec![
+                ("joint".to_string(), j.to_string()),
+                ("state".to_string(), n.to_string()),
+            ];
+            drives
+                .get_or_create(&l)
+                .set(if n == *now { 1.0 } else { 0.0 });
+        }
+    }
+    reg.register("drive_state", "each joint's drive state (1: now)", drives);
+    let thermal = Family::<Labels, GaugeF>::default();
+    for (j, load) in s.thermal_load.iter().enumerate() {
+        thermal.get_or_create(&label("joint", j)).set(*load);
+    }
+    reg.register(
+        "thermal_load",
+        "the thermal monitor's I2t load per joint (1: the drive's rating)",
+        thermal,
+    );
     let t = GaugeF::default();
     t.set(s.t_s);
     reg.register("run_seconds", "time since the control loop's start", t);
@@ -188,6 +213,8 @@ mod tests {
         );
         s.wear = serde_json::json!({"joints": [0, 1], "torque_rms_nm": [1.5, 2.0],
             "shocks": {"reversal": [3, 4]}});
+        s.drive_states = vec!["enabled", "fault"];
+        s.thermal_load = vec![0.25, 0.5];
         let text = openmetrics(&s);
         for line in [
             "chunkrt_cycles_total 125",
@@ -200,6 +227,9 @@ mod tests {
             "chunkrt_run_ended 0.0",
             "chunkrt_wear_torque_rms_nm{joint=\"1\"} 2.0",
             "chunkrt_wear_shocks_reversal{joint=\"0\"} 3.0",
+            "chunkrt_drive_state{joint=\"1\",state=\"fault\"} 1.0",
+            "chunkrt_drive_state{joint=\"1\",state=\"enabled\"} 0.0",
+            "chunkrt_thermal_load{joint=\"0\"} 0.25",
         ] {
             assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
         }
