@@ -183,51 +183,27 @@ fn admit(front: &TcpListener, inner: SocketAddr, max: usize, stop: &Arc<AtomicBo
 }
 
 /// Copies bytes both ways until either side closes or the view stops.
-fn relay(client: TcpStream, upstream: TcpStream, stop: &AtomicBool) {
+fn relay(client: TcpStream, upstream: TcpStream, stop: &Arc<AtomicBool>) {
     let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
         return;
     };
     let _ = client.set_read_timeout(Some(POLL * 4));
     let _ = upstream.set_read_timeout(Some(POLL * 4));
+    let flag = stop.clone();
     let down = thread::Builder::new()
         .name("chunkrt-live-down".into())
-        .spawn(move || copy(u2, c2));
-    copy_until(client, upstream.try_clone().ok(), stop);
-    let _ = upstream.shutdown(Shutdown::Both);
+        .spawn(move || pump(u2, c2, &flag));
+    pump(client, upstream, stop);
     if let Ok(h) = down {
         let _ = h.join();
     }
 }
 
-/// Server to client, until either closes.
-fn copy(mut from: TcpStream, mut to: TcpStream) {
+/// One direction of a relayed connection, until either side closes or the view stops
+/// (reads time out every few polls to look at `stop`); then both sides are shut down,
+/// which ends the other direction too.
+fn pump(mut from: TcpStream, mut to: TcpStream, stop: &AtomicBool) {
     let mut buf = [0u8; 16 << 10];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
-}
-
-/// Client to server, until either closes or the view stops.
-fn copy_until(mut from: TcpStream, to: Option<TcpStream>, stop: &AtomicBool) {
-    let Some(mut to) = to else {
-        return;
-    };
-    let mut buf = [0u8; 4 << 10];
     while !stop.load(Ordering::Acquire) {
         match from.read(&mut buf) {
             Ok(0) => break,
@@ -244,6 +220,7 @@ fn copy_until(mut from: TcpStream, to: Option<TcpStream>, stop: &AtomicBool) {
             Err(_) => break,
         }
     }
+    let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
 
