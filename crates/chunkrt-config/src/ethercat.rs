@@ -307,6 +307,15 @@ impl EthercatConfig {
         limit_rad: impl Fn(usize) -> f64,
     ) -> Check {
         self.check_enable_input(joints)?;
+        self.check_bus(period_ms)?;
+        self.check_timeouts(period_ms)?;
+        self.pdo.validate()?;
+        self.check_drives(joints, limit_rad)
+    }
+
+    /// The interface's name and the bus's timing: SYNC0 shift, frame timeout and
+    /// lateness, lost frames and the success rate over its window.
+    fn check_bus(&self, period_ms: f64) -> Check {
         let iface = self.interface.trim();
         if iface.is_empty() || iface.len() > 15 || iface.contains(['/', ' ']) {
             return fail(
@@ -364,6 +373,12 @@ impl EthercatConfig {
                 format!("expected 1 to 1024 frames, got {}", self.success_window),
             );
         }
+        Ok(())
+    }
+
+    /// The state machine's, enable's, SDO's, rejoin's and following error's timeouts,
+    /// and the resume window.
+    fn check_timeouts(&self, period_ms: f64) -> Check {
         positive_ms(
             "ethercat.state_timeout_ms",
             self.state_timeout_ms,
@@ -401,7 +416,12 @@ impl EthercatConfig {
                 format!("expected a positive angle, got {}", self.resume_window_rad),
             );
         }
-        self.pdo.validate()?;
+        Ok(())
+    }
+
+    /// One `[[ethercat.drive]]` per joint, each joint driven once, each drive's own
+    /// settings in range.
+    fn check_drives(&self, joints: usize, limit_rad: impl Fn(usize) -> f64) -> Check {
         if self.drive.len() != joints {
             return fail(
                 "ethercat.drive".into(),
@@ -434,47 +454,7 @@ impl EthercatConfig {
                 );
             }
             seen[d.joint] = Some(i);
-            if !(d.counts_per_rad.is_finite() && d.counts_per_rad >= 1.0) {
-                return fail(
-                    key("counts_per_rad"),
-                    format!(
-                        "expected at least 1 count per radian, got {}",
-                        d.counts_per_rad
-                    ),
-                );
-            }
-            if d.offset_counts < i64::from(i32::MIN) || d.offset_counts > i64::from(i32::MAX) {
-                return fail(
-                    key("offset_counts"),
-                    format!("expected an int32 count, got {}", d.offset_counts),
-                );
-            }
-            if d.direction != 1 && d.direction != -1 {
-                return fail(
-                    key("direction"),
-                    format!("expected 1 or -1, got {}", d.direction),
-                );
-            }
-            if !(d.rated_torque_nm.is_finite() && d.rated_torque_nm > 0.0) {
-                return fail(
-                    key("rated_torque_nm"),
-                    format!("expected a positive torque, got {}", d.rated_torque_nm),
-                );
-            }
-            // Positions travel as int32 counts relative to the offset (wrapping), so the
-            // whole joint range must span less than half the int32 circle.
-            let span = limit_rad(d.joint) * d.counts_per_rad;
-            if span >= f64::from(i32::MAX) {
-                return fail(
-                    key("counts_per_rad"),
-                    format!(
-                        "joint {}: a limit of {} rad is {span:.0} counts from the offset, \
-                         beyond the int32 position range (2147483647)",
-                        d.joint,
-                        limit_rad(d.joint)
-                    ),
-                );
-            }
+            d.check(i, limit_rad(d.joint))?;
         }
         Ok(())
     }
@@ -510,6 +490,55 @@ impl EthercatConfig {
     pub fn frame_late_ms(&self, period_ms: f64) -> f64 {
         self.frame_late_ms
             .unwrap_or_else(|| 0.5 * self.frame_timeout_ms(period_ms))
+    }
+}
+
+impl DriveConfig {
+    /// The drive `ethercat.drive[i]`'s scaling, offset, direction and rating, and its
+    /// joint's limit (`limit_rad` from the offset) within the int32 position range.
+    fn check(&self, i: usize, limit_rad: f64) -> Check {
+        let key = |k: &str| format!("ethercat.drive[{i}].{k}");
+        if !(self.counts_per_rad.is_finite() && self.counts_per_rad >= 1.0) {
+            return fail(
+                key("counts_per_rad"),
+                format!(
+                    "expected at least 1 count per radian, got {}",
+                    self.counts_per_rad
+                ),
+            );
+        }
+        if self.offset_counts < i64::from(i32::MIN) || self.offset_counts > i64::from(i32::MAX) {
+            return fail(
+                key("offset_counts"),
+                format!("expected an int32 count, got {}", self.offset_counts),
+            );
+        }
+        if self.direction != 1 && self.direction != -1 {
+            return fail(
+                key("direction"),
+                format!("expected 1 or -1, got {}", self.direction),
+            );
+        }
+        if !(self.rated_torque_nm.is_finite() && self.rated_torque_nm > 0.0) {
+            return fail(
+                key("rated_torque_nm"),
+                format!("expected a positive torque, got {}", self.rated_torque_nm),
+            );
+        }
+        // Positions travel as int32 counts relative to the offset (wrapping), so the
+        // whole joint range must span less than half the int32 circle.
+        let span = limit_rad * self.counts_per_rad;
+        if span >= f64::from(i32::MAX) {
+            return fail(
+                key("counts_per_rad"),
+                format!(
+                    "joint {}: a limit of {} rad is {span:.0} counts from the offset, \
+                     beyond the int32 position range (2147483647)",
+                    self.joint, limit_rad
+                ),
+            );
+        }
+        Ok(())
     }
 }
 
