@@ -53,6 +53,10 @@ pub enum Command {
     /// Inspect a policy model.
     #[command(subcommand)]
     Policy(crate::tools::PolicyCommand),
+    /// Reference pages generated from the code: the exit statuses, the man pages, shell
+    /// completions (`scripts/install-cli-docs.sh` installs the last two).
+    #[command(subcommand)]
+    Reference(crate::tools::reference::ReferenceCommand),
     /// Check a configuration file and print what it resolves to.
     Validate {
         /// The file.

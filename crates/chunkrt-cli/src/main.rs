@@ -1,16 +1,9 @@
 //! `chunkrt`: the real-time dual-rate control runtime's command line.
 //!
-//! Exit status: 0 success; 1 the run failed or broke its budget; 2 usage,
-//! configuration or bring-up error (nothing was moved); 3 the policy failed
-//! (panicked) during the run and the arm was brought to rest; 4 the shutdown failed
-//! (drives not disabled or the bus not back in INIT: the arm may still be powered);
-//! 5 the run ended normally (arm brought to rest) but its records are incomplete: a
-//! write to `--out` failed, e.g. the disk filled (stderr and `report.json`'s
-//! `log_error` say which); 6 a drive was lost mid-run; 7 a runtime thread panicked; 8 a
-//! second stop request made the stop a quick stop; 9 the policy produced no usable chunk
-//! in the whole run (README "Reliability"). A closed stdout or stderr is not an error: console output
-//! is dropped, the run and its files are unaffected, and the status is the command's
-//! own (as if the output had been read: `chunkrt check | head -1` still says whether
+//! Exit statuses: one table, `exit.rs`'s `STATUSES` (the page
+//! `docs/reference/exit-statuses.md` is generated from it). A closed stdout or stderr
+//! is not an error: console output is dropped, the run and its files are unaffected,
+//! and the status is the command's own (as if the output had been read: `chunkrt check | head -1` still says whether
 //! the host passed, a bench piped into `head` still says whether its budget held).
 
 /// `println!` that survives a closed stdout (`| head -1`): the line is dropped (see
@@ -111,6 +104,7 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Episodes(args) => crate::tools::episodes::episodes(&args),
         Command::Export(cmd) => crate::tools::export::export(&cmd),
         Command::Status(args) => crate::tools::status::status(&args),
+        Command::Reference(cmd) => crate::tools::reference::reference(&cmd),
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod episodes;
 pub mod export;
+pub mod reference;
 pub mod status;
 pub mod validate;
 pub mod wear;

@@ -24,6 +24,10 @@ static REARM: AtomicBool = AtomicBool::new(false);
 const LOADING_MESSAGE: &[u8] =
     b"chunkrt: stopped while loading (a signal before anything was brought up); nothing was moved\n";
 
+/// The exit status of a process stopped while loading (128 + SIGINT, the shell's
+/// convention; SIGTERM and SIGHUP end it the same way).
+pub const EXIT_STOPPED_WHILE_LOADING: i32 = 130;
+
 extern "C" fn on_signal(_sig: libc::c_int) {
     // Only atomics, write(2) and _exit(2): async-signal-safe.
     STOPS.fetch_add(1, Ordering::SeqCst);
@@ -32,7 +36,7 @@ extern "C" fn on_signal(_sig: libc::c_int) {
         // SAFETY: write and _exit are async-signal-safe; the buffer is static.
         unsafe {
             libc::write(2, LOADING_MESSAGE.as_ptr().cast(), LOADING_MESSAGE.len());
-            libc::_exit(130);
+            libc::_exit(EXIT_STOPPED_WHILE_LOADING);
         }
     }
 }

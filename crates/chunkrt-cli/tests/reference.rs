@@ -1,0 +1,122 @@
+//! What `chunkrt reference` generates from the code, as a user meets it: the committed
+//! exit-statuses page is what the code generates now (a stale page fails here), and
+//! the man pages and completions that `scripts/install-cli-docs.sh` installs work in
+//! the tools that read them (a real bash completing a real command line).
+
+mod common;
+
+use common::{bin, repo, temp_dir};
+use std::process::Command;
+
+fn generated(args: &[&str]) -> String {
+    let out = Command::new(bin()).args(args).output().unwrap();
+    assert!(out.status.success(), "chunkrt {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_committed_exit_statuses_page_is_what_the_code_generates() {
+    let page = "docs/reference/exit-statuses.md";
+    let committed = std::fs::read_to_string(repo().join(page)).unwrap();
+    assert!(
+        committed == generated(&["reference", "exit-statuses"]),
+        "{page} is stale: regenerate it with scripts/gen-reference.sh and commit it"
+    );
+}
+
+#[test]
+fn the_exit_statuses_page_has_a_row_for_each_status_the_binary_gives() {
+    let page = generated(&["reference", "exit-statuses"]);
+    let row = |code: i32| page.lines().any(|l| l.starts_with(&format!("| {code} | ")));
+    // A file that does not exist: a usage error.
+    let missing = Command::new(bin())
+        .args(["validate", "/nonexistent/chunkrt.toml"])
+        .output()
+        .unwrap();
+    // A metrics endpoint nobody serves: nothing answers.
+    let silent = Command::new(bin())
+        .args(["status", "--metrics", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    for out in [missing, silent] {
+        let code = out.status.code().unwrap();
+        assert!(
+            code != 0 && row(code),
+            "exit status {code} has no row:\n{page}"
+        );
+    }
+    assert!(row(0) && row(130), "{page}");
+}
+
+/// Bash's completion of `words` (the cursor at the last one) with the installed script.
+fn complete(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let line = words.join(" ");
+    let cmd = format!(
+        "source '{}'; COMP_WORDS=({line}); COMP_CWORD={}; COMP_LINE='{line}'; \
+         COMP_POINT=${{#COMP_LINE}}; _chunkrt chunkrt '{}' '{}'; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        words.len() - 1,
+        words[words.len() - 1],
+        words[words.len() - 2],
+    );
+    let out = Command::new("bash").args(["-c", &cmd]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn installed_man_pages_and_completions_follow_the_command_line() {
+    let prefix = temp_dir("reference", "install");
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/install-cli-docs.sh"))
+        .arg(&prefix)
+        .env("CHUNKRT_BIN", bin())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // One page per subcommand that `--help` lists.
+    let help = generated(&["--help"]);
+    let subcommands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .take_while(|w| !w.ends_with(':'))
+        .filter(|w| *w != "help")
+        .collect();
+    assert!(
+        subcommands.contains(&"run") && subcommands.len() >= 10,
+        "{help}"
+    );
+    let man = prefix.join("share/man/man1");
+    for sub in &subcommands {
+        let page = man.join(format!("chunkrt-{sub}.1"));
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+        assert!(
+            text.starts_with(".ie") || text.contains(".TH"),
+            "{page:?} is no man page"
+        );
+    }
+    // `run`'s page documents its flags, as `chunkrt run --help` names them.
+    let run_page = std::fs::read_to_string(man.join("chunkrt-run.1")).unwrap();
+    assert!(run_page.contains("runs\\-dir"), "{run_page}");
+    // A real bash completes subcommands and flags with the installed script.
+    let script = prefix.join("share/bash-completion/completions/chunkrt");
+    let subs = complete(&script, &["chunkrt", "re"]);
+    assert!(subs.iter().any(|s| s == "reference"), "{subs:?}");
+    let flags = complete(&script, &["chunkrt", "run", "--runs"]);
+    assert_eq!(flags, ["--runs-dir"], "{flags:?}");
+    for f in [
+        "share/zsh/site-functions/_chunkrt",
+        "share/fish/vendor_completions.d/chunkrt.fish",
+    ] {
+        let text = std::fs::read_to_string(prefix.join(f)).unwrap();
+        assert!(text.contains("runs-dir"), "{f}: {text}");
+    }
+}

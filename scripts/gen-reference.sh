@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates the reference pages that are generated from the code (docs/reference/);
+# crates/chunkrt-cli/tests/reference.rs fails while a committed page differs from what the
+# code generates now.
+#   scripts/gen-reference.sh       CHUNKRT_BIN=... to use a given binary (else built)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin="${CHUNKRT_BIN:-}"
+if [[ -z "$bin" ]]; then
+    cargo build --release --quiet -p chunkrt-cli
+    bin="$(pwd)/target/release/chunkrt"
+fi
+mkdir -p docs/reference
+"$bin" reference exit-statuses >docs/reference/exit-statuses.md
+echo "docs/reference/exit-statuses.md"
