@@ -13,3 +13,5 @@ fi
 mkdir -p docs/reference
 "$bin" reference exit-statuses >docs/reference/exit-statuses.md
 echo "docs/reference/exit-statuses.md"
+"$bin" reference config >docs/reference/config.md
+echo "docs/reference/config.md"

@@ -25,6 +25,74 @@ fn the_committed_exit_statuses_page_is_what_the_code_generates() {
 }
 
 #[test]
+fn the_committed_configuration_reference_is_what_the_code_generates() {
+    let page = "docs/reference/config.md";
+    let committed = std::fs::read_to_string(repo().join(page)).unwrap();
+    let out = Command::new(bin())
+        .args(["reference", "config"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        committed.as_bytes() == out.stdout.as_slice(),
+        "{page} is stale: regenerate it with scripts/gen-reference.sh and commit it"
+    );
+}
+
+/// The reference names every key a bundled configuration sets, and its ranges are the
+/// validator's: a key set to the probed value in the file the page names is refused
+/// with the very message the page gives.
+#[test]
+fn the_configuration_reference_covers_the_bundled_configurations_keys() {
+    let page = std::fs::read_to_string(repo().join("docs/reference/config.md")).unwrap();
+    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml")).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    let mut keys = Vec::new();
+    for (section, v) in &doc {
+        for key in v.as_table().unwrap().keys() {
+            keys.push(format!("{section}.{key}"));
+        }
+    }
+    assert!(keys.len() > 30, "{keys:?}");
+    for k in &keys {
+        assert!(
+            page.contains(&format!("| `{k}` |")),
+            "{k} is not in the reference"
+        );
+    }
+    // The period's row, as a user would try it: 1e9 in rt-config/sim.toml.
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| `control.period_ms` |"))
+        .unwrap();
+    let dir = temp_dir("reference", "period");
+    let file = dir.join("sim.toml");
+    let edited = text.replace("period_ms = 20.0", "period_ms = 1e9");
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).unwrap();
+    let out = Command::new(bin())
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let message = stderr
+        .split("key `control.period_ms`: ")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap();
+    let message = message.split(" (read as").next().unwrap();
+    assert!(
+        row.contains(message),
+        "the validator says {message:?}; the page: {row}"
+    );
+}
+
+#[test]
 fn the_exit_statuses_page_has_a_row_for_each_status_the_binary_gives() {
     let page = generated(&["reference", "exit-statuses"]);
     let row = |code: i32| page.lines().any(|l| l.starts_with(&format!("| {code} | ")));

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// EtherCAT bus of CiA 402 drives in Cyclic Synchronous Position mode.
 ///
 /// The bus period is `control.period_ms`: one process-data exchange per control cycle.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EthercatConfig {
     /// Network interface the drives hang off (`enp3s0`); a raw socket needs CAP_NET_RAW.
@@ -92,7 +92,7 @@ pub struct EthercatConfig {
 
 /// `[ethercat.enable_input]`: a bit of the digital inputs (0x60FD, mapped in `pdo.tx`)
 /// of the drive that moves `joint`; 1 while the switch is held.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnableInputConfig {
     /// The joint whose drive has the switch wired to its inputs.
@@ -102,7 +102,7 @@ pub struct EnableInputConfig {
 }
 
 /// One drive on the bus.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DriveConfig {
     /// The joint this drive moves (0-based; every joint exactly once).
@@ -125,7 +125,7 @@ pub struct DriveConfig {
 }
 
 /// Which objects go into the process data, in order.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PdoConfig {
     /// Write the mapping over CoE in PRE-OP (drives without CoE keep their SII mapping,
@@ -151,7 +151,7 @@ impl Default for PdoConfig {
 }
 
 /// A CiA 402 object the backend knows how to put into process data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PdoEntry {
     /// 0x6040 controlword (rx).

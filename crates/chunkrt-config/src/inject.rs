@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_INJECT_DELAY_MS: f64 = 10_000.0;
 
 /// The `[inject]` table.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InjectConfig {
     /// Seed of every injected random draw (each injection point has its own stream).
@@ -97,7 +97,7 @@ pub struct InjectConfig {
 }
 
 /// `inject.panic`: which thread panics, and when.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PanicInjection {
     /// The thread that panics.
@@ -108,7 +108,7 @@ pub struct PanicInjection {
 }
 
 /// A runtime thread that `inject.panic` can make panic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PanicThread {
     /// The control loop itself (in its cycle, before the gate).
@@ -144,7 +144,9 @@ pub const MAX_PROBE_FREQS: usize = 16;
 pub const PROBE_LIMIT_SHARE: f64 = 0.25;
 
 /// The probe's shape.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeShape {
     /// `sum_k a sin(2 pi f_k t + phi_k)`, faded in and out.
@@ -160,7 +162,7 @@ pub enum ProbeShape {
 /// one joint's setpoint before the permission gate, only while the policy plays,
 /// faded in and out over `ramp_s`; or, `shape = "step"`, a pulse of `a`. The gate
 /// checks the probed setpoint like any other.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
     /// The joint probed.
@@ -326,7 +328,7 @@ fn default_slowdown() -> f64 {
 }
 
 /// Distribution of the injected inference delay.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum InferenceDelayConfig {
     /// Always `ms`.

@@ -12,6 +12,7 @@ mod locate;
 pub mod numbers;
 mod operator;
 mod perjoint;
+pub mod reference;
 mod schema;
 mod validate;
 

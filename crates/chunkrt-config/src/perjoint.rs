@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// A value given once for all joints (`max_vel_rad_s = 2.0`) or per joint
 /// (`max_vel_rad_s = [2.0, 2.0, 2.5, ...]`).
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum PerJoint {
     /// The same value for every joint.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// A whole chunkrt configuration (`rt-config/sim.toml` is the default).
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The control loop.
@@ -67,7 +67,7 @@ pub struct Config {
 }
 
 /// The control loop.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ControlConfig {
     /// Bus / control period (1 to 20 ms; the 20 ms setpoint grid is independent).
@@ -99,7 +99,7 @@ fn default_quick_stop_timeout() -> f64 {
 }
 
 /// The inference thread.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InferenceConfig {
     /// Period of the absolute chunk schedule.
@@ -131,7 +131,7 @@ impl Default for InferenceConfig {
 }
 
 /// Which policy produces chunks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyKind {
     /// The analytic closed-loop planner (no ONNX).
@@ -156,7 +156,7 @@ impl PolicyKind {
 }
 
 /// The policy.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// `scripted`, `servo`, `onnx` or `remote`.
@@ -251,7 +251,7 @@ pub struct PolicyConfig {
 /// only inside `[policy.residual.region]` (faded at its faces); nothing once the policy's
 /// authority is withdrawn.
 /// `chunkrt run --frozen` leaves it out: the base alone.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResidualConfig {
     /// The residual policy's manifest, relative to this file.
@@ -280,7 +280,7 @@ pub struct ResidualConfig {
 
 /// `[operator]`: a UNIX socket, and or the process's standard input, taking `stop`,
 /// `intervene` and `rearm` (or their keys `s`, `i`, `r`), one per line.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorConfig {
     /// The socket's path, relative to this file: created mode 0600 (0660 with `group`);
@@ -300,7 +300,7 @@ pub struct OperatorConfig {
 /// `[metrics]`: the run's counters, gate interventions, stage latencies, mode and wear
 /// as OpenMetrics text at `http://LISTEN/metrics`, served by a thread of its own from
 /// the telemetry thread's snapshots (never from the control thread).
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// The address and port to listen on, e.g. `127.0.0.1:9464` (port 0: any free
@@ -320,7 +320,7 @@ pub struct MetricsConfig {
 /// camera images) published live over the Foxglove WebSocket protocol (the Foxglove
 /// SDK's server) for Foxglove to open as a live connection, from the telemetry thread,
 /// each channel at most `rate_hz` (events: every one).
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LiveViewConfig {
     /// The address and port to listen on, e.g. `127.0.0.1:8765` (port 0: any free
@@ -347,7 +347,7 @@ fn default_live_clients() -> u32 {
 }
 
 /// `[policy.residual.budget]`: each figure optional; at least one.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetConfig {
     /// Cycles in which the permission gate acted, per episode.
@@ -370,7 +370,7 @@ fn default_budget_window() -> u32 {
 
 /// `[episodes]`: the run as a sequence of episodes, each from a start pose toward a goal
 /// with a time limit and a success rule, a reset move under the gate between them.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EpisodesConfig {
     /// Episodes to run (default: one per start pose).
@@ -425,7 +425,7 @@ fn default_reset_vel() -> f64 {
 
 /// `[policy.residual.region]`: a box of joint positions, judged on the base's setpoint;
 /// the correction is zero outside it and fades in over `fade_rad` inside its faces.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegionConfig {
     /// Lower corner per joint (rad).
@@ -438,7 +438,7 @@ pub struct RegionConfig {
 
 /// A policy server (`[policy.remote]`): openpi's WebSocket protocol or the Open
 /// Inference Protocol v2 over gRPC.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteConfig {
     /// `openpi` (WebSocket, msgpack with NumPy arrays) or `oip` (Open Inference Protocol
@@ -548,7 +548,7 @@ fn default_state_source() -> String {
 }
 
 /// Whether fresh chunks resume playback on their own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResumeMode {
     /// Fresh chunks bring the arm back.
@@ -558,7 +558,9 @@ pub enum ResumeMode {
 }
 
 /// How a seam crosses to the new chunk (see `chunkrt_core::SeamMode`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SeamKind {
     /// Crossfade over the blend: averages chunks that disagree.
@@ -573,7 +575,7 @@ pub enum SeamKind {
 }
 
 /// The executor.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorSection {
     /// A chunk older than this (now - t_obs) is never played.
@@ -644,7 +646,7 @@ impl Default for ExecutorSection {
 }
 
 /// Joint limits.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Lower position limits.
@@ -686,7 +688,7 @@ pub struct LimitsConfig {
 
 /// `[wear]`: the ledger the runtime appends one line per hardware id to at the end of
 /// every run (shock counts, torque RMS and peak, I²t high-water mark, running hours).
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WearConfig {
     /// The ledger file (JSON lines), relative to this file; created on the first run.
@@ -700,7 +702,7 @@ pub struct WearConfig {
 /// `[limits.torque_slew]`: `d tau / dt <= max_torque_nm / rise_time`, with `tau =
 /// inertia * acceleration` of the commanded motion; the gate keeps it as a jerk limit
 /// of `max_torque_nm / (rise_time * inertia_kg_m2)` per joint.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TorqueSlewConfig {
     /// The drive's peak torque per joint, N m.
@@ -712,7 +714,7 @@ pub struct TorqueSlewConfig {
 }
 
 /// `[limits.thermal]`: per joint, the load `LP_T(tau^2) / tau_cont^2`.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ThermalConfig {
     /// Continuous (rated) torque per joint, N m; the drive's I²t trips at load 1.
@@ -753,7 +755,7 @@ fn default_min_derate() -> f64 {
 }
 
 /// A box on the observed joint positions outside which the policy loses authority.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DomainConfig {
     /// Lower bounds of the observed positions.
@@ -763,7 +765,7 @@ pub struct DomainConfig {
 }
 
 /// Which backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// The simulated arm (`[sim]`).
@@ -775,7 +777,7 @@ pub enum BackendKind {
 }
 
 /// The backend.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     /// `sim`, `ethercat` or `mujoco`.
@@ -783,7 +785,7 @@ pub struct BackendConfig {
 }
 
 /// The simulated arm.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
     /// Integration sub-step.
@@ -824,7 +826,7 @@ impl Default for SimConfig {
 
 /// The physics-modelled arm (`chunkrt-mujoco`): an MJCF model stepped by MuJoCo, one CSP
 /// drive per hinge joint.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MujocoConfig {
     /// The MJCF file of the arm, relative to this file.
@@ -887,7 +889,7 @@ fn default_true() -> bool {
 }
 
 /// Telemetry.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// Capacity of each record ring (records).
@@ -1052,7 +1054,7 @@ fn default_record_max_mb() -> f64 {
 }
 
 /// Which camera source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CameraKind {
     /// The simulated arm's scene rendered from its measured pose (needs the sim backend
@@ -1081,7 +1083,7 @@ pub enum CameraKind {
 /// height = 480
 /// crop = [80, 0, 480, 480]  # x, y, width, height before the resize to the model's size
 /// ```
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CameraConfig {
     /// The source.

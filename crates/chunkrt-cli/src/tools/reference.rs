@@ -11,6 +11,19 @@ use std::path::{Path, PathBuf};
 pub enum ReferenceCommand {
     /// The exit statuses as a Markdown page (docs/reference/exit-statuses.md).
     ExitStatuses,
+    /// The configuration reference as a Markdown page (docs/reference/config.md): every
+    /// key from the configuration's types, every number's range in the validator's own
+    /// words, probed on the run configurations in `--configs`.
+    Config {
+        /// Run configurations to probe the validator in, in order: files, or
+        /// directories (every run configuration there, in name order).
+        #[arg(
+            long,
+            num_args = 1..,
+            default_values = ["rt-config", "docs/reference/every-section.toml"]
+        )]
+        configs: Vec<PathBuf>,
+    },
     /// The man pages, `chunkrt.1` and one per subcommand (`chunkrt-run.1`, ...), written
     /// into DIR (made if missing).
     Man {
@@ -28,6 +41,13 @@ pub enum ReferenceCommand {
 pub fn reference(cmd: &ReferenceCommand) -> anyhow::Result<u8> {
     match cmd {
         ReferenceCommand::ExitStatuses => out!("{}", crate::exit::reference_page()),
+        ReferenceCommand::Config { configs } => {
+            let mut samples = Vec::new();
+            for path in configs {
+                samples.extend(run_configs(path)?);
+            }
+            out!("{}", chunkrt_config::reference::reference_page(&samples));
+        }
         ReferenceCommand::Man { dir } => {
             let n = write_man_pages(dir)?;
             outln!("{n} man pages in {}", dir.display());
@@ -59,4 +79,29 @@ fn write_man_pages(dir: &Path) -> anyhow::Result<usize> {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".1"))
         .count();
     Ok(pages)
+}
+
+/// The run configurations at `path` (path, text): the file, or those in the directory
+/// in name order; each read with the bound every configuration is read with.
+fn run_configs(path: &Path) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    use anyhow::Context;
+    if !path.is_dir() {
+        return Ok(vec![(path.to_path_buf(), chunkrt_config::read_file(path)?)]);
+    }
+    let dir = path;
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        let text = chunkrt_config::read_file(&path)?;
+        if chunkrt_config::FileKind::detect(&path, &text) == chunkrt_config::FileKind::Run {
+            out.push((path, text));
+        }
+    }
+    Ok(out)
 }
