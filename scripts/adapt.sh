@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The adaptation loop end to end (README "Adapting a policy on the arm: the loop end to
-# end"), on the worn simulated arm (rt-config/sim-worn.toml: 0.06 rad of play per joint,
+# The adaptation loop end to end (docs/adapt.md "The loop end to end"; its table:
+# docs/measurements/adapt.md), on the worn simulated arm (rt-config/sim-worn.toml: 0.06 rad of play per joint,
 # which the bundled flow policy was not trained with):
 #   1. the frozen base runs the episodes (seen and held-out starts): chunkrt run --frozen
 #   2. its record becomes a LeRobot dataset: chunkrt export lerobot

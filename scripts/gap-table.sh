@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "Reality gap" table: `chunkrt gap` from the simulated arm to the MuJoCo arm
+# The reality-gap table of docs/measurements/gap.md: `chunkrt gap` from the simulated arm to the MuJoCo arm
 # (rt-config/sim.toml -> rt-config/sim-mujoco.toml, 20 ms bus) and to EtherCAT over a veth
 # pair (the simulated arm at 1 ms -> rt-config/arm-ethercat-veth.toml against
 # `chunkrt ecsim` in a network namespace), every joint excited, then summarised per

@@ -1,4 +1,4 @@
-"""The README's reality-gap table from `chunkrt gap`'s gap.json files: per channel and
+"""The reality-gap table of docs/measurements/gap.md from `chunkrt gap`'s gap.json files: per channel and
 metric, the largest |difference| over the joints (and the joint), how many joints are
 over the tolerance, for each comparison side by side.
 

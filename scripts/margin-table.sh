@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Re-measures the runtime loop's margin table of README "How much delay can my loop take?"
-# and docs/margin.md: every loop against injected delay, with and without compensation.
+# Re-measures the runtime loop's margin tables of docs/measurements/margin.md (both of them;
+# the chapter is docs/margin.md): every loop against injected delay, with and without compensation.
 # Each point is a 20 s real-time run; the whole table takes about 35 minutes.
 #
 # Usage: scripts/margin-table.sh [OUT]   (default runs/margin-table; prints the tables)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The margin tables of README and docs/margin.md from the margin.json files that
+"""The margin tables of docs/measurements/margin.md from the margin.json files that
 scripts/margin-table.sh wrote (usage: margin_table.py OUT [full])."""
 import json, os, sys
 O = sys.argv[1]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of the two plants: the bundled flow policy (rt-config/sim.toml) and
+# The table of the two plants (docs/measurements/plants.md): the bundled flow policy (rt-config/sim.toml) and
 # LeRobot's ACT (rt-config/sim-lerobot-act.toml), each run on the simulated arm as
 # configured and on the MuJoCo arm (the same file with `[backend] kind = "mujoco"` and
 # the `[mujoco]` section of rt-config/sim-mujoco.toml), then read back by

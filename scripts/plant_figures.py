@@ -13,7 +13,7 @@ the worst joint per playing cycle, P50 / P99 / max (rad), computed here from
 command_rad and feedback_rad, and per joint the peak and mean measured torque (N m) and
 the peak as a fraction of the torque limit given (null: the recording has no torque) (default: the Franka arm's 87 N m on
 joints 1-4, 12 N m on joints 5-7). With --markdown, one table of all runs instead (the
-README's table of the two plants, scripts/plant-table.sh). Used by
+docs/measurements/plants.md's table of the two plants, scripts/plant-table.sh). Used by
 crates/chunkrt-cli/tests/mujoco.rs.
 """
 import argparse
@@ -77,7 +77,7 @@ def figures(run_dir, limits):
 
 
 def markdown(rows):
-    """The rows as the README's table (scripts/plant-table.sh)."""
+    """The rows as docs/measurements/plants.md's table (scripts/plant-table.sh)."""
     lines = [
         "| policy | plant | goals moved on to | expired | gate clamped | tracking error P50 / P99 (mrad)"
         " | peak torque of limit, joints 1-7 | mean torque j2 / j4 (N m) |",

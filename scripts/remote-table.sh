@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's table of the bundled flow policy run in-process against the same policy
+# The table (docs/measurements/remote.md) of the bundled flow policy run in-process against the same policy
 # served by scripts/policy_server.py (openpi's protocol): on this host (loopback), and
 # from a network namespace behind a veth pair, each way delayed by 20 ms and by 50 ms
 # (+-25 %) by scripts/net_delay.py in front of the server (this kernel has no tc netem). One candidate per observation in every run (a served

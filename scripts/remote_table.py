@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's table of local against served policies (scripts/remote-table.sh): per
+"""The table of local against served policies (docs/measurements/remote.md, scripts/remote-table.sh): per
 run, from its report.json, the inference latency (observation -> chunk published), the
 round trip to the policy server and the server's own time, the age of the chunk in use
 (P50 / P99), chunks expired and the share of playing cycles the gate clamped; from its

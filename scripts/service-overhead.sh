@@ -5,7 +5,7 @@
 # thread's CPU as a remote scraper and viewer would be), then off again, PAIRS times in
 # turn, in one sitting on one host. Prints each round's cycle time and wake latency P99,
 # the ratio on/off and, as the noise it is judged against, off-again/off; then the
-# medians (the README's "Running as the arm's service" figure).
+# medians (docs/measurements/service.md).
 #
 #   ./scripts/service-overhead.sh            PAIRS (3), DURATION per run (20s), OUT (runs/service-overhead)
 set -euo pipefail

@@ -613,7 +613,7 @@ def write_manifest(path, model_file, kind, stats, domain, digest, counts, sample
 
 
 def provenance_lines(kind, model_sha, demos, data_sha):
-    """The manifest's provenance ledger (README "The reality gap"): one training stage,
+    """The manifest's provenance ledger (docs/gap.md): one training stage,
     ending with this model, on demonstrations of the kinematic expert (expert_rollout:
     no physics, so no model asset), and its randomisation as +-2 sigma of the Gaussian
     draws. `chunkrt gap --omission-log` appends the measured omissions after it."""

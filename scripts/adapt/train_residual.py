@@ -1,6 +1,6 @@
 """Trains a residual policy on a LeRobot dataset that `chunkrt export lerobot` wrote, and
 writes it as an ONNX model with a format-2 residual manifest bound to its base
-(README "Adapting a policy on the arm: the loop end to end", scripts/adapt.sh).
+(docs/adapt.md "The loop end to end", scripts/adapt.sh).
 
     .venv/bin/python scripts/adapt/train_residual.py DATASET --base BASE_MANIFEST \
         --out DIR [--plant TEXT]

@@ -3,7 +3,7 @@
 normalisation statistics and chunkrt side information, a U-Net with other `down_dims`, its
 weights freshly initialised (untrained: its chunks mean nothing; its latency is that of a
 trained model of that size). Used to show the anytime sampler keeping a model too slow
-for its nominal steps inside the chunk period (README "Bring your own policy").
+for its nominal steps inside the chunk period (docs/policy/lerobot.md).
 
   widen.py CHECKPOINT_DIR OUT_DIR --down-dims 256,512,1024
   export_lerobot.py OUT_DIR --name lerobot-diffusion-wide --out /tmp/wide

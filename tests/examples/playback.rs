@@ -1,5 +1,5 @@
-//! Prints the seamless-playback figures of finished runs, one table row each (README
-//! "Seamless playback"): judged from `recording.mcap` by `chunkrt_tests::playback`, beside
+//! Prints the seamless-playback figures of finished runs, one table row each
+//! (docs/measurements/playback.md): judged from `recording.mcap` by `chunkrt_tests::playback`, beside
 //! the run's own report (seam-window acceleration P99, inference latency P99).
 //!
 //!     cargo run --release -p chunkrt-tests --example playback -- CONFIG RUN_DIR [RUN_DIR...]

@@ -1,8 +1,8 @@
 //! The adaptation loop end to end (issue 40), through `scripts/adapt.sh` and the real
 //! binary: the frozen base on the worn arm, its record exported, a residual trained on it
 //! (`scripts/adapt/train_residual.py`), the base with the residual on the same episodes.
-//! Judged from what the runs recorded and what the files say, and the README's table
-//! gated at its figures.
+//! Judged from what the runs recorded and what the files say, and the book's table
+//! (docs/measurements/adapt.md) gated at its figures.
 
 mod common;
 
@@ -22,13 +22,14 @@ fn json(path: &Path) -> Value {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The README's adaptation table: policy -> (successes, episodes, goal error, gate
-/// interventions per episode).
-fn readme_table() -> Vec<(String, u64, u64, f64, f64)> {
-    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The book's adaptation table (docs/measurements/adapt.md): policy -> (successes,
+/// episodes, goal error, gate interventions per episode).
+fn book_table() -> Vec<(String, u64, u64, f64, f64)> {
+    let page = repo().join("docs/measurements/adapt.md");
+    let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
     let start = text
         .find("| held-out starts | episodes | success |")
-        .expect("README has the adaptation table");
+        .expect("docs/measurements/adapt.md has the adaptation table");
     text[start..]
         .lines()
         .skip(2)
@@ -161,10 +162,10 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
         "residual: {adapted:?}"
     );
 
-    // The README's table, gated at its figures: the successes exactly, the goal error
+    // The book's table, gated at its figures: the successes exactly, the goal error
     // within 3 mrad.
     let summaries = json(&out.join("episodes.json"))["summaries"].clone();
-    let table = readme_table();
+    let table = book_table();
     assert_eq!(table.len(), 2, "{table:?}");
     for (policy, ok, n, goal_err, gate_per_episode) in table {
         let s = summaries
@@ -182,15 +183,15 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
         let e = s["goal_err_rad"].as_f64().unwrap();
         assert!(
             (e - goal_err).abs() <= 0.003,
-            "{policy}: goal error {e} where the README says {goal_err}"
+            "{policy}: goal error {e} where the book says {goal_err}"
         );
-        // The permission gate's interventions, to the README's figure (issue 56: a
+        // The permission gate's interventions, to the book's figure (issue 56: a
         // residual that set in with a step in its velocity made it act 7.2 times an
         // episode).
         let g = s["gate_interventions_per_episode"].as_f64().unwrap();
         assert!(
             (g - gate_per_episode).abs() < 0.05,
-            "{policy}: {g} gate interventions per episode where the README says {gate_per_episode}"
+            "{policy}: {g} gate interventions per episode where the book says {gate_per_episode}"
         );
     }
     // The figure: every episode a marker in each of its three panels, the 12 from seen
@@ -198,7 +199,7 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
     let svg = std::fs::read_to_string(out.join("episodes.svg")).unwrap();
     assert_eq!(svg.matches("<circle").count(), 12 * 3 + 2);
     assert!(out.join("episodes.png").exists());
-    // And the seen starts' rows, as the README says: frozen 0/6, residual 6/6.
+    // And the seen starts' rows, as the book says (docs/measurements/adapt.md): frozen 0/6, residual 6/6.
     for (policy, rate) in [("frozen", 0.0), ("residual", 1.0)] {
         let s = summaries
             .as_array()

@@ -95,7 +95,7 @@ fn assert_reaches_goals(name: &str, p: &playback::Playback, report: &serde_json:
 /// The bundled Diffusion Policy config: the U-Net under the DDPM scheduler it was trained
 /// with (10 steps). (Under DDIM the same graph agrees with LeRobot's goldens, but its closed
 /// loop here had the gate change 20 % of the commands and left the declared domain 1-2
-/// times in 15-20 s: no closed-loop claim is made for it, README "Bring your own policy".)
+/// times in 15-20 s: no closed-loop claim is made for it, docs/policy/lerobot.md.)
 #[test]
 fn lerobot_diffusion_ddpm_reaches_its_goals() {
     let text =
@@ -153,7 +153,7 @@ fn a_chunk_period_other_than_the_history_spacing_is_refused() {
 /// switched at once: `blend_ms = 0`) against chunkrt's continuous ensemble (each chunk
 /// faded in and out over 200 ms, the bundled config): the first makes the gate step in
 /// on many cycles, the second leaves it idle. Other seams are measured the same way with `CHUNKRT_SEAMS=all`
-/// (README "Bring your own policy").
+/// (docs/policy/lerobot.md).
 #[test]
 fn the_continuous_ensemble_keeps_the_gate_idle_where_acts_own_does_not() {
     let mut variants = vec![("ensemble", 200), ("ensemble", 0)];

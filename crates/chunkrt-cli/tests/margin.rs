@@ -286,7 +286,7 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
 }
 
 /// Issue 37: the margin of a loop whose policy moves. The bundled flow policy
-/// (`rt-config/sim.toml`, the README's first margin command) moves joint 0 about
+/// (`rt-config/sim.toml`, docs/margin.md's first margin command) moves joint 0 about
 /// 1.4 rad between its goals while it is probed. The old guard took authority
 /// 0.16 s into the probe at every delay; then, with the guard fixed, the row read
 /// the policy's motion (`masked`, status 2, or `unstable` at every delay). Each

@@ -32,7 +32,7 @@ const MAX_GAP_P99_RAD: f64 = 1e-3;
 /// Largest P99.9 of the commands' acceleration and jerk, fraction of the limit.
 const MAX_DYNAMICS_P999: f64 = 0.5;
 /// Largest mean goal-to-goal time, s: the previous release's 2.30 s (26 goals in 60 s at a
-/// 20 ms bus, measured the same way; README "Seamless playback") plus 20 %. Measured now:
+/// 20 ms bus, measured the same way; docs/measurements/playback.md) plus 20 %. Measured now:
 /// 2.04-2.13 s.
 const MAX_MEAN_GOAL_TIME_S: f64 = 2.76;
 
@@ -140,7 +140,7 @@ fn the_gate_stays_idle_at_a_1_ms_bus() {
 fn the_gate_stays_idle_with_late_chunks() {
     let extra = "\n[inject]\nseed = 13\n\
                  inference_delay = { kind = \"uniform\", min_ms = 0.0, max_ms = 40.0 }\n";
-    // 60 s, as the README's measurement of this case: at a 20 ms bus 20 s is only ~1000
+    // 60 s, as the book's measurement of this case (docs/measurements/playback.md): at a 20 ms bus 20 s is only ~1000
     // Playing cycles, so their P99.9 was the single worst cycle (0.504 against 0.5 in one
     // fresh-clone run here, P99.9 = max), the one seam whose chunk came latest. 3000 cycles
     // make it a percentile again, with the bound unchanged.

@@ -324,7 +324,7 @@ fn a_model_that_is_no_regular_file_or_far_too_large_is_refused_at_once_by_valida
                 "{case}: peak RSS {} KiB",
                 w.peak_rss_kib
             );
-            // Seen with --no-capture: the figures behind the README's "at once".
+            // Seen with --no-capture: the figures behind docs/configuration.md's "at once".
             println!(
                 "{case}: refused in {:?}, peak RSS {} KiB",
                 w.elapsed, w.peak_rss_kib

@@ -28,14 +28,14 @@ use serde_json::Value;
 /// Scheduler arithmetic against diffusers: float32 in the same operation order, except
 /// that PyTorch's vectorised square root is off by an ulp on some inputs; through up to
 /// 100 steps the measured worst is 6.1e-7 (relative to `max(1, |value|)`, see
-/// [`max_rel_diff`]). The README states this gate: "to 2e-6".
+/// [`max_rel_diff`]). docs/policy/lerobot.md states this gate: "to 2e-6".
 const SCHEDULER_TOL: f32 = 2e-6;
 /// The whole model path: ONNX Runtime against PyTorch differs by ~3e-7 per graph call;
-/// measured worst over the cases 8.3e-7 (ACT), 3.6e-7 (DDPM), 2.4e-7 (DDIM). The README
+/// measured worst over the cases 8.3e-7 (ACT), 3.6e-7 (DDPM), 2.4e-7 (DDIM). docs/policy/lerobot.md
 /// states this gate: "to 2e-6".
 const MODEL_TOL: f32 = 2e-6;
 /// ACT's temporal ensembling replayed by the executor's ensemble seam: measured 1.2e-7
-/// (float32 rounding of the weights). The README states this gate: "within 1e-6".
+/// (float32 rounding of the weights). docs/policy/lerobot.md states this gate: "within 1e-6".
 const ENSEMBLE_TOL: f32 = 1e-6;
 
 fn golden(name: &str) -> Value {
@@ -262,7 +262,7 @@ fn a_wrong_scheduler_setting_disagrees_with_diffusers() {
 /// cases' model outputs push the predicted clean sample past the clip range). At the
 /// model goldens' observations it does not: their predicted samples stay inside +-1, so
 /// there a wrong `clip_sample` changes the output by about 2e-7 and only these cases
-/// catch it (README "Golden agreement without torch").
+/// catch it (docs/policy/lerobot.md "Golden agreement without torch").
 #[test]
 fn clip_sample_off_disagrees_with_diffusers_wherever_it_clips() {
     let cases = golden("schedulers.json");

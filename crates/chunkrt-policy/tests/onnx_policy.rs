@@ -90,7 +90,7 @@ fn drives_an_ideal_arm_through_its_goals() {
             goals_reached >= 3,
             "{name}: only {goals_reached} goals reached"
         );
-        // README "Why generative": no observation outside the declared domain.
+        // docs/policy/onnx.md "Why generative": no observation outside the declared domain.
         assert_eq!(
             outside, 0,
             "{name}: observations outside the declared domain"

@@ -104,7 +104,7 @@ fn rust_samplers_match_the_python_reference() {
             assert_eq!(px.len(), len);
             // Same ONNX Runtime build on both sides (requirements-test.txt pins the wheel
             // the .ort library comes from), so only f64 rounding in the samplers remains:
-            // measured 2.2e-16 (README). 1e-9 is far below one f32 ulp of an action
+            // measured 2.2e-16 (docs/policy/onnx.md). 1e-9 is far below one f32 ulp of an action
             // (6e-8 at 1 rad): a sampler step done in f32, or one that diverges, fails.
             assert!(
                 worst < 1e-9,
