@@ -15,7 +15,7 @@
 #
 # TEST_STAGES: only the stages whose names contain one of these words (space
 # separated; e.g. TEST_STAGES="tests 40-ethercat"); the names are set-up, fmt, clippy,
-# structure, tests, loom and the scripts in scripts/test.d/. NEXTEST_ARGS: extra arguments for
+# structure, book, tests, loom and the scripts in scripts/test.d/. NEXTEST_ARGS: extra arguments for
 # the tests stage (e.g. NEXTEST_ARGS="-E binary(vision)").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,11 +45,13 @@ stage() {
     wanted "$name" || return 0
     printf '\n==== %s ====\n' "$name"
     ran=$((ran + 1))
-    local status=0
+    local status=0 t0
+    t0=$(date +%s)
     set +e
     (set -e; "$@")
     status=$?
     set -e
+    printf '==== %s: %d s ====\n' "$name" "$(($(date +%s) - t0))"
     if ((status != 0)); then
         printf '==== %s: FAILED (exit %d) ====\n' "$name" "$status"
         failed+=("$name (exit $status)")
@@ -69,6 +71,14 @@ unit_and_integration_tests() {
     fi
 }
 
+# The manual (docs/, an mdBook): built, and every link in it and in the README followed.
+book() {
+    local mdbook
+    mdbook="$(./scripts/bootstrap-mdbook.sh)"
+    "$mdbook" build docs
+    python3 scripts/book-links.py target/book
+}
+
 loom() {
     CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
         cargo test -p chunkrt-buffer --release --test loom
@@ -78,6 +88,7 @@ stage set-up ./scripts/setup.sh
 stage "fmt (cargo fmt --check)" cargo fmt --all -- --check
 stage "clippy (--all-targets -D warnings)" cargo clippy --workspace --all-targets --quiet -- -D warnings
 stage "structure (scripts/structure.sh)" ./scripts/structure.sh
+stage "book (mdbook build, links)" book
 stage "tests (unit and integration)" unit_and_integration_tests
 stage "loom (the triple buffer's model)" loom
 for extra in scripts/test.d/*.sh; do
