@@ -1,4 +1,4 @@
-//! Function length in the crates the control cycle runs through.
+//! Function length in every crate of the workspace.
 
 use crate::modtree::{is_cfg_test, rust_files};
 use anyhow::{Context, Result};
@@ -8,18 +8,21 @@ use syn::visit::Visit;
 /// Longest a function may be, in lines from `fn` to its closing brace.
 pub const LIMIT: usize = 80;
 
-/// The source folders whose functions are limited: the core, the runtime's threads,
-/// the EtherCAT backend (bring-up and the cyclic exchange) with its raw socket, and
-/// the margin and gap instruments.
-pub const LIMITED: &[&str] = &[
-    "crates/chunkrt-core/src",
-    "crates/chunkrt-rt/src",
-    "crates/chunkrt-ethercat/src",
-    "crates/chunkrt-afpacket/src",
-    "crates/chunkrt-margin/src",
-    "crates/chunkrt-gap/src",
-    "crates/chunkrt-config/src",
-];
+/// The source folders whose functions are limited: every crate of the workspace
+/// (`crates/*/src`; tests, benches and examples are not under `src`, and `#[cfg(test)]`
+/// modules are exempt).
+pub fn limited(root: &Path) -> Result<Vec<String>> {
+    let dir = root.join("crates");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if root.join("crates").join(&name).join("src").is_dir() {
+            out.push(format!("crates/{name}/src"));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
 
 pub struct FnLen {
     pub name: String,
@@ -105,8 +108,8 @@ fn quote_type(ty: &syn::Type) -> String {
 /// Every non-test function of the limited crates with its length.
 pub fn all(root: &Path) -> Result<Vec<FnLen>> {
     let mut out = Vec::new();
-    for dir in LIMITED {
-        out.extend(in_dir(root, &root.join(dir))?);
+    for dir in limited(root)? {
+        out.extend(in_dir(root, &root.join(&dir))?);
     }
     Ok(out)
 }

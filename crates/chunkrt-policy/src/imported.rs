@@ -23,8 +23,8 @@ use crate::error::{ManifestProblem, PolicyConfigProblem, PolicyLoadError};
 use crate::goals::{GoalSequence, Settler};
 use crate::graph::{OrtGraph, TensorSpec};
 use crate::manifest::{ActionEncoding, StateSource};
-use crate::manifest2::{CheckedManifest2, FlowSettings, ModelKind, Source};
-use crate::model::{anytime_steps, read_verified, step_estimate};
+use crate::manifest2::{CheckedManifest2, FlowSettings, Manifest2, ModelKind, Source};
+use crate::model::{anytime_steps, read_verified, step_estimate, write_chunk};
 use crate::noise::GaussianNoise;
 use crate::onnx_policy::AnytimeStats;
 use crate::sampler::{flow, Denoiser, SamplerBuffers};
@@ -97,54 +97,7 @@ impl ImportedModel {
             path: manifest_path.to_path_buf(),
             what: e.into(),
         })?;
-        let mut inputs: Vec<TensorSpec> = raw
-            .observation
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(k, i)| TensorSpec {
-                name: i.name.clone(),
-                shape: raw.input_shape(i),
-                key: format!("observation.inputs[{k}]"),
-            })
-            .collect();
-        for (k, i) in raw.observation.images.iter().enumerate() {
-            inputs.push(TensorSpec {
-                name: i.name.clone(),
-                shape: raw.image_shape(i),
-                key: format!("observation.images[{k}]"),
-            });
-        }
-        if let Some(b) = raw.base_chunk() {
-            inputs.push(TensorSpec {
-                name: b.name.clone(),
-                shape: vec![1, b.steps, raw.d_a],
-                key: "residual.base_chunk".into(),
-            });
-        }
-        let seq_shape = vec![1, raw.action.horizon, raw.d_a];
-        if raw.kind == ModelKind::Diffusion {
-            // Checked present for diffusion by the manifest check.
-            let (x, t) = (
-                raw.io.x.clone().unwrap_or_default(),
-                raw.io.t.clone().unwrap_or_default(),
-            );
-            inputs.push(TensorSpec {
-                name: x,
-                shape: seq_shape.clone(),
-                key: "io.x".into(),
-            });
-            inputs.push(TensorSpec {
-                name: t,
-                shape: vec![1],
-                key: "io.t".into(),
-            });
-        }
-        let output = TensorSpec {
-            name: raw.io.out.clone(),
-            shape: seq_shape,
-            key: "io.out".into(),
-        };
+        let (inputs, output) = graph_ports(raw);
         let graph = OrtGraph::open(&model_path, &bytes, opts, &inputs, &output)?;
         let len = raw.sequence_len();
         let scheduler = m.scheduler.clone().map(|s| DiffusersScheduler::new(s, len));
@@ -418,6 +371,60 @@ impl ImportedModel {
     }
 }
 
+/// The graph's inputs as the manifest names and shapes them (the observation inputs,
+/// the images, a residual's base chunk, a denoiser's `x` and `t`) and its output.
+fn graph_ports(raw: &Manifest2) -> (Vec<TensorSpec>, TensorSpec) {
+    let mut inputs: Vec<TensorSpec> = raw
+        .observation
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, i)| TensorSpec {
+            name: i.name.clone(),
+            shape: raw.input_shape(i),
+            key: format!("observation.inputs[{k}]"),
+        })
+        .collect();
+    for (k, i) in raw.observation.images.iter().enumerate() {
+        inputs.push(TensorSpec {
+            name: i.name.clone(),
+            shape: raw.image_shape(i),
+            key: format!("observation.images[{k}]"),
+        });
+    }
+    if let Some(b) = raw.base_chunk() {
+        inputs.push(TensorSpec {
+            name: b.name.clone(),
+            shape: vec![1, b.steps, raw.d_a],
+            key: "residual.base_chunk".into(),
+        });
+    }
+    let seq_shape = vec![1, raw.action.horizon, raw.d_a];
+    if raw.kind == ModelKind::Diffusion {
+        // Checked present for diffusion by the manifest check.
+        let (x, t) = (
+            raw.io.x.clone().unwrap_or_default(),
+            raw.io.t.clone().unwrap_or_default(),
+        );
+        inputs.push(TensorSpec {
+            name: x,
+            shape: seq_shape.clone(),
+            key: "io.x".into(),
+        });
+        inputs.push(TensorSpec {
+            name: t,
+            shape: vec![1],
+            key: "io.t".into(),
+        });
+    }
+    let output = TensorSpec {
+        name: raw.io.out.clone(),
+        shape: seq_shape,
+        key: "io.out".into(),
+    };
+    (inputs, output)
+}
+
 /// Configuration of an [`ImportedPolicy`]; `None` fields take the manifest's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ImportedPolicyConfig {
@@ -470,6 +477,77 @@ impl ImportedPolicyConfig {
     }
 }
 
+impl ImportedPolicyConfig {
+    /// A problem with the manifest (or this configuration against it), named by the
+    /// manifest's path.
+    fn invalid(&self, what: ManifestProblem) -> PolicyLoadError {
+        PolicyLoadError::ManifestInvalid {
+            path: self.manifest.clone(),
+            what,
+        }
+    }
+
+    /// A configuration value the model cannot take.
+    fn config_problem(&self, p: PolicyConfigProblem) -> PolicyLoadError {
+        self.invalid(ManifestProblem::Config(p))
+    }
+
+    /// The nominal and fewest steps and the anytime deadline (ns), checked against the
+    /// model's scheduler.
+    fn anytime(
+        &self,
+        model: &ImportedModel,
+    ) -> Result<(usize, usize, Option<f64>), PolicyLoadError> {
+        let raw = &model.manifest().raw;
+        let steps = self.steps.unwrap_or(raw.sampler.steps);
+        let min_steps = self.min_steps.unwrap_or(raw.sampler.min_steps.min(steps));
+        if steps == 0 || steps > model.max_steps() {
+            return Err(self.config_problem(PolicyConfigProblem::Steps {
+                steps,
+                max: model.max_steps(),
+            }));
+        }
+        if let Some(s) = &model.manifest().scheduler {
+            s.check(steps).map_err(|e| self.config_problem(e.into()))?;
+        }
+        if min_steps == 0 || min_steps > steps {
+            return Err(self.config_problem(PolicyConfigProblem::MinSteps { min_steps, steps }));
+        }
+        let deadline_ns = match self.deadline_ms {
+            Some(d) if !(d.is_finite() && d > 0.0) => {
+                return Err(self.config_problem(PolicyConfigProblem::DeadlineMs(d)))
+            }
+            d => d.map(|d| d * 1e6),
+        };
+        Ok((steps, min_steps, deadline_ns))
+    }
+
+    /// The goals (configured, or the manifest's) with their schedule; `None` for a model
+    /// that reads its goal in the camera image.
+    fn goal_sequence(&self, raw: &Manifest2) -> Result<Option<GoalSequence>, PolicyLoadError> {
+        let goal_list = self.goals.as_ref().unwrap_or(&raw.task.goals);
+        if goal_list.is_empty() {
+            // The manifest check allows this only for a model that reads its goal in
+            // the image and takes no `goal` source; it has no goal to schedule.
+            if let Some(&(seq, goal)) = self.goal_schedule.first() {
+                let e = crate::goals::GoalError::BadSchedule {
+                    entry: 0,
+                    seq,
+                    goal,
+                    len: 0,
+                    why: "the model reads its goal in the camera image",
+                };
+                return Err(self.invalid(e.into()));
+            }
+            return Ok(None);
+        }
+        GoalSequence::new(raw.d_a, goal_list, raw.task.goal_tolerance_rad, 0)
+            .and_then(|g| g.with_schedule(&self.goal_schedule))
+            .map(Some)
+            .map_err(|e| self.invalid(e.into()))
+    }
+}
+
 /// A format-2 policy; see the module docs.
 #[derive(Debug)]
 pub struct ImportedPolicy {
@@ -507,59 +585,14 @@ impl ImportedPolicy {
     pub fn new(cfg: &ImportedPolicyConfig) -> Result<ImportedPolicy, PolicyLoadError> {
         let model = ImportedModel::load(&cfg.manifest, &cfg.session)?;
         let raw = &model.manifest().raw;
-        let invalid = |what: ManifestProblem| PolicyLoadError::ManifestInvalid {
-            path: cfg.manifest.clone(),
-            what,
-        };
-        let config = |p: PolicyConfigProblem| invalid(ManifestProblem::Config(p));
-        let steps = cfg.steps.unwrap_or(raw.sampler.steps);
-        let min_steps = cfg.min_steps.unwrap_or(raw.sampler.min_steps.min(steps));
-        if steps == 0 || steps > model.max_steps() {
-            return Err(config(PolicyConfigProblem::Steps {
-                steps,
-                max: model.max_steps(),
-            }));
-        }
-        if let Some(s) = &model.manifest().scheduler {
-            s.check(steps).map_err(|e| config(e.into()))?;
-        }
-        if min_steps == 0 || min_steps > steps {
-            return Err(config(PolicyConfigProblem::MinSteps { min_steps, steps }));
-        }
-        let deadline_ns = match cfg.deadline_ms {
-            Some(d) if !(d.is_finite() && d > 0.0) => {
-                return Err(config(PolicyConfigProblem::DeadlineMs(d)))
-            }
-            d => d.map(|d| d * 1e6),
-        };
-        let goal_list = cfg.goals.as_ref().unwrap_or(&raw.task.goals);
-        let goals = if goal_list.is_empty() {
-            // The manifest check allows this only for a model that reads its goal in
-            // the image and takes no `goal` source; it has no goal to schedule.
-            if let Some(&(seq, goal)) = cfg.goal_schedule.first() {
-                let e = crate::goals::GoalError::BadSchedule {
-                    entry: 0,
-                    seq,
-                    goal,
-                    len: 0,
-                    why: "the model reads its goal in the camera image",
-                };
-                return Err(invalid(e.into()));
-            }
-            None
-        } else {
-            Some(
-                GoalSequence::new(raw.d_a, goal_list, raw.task.goal_tolerance_rad, 0)
-                    .and_then(|g| g.with_schedule(&cfg.goal_schedule))
-                    .map_err(|e| invalid(e.into()))?,
-            )
-        };
+        let (steps, min_steps, deadline_ns) = cfg.anytime(&model)?;
+        let goals = cfg.goal_sequence(raw)?;
         let image_bytes = model.image_size().map_or(0, |(h, w)| h * w * 3);
         let radius = cfg
             .goal_settle_radius_rad
             .unwrap_or(4.0 * raw.task.goal_tolerance_rad);
         if !(radius.is_finite() && radius >= 0.0) {
-            return Err(config(PolicyConfigProblem::SettleRadius(radius)));
+            return Err(cfg.config_problem(PolicyConfigProblem::SettleRadius(radius)));
         }
         let settler = Settler::new(radius, 0.2 * raw.task.goal_tolerance_rad, cfg.settle_chunks);
         let (d_obs, len, played) = (raw.d_obs(), raw.sequence_len(), raw.action.len * raw.d_a);
@@ -682,6 +715,91 @@ impl ImportedPolicy {
             }
         }
     }
+
+    /// The observed state (positions, velocities) of `d_a` joints, refused when the
+    /// joint count differs or a value is not finite.
+    fn checked_state<'o>(
+        &self,
+        obs: &'o Observation,
+        d_a: usize,
+    ) -> Result<(&'o JointVec, &'o JointVec), PolicyError> {
+        if obs.dof as usize != d_a {
+            return Err(PolicyError(format!(
+                "imported policy: observation has {} joints, model expects {d_a}",
+                obs.dof
+            )));
+        }
+        let (pos, vel) = self.state_source.of(obs);
+        if let Some(j) = (0..d_a).find(|&j| !(pos[j].is_finite() && vel[j].is_finite())) {
+            return Err(PolicyError(format!(
+                "imported policy: state of joint {j} is not finite (position {}, velocity {})",
+                pos[j], vel[j]
+            )));
+        }
+        Ok((pos, vel))
+    }
+
+    /// A new observation: the goals observe it (and may advance), a new goal or a gap
+    /// starts a new episode, and the observation (with the newest frame) becomes the
+    /// history's newest step.
+    fn push_step(
+        &mut self,
+        obs: &Observation,
+        (pos, vel): (&JointVec, &JointVec),
+        dt_ns: u64,
+        takes_image: bool,
+    ) -> Result<(), PolicyError> {
+        let mut changed = false;
+        if let Some(goals) = self.goals.as_mut() {
+            changed = goals.observe(obs.seq, pos, obs.t_capture);
+            if self.settler.observe(goals, pos) {
+                goals.advance();
+                self.stats.settled_advances += 1;
+                changed = true;
+            }
+        }
+        // A new goal starts a new episode, as in the training data; so does a gap of
+        // more than two frames (the loop held the arm, or inference stalled).
+        let t = obs.t_capture.as_ns();
+        let gap = self
+            .last_capture_ns
+            .is_some_and(|prev| t.saturating_sub(prev) > 2 * dt_ns + dt_ns / 2);
+        if changed || gap {
+            self.settler.restart();
+            self.model.reset_history();
+        }
+        self.assemble(pos, vel);
+        self.model.push_observation(&self.obs_raw);
+        if takes_image {
+            self.model.push_image(&self.image)?;
+        }
+        self.last_seq = Some(obs.seq);
+        self.last_capture_ns = Some(t);
+        Ok(())
+    }
+
+    /// Runs the model at the anytime step count from fresh noise and de-normalises the
+    /// played setpoints (smoothed) into `pos_buf`; `q`: the observed positions. The steps
+    /// and the measured latency per step.
+    fn sample(&mut self, q: &[f64]) -> Result<(usize, f64), PolicyError> {
+        let steps = anytime_steps(
+            self.deadline_ns,
+            self.step_ns_est,
+            self.min_steps,
+            self.steps,
+        );
+        self.noise.fill(&mut self.init);
+        let noise = &mut self.noise;
+        let start = Instant::now();
+        self.model
+            .run(&self.init, steps, &mut |z| noise.fill(z), &mut |_| {})?;
+        let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
+        self.model.actions_into(q, &mut self.pos_buf);
+        if let Some(sm) = self.smoother.as_mut() {
+            sm.apply(&mut self.pos_buf, q.len(), q);
+        }
+        Ok((steps, step_ns))
+    }
 }
 
 impl Policy for ImportedPolicy {
@@ -707,19 +825,7 @@ impl Policy for ImportedPolicy {
             let raw = &self.model.manifest().raw;
             (raw.d_a, raw.action.len, raw.dt_ns())
         };
-        if obs.dof as usize != d_a {
-            return Err(PolicyError(format!(
-                "imported policy: observation has {} joints, model expects {d_a}",
-                obs.dof
-            )));
-        }
-        let (pos, vel) = self.state_source.of(obs);
-        if let Some(j) = (0..d_a).find(|&j| !(pos[j].is_finite() && vel[j].is_finite())) {
-            return Err(PolicyError(format!(
-                "imported policy: state of joint {j} is not finite (position {}, velocity {})",
-                pos[j], vel[j]
-            )));
-        }
+        let (pos, vel) = self.checked_state(obs, d_a)?;
         // A new observation is one history step; further draws for the same observation
         // (the runtime's candidates) see the same history.
         let fresh = self.last_seq != Some(obs.seq);
@@ -731,32 +837,7 @@ impl Policy for ImportedPolicy {
         }
         self.take_base(&pos[..d_a])?;
         if fresh {
-            let mut changed = false;
-            if let Some(goals) = self.goals.as_mut() {
-                changed = goals.observe(obs.seq, pos, obs.t_capture);
-                if self.settler.observe(goals, pos) {
-                    goals.advance();
-                    self.stats.settled_advances += 1;
-                    changed = true;
-                }
-            }
-            // A new goal starts a new episode, as in the training data; so does a gap of
-            // more than two frames (the loop held the arm, or inference stalled).
-            let t = obs.t_capture.as_ns();
-            let gap = self
-                .last_capture_ns
-                .is_some_and(|prev| t.saturating_sub(prev) > 2 * dt_ns + dt_ns / 2);
-            if changed || gap {
-                self.settler.restart();
-                self.model.reset_history();
-            }
-            self.assemble(pos, vel);
-            self.model.push_observation(&self.obs_raw);
-            if takes_image {
-                self.model.push_image(&self.image)?;
-            }
-            self.last_seq = Some(obs.seq);
-            self.last_capture_ns = Some(t);
+            self.push_step(obs, (pos, vel), dt_ns, takes_image)?;
         } else {
             self.assemble(pos, vel);
             self.model.replace_newest(&self.obs_raw);
@@ -766,40 +847,10 @@ impl Policy for ImportedPolicy {
         }
         let verdict = self.model.domain().check(&self.obs_raw);
         self.last_verdict = Some(verdict);
-
-        let steps = anytime_steps(
-            self.deadline_ns,
-            self.step_ns_est,
-            self.min_steps,
-            self.steps,
-        );
-        self.noise.fill(&mut self.init);
-        let noise = &mut self.noise;
-        let start = Instant::now();
-        self.model
-            .run(&self.init, steps, &mut |z| noise.fill(z), &mut |_| {})?;
-        let step_ns = start.elapsed().as_nanos() as f64 / steps as f64;
-        self.model.actions_into(&pos[..d_a], &mut self.pos_buf);
-        if let Some(sm) = self.smoother.as_mut() {
-            sm.apply(&mut self.pos_buf, d_a, &pos[..d_a]);
-        }
-
+        let (steps, step_ns) = self.sample(&pos[..d_a])?;
         self.step_ns_est = step_estimate(self.step_ns_est, step_ns);
-        self.stats.chunks += 1;
-        if steps < self.steps {
-            self.stats.reduced += 1;
-        }
-        let out_of_domain = !verdict.is_inside();
-        if out_of_domain {
-            self.stats.out_of_domain += 1;
-        }
-        out.len = len as u16;
-        out.dof = d_a as u16;
-        out.dt_ns = dt_ns;
-        out.sampler_steps = steps as u16;
-        for i in 0..len {
-            out.pos_rad[i][..d_a].copy_from_slice(&self.pos_buf[i * d_a..(i + 1) * d_a]);
-        }
+        let out_of_domain = self.stats.record(steps, self.steps, verdict);
+        write_chunk(out, &self.pos_buf, len, d_a, dt_ns, steps);
         Ok(InferInfo {
             steps: steps as u16,
             steps_nominal: self.steps as u16,

@@ -384,6 +384,17 @@ impl Manifest {
         range("horizon", self.horizon, 2, MAX_HORIZON)?;
         range("d_obs", self.d_obs, 1, MAX_OBS)?;
         positive("dt_ms", self.dt_ms)?;
+        self.check_encoding()?;
+        self.check_normalisation()?;
+        self.check_sampler()?;
+        check_domain(&self.domain, self.d_obs)?;
+        check_training(&self.training)?;
+        self.provenance().check(self.d_a, &self.model_sha256)
+    }
+
+    /// The action and observation encodings (d_obs fits the observation's), the goal
+    /// tolerance and the goals.
+    fn check_encoding(&self) -> Result<(), ManifestProblem> {
         if self.encoding.action == ActionEncoding::Residual {
             return Err(Rule(
                 "encoding.action = \"residual\" is a residual policy's: its manifest is format 2 \
@@ -411,6 +422,11 @@ impl Manifest {
         for (i, g) in self.encoding.goals.iter().enumerate() {
             check_values(&format!("encoding.goals[{i}]"), g, self.d_a)?;
         }
+        Ok(())
+    }
+
+    /// The normalisation vectors: their lengths, finite values and positive deviations.
+    fn check_normalisation(&self) -> Result<(), ManifestProblem> {
         let n = &self.normalisation;
         check_values("normalisation.obs_mean", &n.obs_mean, self.d_obs)?;
         check_values("normalisation.obs_std", &n.obs_std, self.d_obs)?;
@@ -424,6 +440,12 @@ impl Manifest {
                 return Err(Rule(format!("{name}[{i}] = {} must be positive", v[i])));
             }
         }
+        Ok(())
+    }
+
+    /// The sampler's method and step counts against the kind, and the DDIM schedule
+    /// (which only a ddim policy has).
+    fn check_sampler(&self) -> Result<(), ManifestProblem> {
         let s = &self.sampler;
         if !s.method.fits(self.kind) {
             return Err(Rule(format!(
@@ -468,9 +490,7 @@ impl Manifest {
             }
             (None, PolicyKind::Flow) => {}
         }
-        check_domain(&self.domain, self.d_obs)?;
-        check_training(&self.training)?;
-        self.provenance().check(self.d_a, &self.model_sha256)
+        Ok(())
     }
 }
 

@@ -690,6 +690,34 @@ impl Manifest2 {
         crate::manifest::check_model_bytes(self.model_bytes)?;
         range("d_a", self.d_a, 1, MAX_DOF)?;
         positive("dt_ms", self.dt_ms)?;
+        let input_norms = self.check_inputs()?;
+        let image_norms = self.check_images()?;
+        let d_obs = self.d_obs();
+        range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
+        let base_norm = self.check_residual()?;
+        let action_norm = self.check_action()?;
+        if self.io.out.is_empty() {
+            return Err(Rule("io.out is empty".into()));
+        }
+        let (scheduler, flow) = self.check_sampling()?;
+        self.check_task()?;
+        check_domain(&self.domain, d_obs)?;
+        check_training(&self.training)?;
+        self.provenance().check(self.d_a, &self.model_sha256)?;
+        Ok(CheckedManifest2 {
+            raw: self,
+            input_norms,
+            image_norms,
+            action_norm,
+            base_norm,
+            scheduler,
+            flow,
+        })
+    }
+
+    /// The observation's history and its named inputs (unique, each with sources); one
+    /// normaliser per input.
+    fn check_inputs(&self) -> Result<Vec<Normaliser>, ManifestProblem> {
         let o = &self.observation;
         range("observation.history", o.history, 1, MAX_HISTORY)?;
         if o.inputs.is_empty() {
@@ -715,6 +743,12 @@ impl Manifest2 {
                 self.input_dim(input),
             )?);
         }
+        Ok(input_norms)
+    }
+
+    /// The camera images: how many, their names and sizes; one normaliser per image.
+    fn check_images(&self) -> Result<Vec<Normaliser>, ManifestProblem> {
+        let o = &self.observation;
         if o.images.len() > MAX_IMAGES {
             return Err(Rule(format!(
                 "observation.images has {} images; chunkrt takes at most {MAX_IMAGES} camera",
@@ -739,9 +773,11 @@ impl Manifest2 {
             }
             image_norms.push(Normaliser::from_stats(&key, &image.stats, 3)?);
         }
-        let d_obs = self.d_obs();
-        range("the observation's length (domain)", d_obs, 1, MAX_OBS)?;
-        let base_norm = self.check_residual()?;
+        Ok(image_norms)
+    }
+
+    /// The action's normaliser and the slice of the model's horizon that is executed.
+    fn check_action(&self) -> Result<Normaliser, ManifestProblem> {
         let a = &self.action;
         let action_norm = Normaliser::from_stats("action", &a.stats, self.d_a)?;
         range("action.horizon", a.horizon, 2, 1024)?;
@@ -752,11 +788,16 @@ impl Manifest2 {
                 a.start, a.len, a.horizon
             )));
         }
-        if self.io.out.is_empty() {
-            return Err(Rule("io.out is empty".into()));
-        }
+        Ok(action_norm)
+    }
+
+    /// The model kind against its [scheduler] or [flow] table, its io.x and io.t, and
+    /// the sampler's step counts; the scheduler or flow settings a diffusion model uses.
+    fn check_sampling(
+        &self,
+    ) -> Result<(Option<SchedulerSettings>, Option<FlowSettings>), ManifestProblem> {
         let s = &self.sampler;
-        let (scheduler, flow) =
+        let settings =
             match (self.kind, &self.scheduler, &self.flow) {
                 (ModelKind::Diffusion, None, None) => return Err(Rule(
                     "kind = \"diffusion\" needs a [scheduler] table (DDPM, DDIM) or a [flow] table"
@@ -805,6 +846,13 @@ impl Manifest2 {
                 }
             };
         range("sampler.min_steps", s.min_steps, 1, s.steps)?;
+        Ok(settings)
+    }
+
+    /// The task's goal tolerance and goals (each one joint vector); a model may go
+    /// without goals only when it sees its goal in a camera image.
+    fn check_task(&self) -> Result<(), ManifestProblem> {
+        let o = &self.observation;
         positive("task.goal_tolerance_rad", self.task.goal_tolerance_rad)?;
         let uses_goal = o.inputs.iter().any(|i| i.sources.contains(&Source::Goal));
         if self.task.goals.is_empty() && (uses_goal || o.images.is_empty()) {
@@ -816,18 +864,7 @@ impl Manifest2 {
         for (i, g) in self.task.goals.iter().enumerate() {
             values(&format!("task.goals[{i}]"), g, self.d_a)?;
         }
-        check_domain(&self.domain, d_obs)?;
-        check_training(&self.training)?;
-        self.provenance().check(self.d_a, &self.model_sha256)?;
-        Ok(CheckedManifest2 {
-            raw: self,
-            input_norms,
-            image_norms,
-            action_norm,
-            base_norm,
-            scheduler,
-            flow,
-        })
+        Ok(())
     }
 }
 

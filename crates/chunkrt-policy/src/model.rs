@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chunkrt_core::PolicyError;
+use chunkrt_core::{Chunk, PolicyError};
 use sha2::{Digest, Sha256};
 
 use crate::domain::Domain;
@@ -128,6 +128,25 @@ pub fn step_estimate(est: f64, step_ns: f64) -> f64 {
         (1.0 - ALPHA) * est + ALPHA * step_ns
     } else {
         step_ns
+    }
+}
+
+/// Writes `len` setpoints of `d_a` joints (`positions[i * d_a + j]`), `dt_ns` apart and
+/// sampled in `steps` steps, into `out`.
+pub(crate) fn write_chunk(
+    out: &mut Chunk,
+    positions: &[f64],
+    len: usize,
+    d_a: usize,
+    dt_ns: u64,
+    steps: usize,
+) {
+    out.len = len as u16;
+    out.dof = d_a as u16;
+    out.dt_ns = dt_ns;
+    out.sampler_steps = steps as u16;
+    for i in 0..len {
+        out.pos_rad[i][..d_a].copy_from_slice(&positions[i * d_a..(i + 1) * d_a]);
     }
 }
 

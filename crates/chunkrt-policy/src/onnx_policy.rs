@@ -16,7 +16,7 @@ use crate::error::{ManifestProblem, PolicyConfigProblem, PolicyLoadError};
 use crate::goals::{GoalSequence, Settler};
 pub use crate::manifest::StateSource;
 use crate::manifest::{Manifest, ObservationEncoding, SamplerMethod};
-use crate::model::{anytime_steps, step_estimate, PolicyModel};
+use crate::model::{anytime_steps, step_estimate, write_chunk, PolicyModel};
 use crate::noise::GaussianNoise;
 use crate::session::SessionOptions;
 use crate::smoothing::ChunkSmoother;
@@ -113,6 +113,22 @@ pub struct AnytimeStats {
     pub out_of_domain: u64,
     /// Goals left because the policy settled near them (not within the tolerance).
     pub settled_advances: u64,
+}
+
+impl AnytimeStats {
+    /// Counts one chunk sampled in `steps` of the `nominal` steps from an observation
+    /// with this verdict; whether that observation was outside the domain.
+    pub(crate) fn record(&mut self, steps: usize, nominal: usize, verdict: DomainVerdict) -> bool {
+        self.chunks += 1;
+        if steps < nominal {
+            self.reduced += 1;
+        }
+        let out_of_domain = !verdict.is_inside();
+        if out_of_domain {
+            self.out_of_domain += 1;
+        }
+        out_of_domain
+    }
 }
 
 /// A learned policy run through ONNX Runtime; see the module docs.
@@ -319,6 +335,35 @@ impl OnnxPolicy {
         self.state_source
     }
 
+    /// The observed state (positions, velocities) of `d_a` joints, refused when the
+    /// joint count differs or a value is not finite.
+    fn checked_state<'o>(
+        &self,
+        obs: &'o Observation,
+        d_a: usize,
+    ) -> Result<(&'o JointVec, &'o JointVec), PolicyError> {
+        if obs.dof as usize != d_a {
+            return Err(PolicyError(format!(
+                "onnx policy: observation has {} joints, model expects {d_a}",
+                obs.dof
+            )));
+        }
+        let (state, vel) = self.state_source.of(obs);
+        if let Some(j) = (0..d_a).find(|&j| !state[j].is_finite()) {
+            return Err(PolicyError(format!(
+                "onnx policy: state position of joint {j} is not finite ({})",
+                state[j]
+            )));
+        }
+        if let Some(j) = (0..d_a).find(|&j| !vel[j].is_finite()) {
+            return Err(PolicyError(format!(
+                "onnx policy: state velocity of joint {j} is not finite ({})",
+                vel[j]
+            )));
+        }
+        Ok((state, vel))
+    }
+
     /// Steps for the next chunk: the nominal count, or fewer when the measured step
     /// latency says the nominal count would overrun the deadline.
     fn planned_steps(&self) -> usize {
@@ -360,25 +405,7 @@ impl Policy for OnnxPolicy {
             let m = self.engine.manifest();
             (m.d_a, m.horizon, m.dt_ns())
         };
-        if obs.dof as usize != d_a {
-            return Err(PolicyError(format!(
-                "onnx policy: observation has {} joints, model expects {d_a}",
-                obs.dof
-            )));
-        }
-        let (state, vel) = self.state_source.of(obs);
-        if let Some(j) = (0..d_a).find(|&j| !state[j].is_finite()) {
-            return Err(PolicyError(format!(
-                "onnx policy: state position of joint {j} is not finite ({})",
-                state[j]
-            )));
-        }
-        if let Some(j) = (0..d_a).find(|&j| !vel[j].is_finite()) {
-            return Err(PolicyError(format!(
-                "onnx policy: state velocity of joint {j} is not finite ({})",
-                vel[j]
-            )));
-        }
+        let (state, vel) = self.checked_state(obs, d_a)?;
         let goal_changed = self.goals.observe(obs.seq, state, obs.t_capture);
         let goal = Some(self.goals.index() as u16);
         let mut obs_vec = std::mem::take(&mut self.obs_vec);
@@ -403,29 +430,16 @@ impl Policy for OnnxPolicy {
             steps,
             &mut self.pos_buf,
         );
-        match result {
-            Ok(served) => self.last_served = served,
-            Err(e) => {
-                self.obs_vec = obs_vec;
-                return Err(e);
-            }
-        }
+        self.obs_vec = obs_vec;
+        self.last_served = result?;
         let took_ns = start.elapsed().as_nanos() as u64;
         let step_ns = took_ns as f64 / steps as f64;
         if let Some(sm) = self.smoother.as_mut() {
             sm.apply(&mut self.pos_buf, d_a, &state[..d_a]);
         }
-        self.obs_vec = obs_vec;
 
         self.step_ns_est = step_estimate(self.step_ns_est, step_ns);
-        self.stats.chunks += 1;
-        if steps < self.steps {
-            self.stats.reduced += 1;
-        }
-        let out_of_domain = !verdict.is_inside();
-        if out_of_domain {
-            self.stats.out_of_domain += 1;
-        }
+        let out_of_domain = self.stats.record(steps, self.steps, verdict);
         // Settled near the goal: the arm is close and has stopped moving.
         // Taken at the next observation: this observation's other candidates pursue
         // the same goal (a recorded run's goals per observation can be replayed).
@@ -434,13 +448,7 @@ impl Policy for OnnxPolicy {
             self.noise_fresh = false;
             self.stats.settled_advances += 1;
         }
-        out.len = horizon as u16;
-        out.dof = d_a as u16;
-        out.dt_ns = dt_ns;
-        out.sampler_steps = steps as u16;
-        for i in 0..horizon {
-            out.pos_rad[i][..d_a].copy_from_slice(&self.pos_buf[i * d_a..(i + 1) * d_a]);
-        }
+        write_chunk(out, &self.pos_buf, horizon, d_a, dt_ns, steps);
         Ok(InferInfo {
             steps: steps as u16,
             steps_nominal: self.steps as u16,

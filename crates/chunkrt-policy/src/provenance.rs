@@ -351,60 +351,7 @@ impl Provenance<'_> {
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or_else(|| Path::new("."));
-        let cited = self
-            .regime_sequence
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let file = s.checkpoint.as_deref()?;
-                Some((
-                    format!("regime_sequence[{i}].checkpoint"),
-                    file,
-                    &s.checkpoint_sha256,
-                    None,
-                ))
-            })
-            .chain(self.simulation.and_then(|s| {
-                let file = s.model_asset.as_deref()?;
-                Some((
-                    "simulation_provenance.model_asset".to_string(),
-                    file,
-                    s.model_asset_sha256.as_ref()?,
-                    None,
-                ))
-            }))
-            .chain(self.omission_log.iter().enumerate().filter_map(|(i, o)| {
-                let file = o.measurement.as_deref()?;
-                Some((
-                    format!("omission_log[{i}].measurement"),
-                    file,
-                    &o.measurement_sha256,
-                    None,
-                ))
-            }))
-            .chain(
-                self.negative_events
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, e)| {
-                        let file = e.record.as_deref()?;
-                        Some((
-                            format!("negative_event_registry[{i}].record"),
-                            file,
-                            &e.sha256,
-                            None,
-                        ))
-                    }),
-            )
-            .chain(self.wear_ledger.iter().enumerate().filter_map(|(i, w)| {
-                let file = w.ledger.as_deref()?;
-                Some((
-                    format!("adaptation_wear_ledger[{i}].ledger"),
-                    file,
-                    &w.ledger_sha256,
-                    w.entries,
-                ))
-            }));
+        let cited = self.cited_files();
         let root = std::fs::canonicalize(dir)
             .map_err(|e| Rule(format!("the manifest's directory {}: {e}", dir.display())))?;
         // A file cited twice (one measurement behind several omissions) is read once.
@@ -489,6 +436,14 @@ impl Provenance<'_> {
             line("provenance: none declared".into());
             return s;
         }
+        self.describe_training(&mut line);
+        self.describe_omissions(&mut line);
+        self.describe_records(&mut line);
+        s
+    }
+
+    /// The training stages and the simulator, a line each.
+    fn describe_training(&self, line: &mut impl FnMut(String)) {
         line(format!(
             "regime_sequence: {} stage(s)",
             self.regime_sequence.len()
@@ -526,6 +481,10 @@ impl Provenance<'_> {
             )),
             None => line("simulation_provenance: none".into()),
         }
+    }
+
+    /// The omission log, a line per omission.
+    fn describe_omissions(&self, line: &mut impl FnMut(String)) {
         line(format!(
             "omission_log: {} entr(ies)",
             self.omission_log.len()
@@ -544,6 +503,10 @@ impl Provenance<'_> {
                 describe_exclude(&o.exclude)
             ));
         }
+    }
+
+    /// The negative events and the wear ledgers, a line each.
+    fn describe_records(&self, line: &mut impl FnMut(String)) {
         line(format!(
             "negative_event_registry: {} record(s)",
             self.negative_events.len()
@@ -569,7 +532,66 @@ impl Provenance<'_> {
                     .map_or(String::new(), |n| format!(" (its first {n} line(s))"))
             ));
         }
-        s
+    }
+}
+
+impl<'a> Provenance<'a> {
+    /// Every file the ledger cites: (its key, its path as written, the digest beside
+    /// it, how many of its lines the digest covers; `None`: all).
+    fn cited_files(&self) -> impl Iterator<Item = (String, &'a str, &'a String, Option<u64>)> {
+        self.regime_sequence
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let file = s.checkpoint.as_deref()?;
+                Some((
+                    format!("regime_sequence[{i}].checkpoint"),
+                    file,
+                    &s.checkpoint_sha256,
+                    None,
+                ))
+            })
+            .chain(self.simulation.and_then(|s| {
+                let file = s.model_asset.as_deref()?;
+                Some((
+                    "simulation_provenance.model_asset".to_string(),
+                    file,
+                    s.model_asset_sha256.as_ref()?,
+                    None,
+                ))
+            }))
+            .chain(self.omission_log.iter().enumerate().filter_map(|(i, o)| {
+                let file = o.measurement.as_deref()?;
+                Some((
+                    format!("omission_log[{i}].measurement"),
+                    file,
+                    &o.measurement_sha256,
+                    None,
+                ))
+            }))
+            .chain(
+                self.negative_events
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, e)| {
+                        let file = e.record.as_deref()?;
+                        Some((
+                            format!("negative_event_registry[{i}].record"),
+                            file,
+                            &e.sha256,
+                            None,
+                        ))
+                    }),
+            )
+            .chain(self.wear_ledger.iter().enumerate().filter_map(|(i, w)| {
+                let file = w.ledger.as_deref()?;
+                Some((
+                    format!("adaptation_wear_ledger[{i}].ledger"),
+                    file,
+                    &w.ledger_sha256,
+                    w.entries,
+                ))
+            }))
     }
 }
 
