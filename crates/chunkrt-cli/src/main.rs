@@ -104,7 +104,10 @@ fn dispatch(cli: args::Cli) -> anyhow::Result<u8> {
         Command::Episodes(args) => crate::tools::episodes::episodes(&args),
         Command::Export(cmd) => crate::tools::export::export(&cmd),
         Command::Status(args) => crate::tools::status::status(&args),
-        Command::Reference(cmd) => crate::tools::reference::reference(&cmd),
+        Command::Reference(cmd) => {
+            use clap::CommandFactory;
+            crate::tools::reference::reference(&cmd, args::Cli::command())
+        }
         Command::Validate { file } => crate::tools::validate::validate(&file),
     }
 }

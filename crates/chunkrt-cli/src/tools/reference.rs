@@ -3,7 +3,7 @@
 //! and the shell completions (`clap_complete`), both from the command line's own
 //! definition, so that a renamed flag is renamed in them too.
 
-use clap::{CommandFactory, Subcommand};
+use clap::Subcommand;
 use std::path::{Path, PathBuf};
 
 /// `chunkrt reference ...`.
@@ -37,8 +37,9 @@ pub enum ReferenceCommand {
     },
 }
 
-/// Runs `chunkrt reference`; returns the exit status.
-pub fn reference(cmd: &ReferenceCommand) -> anyhow::Result<u8> {
+/// Runs `chunkrt reference`; `cli` is the whole command line's definition (the man
+/// pages and completions are made from it). Returns the exit status.
+pub fn reference(cmd: &ReferenceCommand, mut cli: clap::Command) -> anyhow::Result<u8> {
     match cmd {
         ReferenceCommand::ExitStatuses => out!("{}", crate::exit::reference_page()),
         ReferenceCommand::Config { configs } => {
@@ -49,17 +50,12 @@ pub fn reference(cmd: &ReferenceCommand) -> anyhow::Result<u8> {
             out!("{}", chunkrt_config::reference::reference_page(&samples));
         }
         ReferenceCommand::Man { dir } => {
-            let n = write_man_pages(dir)?;
+            let n = write_man_pages(dir, cli)?;
             outln!("{n} man pages in {}", dir.display());
         }
         ReferenceCommand::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(
-                *shell,
-                &mut crate::args::Cli::command(),
-                "chunkrt",
-                &mut script,
-            );
+            clap_complete::generate(*shell, &mut cli, "chunkrt", &mut script);
             out!("{}", String::from_utf8_lossy(&script));
         }
     }
@@ -67,10 +63,9 @@ pub fn reference(cmd: &ReferenceCommand) -> anyhow::Result<u8> {
 }
 
 /// Writes every command's man page into `dir`; returns how many.
-fn write_man_pages(dir: &Path) -> anyhow::Result<usize> {
+fn write_man_pages(dir: &Path, cmd: clap::Command) -> anyhow::Result<usize> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
-    let cmd = crate::args::Cli::command();
     clap_mangen::generate_to(cmd, dir)
         .with_context(|| format!("writing the man pages into {}", dir.display()))?;
     let pages = std::fs::read_dir(dir)
