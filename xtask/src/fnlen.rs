@@ -9,8 +9,8 @@ use syn::visit::Visit;
 pub const LIMIT: usize = 80;
 
 /// The source folders whose functions are limited: the core, the runtime's threads,
-/// the EtherCAT backend (bring-up and the cyclic exchange) with its raw socket, and
-/// the margin and gap instruments.
+/// the EtherCAT backend (bring-up and the cyclic exchange) with its raw socket, the
+/// margin and gap instruments, telemetry (collector, recording, plots) and the camera.
 pub const LIMITED: &[&str] = &[
     "crates/chunkrt-core/src",
     "crates/chunkrt-rt/src",
@@ -18,6 +18,8 @@ pub const LIMITED: &[&str] = &[
     "crates/chunkrt-afpacket/src",
     "crates/chunkrt-margin/src",
     "crates/chunkrt-gap/src",
+    "crates/chunkrt-telemetry/src",
+    "crates/chunkrt-camera/src",
 ];
 
 pub struct FnLen {
