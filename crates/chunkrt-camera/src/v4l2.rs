@@ -39,6 +39,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use v4l::buffer::Type;
+use v4l::capability::Capabilities;
 use v4l::format::Quantization;
 use v4l::io::mmap::Stream;
 use v4l::io::traits::CaptureStream;
@@ -313,6 +314,101 @@ fn map_buffers(
     Ok(stream)
 }
 
+/// The device's capabilities, once they show a single-planar capture device that
+/// can stream.
+fn capture_caps(dev: &Device, path: &Path) -> Result<Capabilities, CameraError> {
+    let caps = dev
+        .query_caps()
+        .map_err(|e| open_err(path, format!("VIDIOC_QUERYCAP: {e}")))?;
+    use v4l::capability::Flags as Cap;
+    if !caps.capabilities.contains(Cap::VIDEO_CAPTURE) {
+        return Err(open_err(
+            path,
+            format!(
+                "{} ({}) is not a single-planar video capture device (capabilities {})",
+                caps.card, caps.driver, caps.capabilities
+            ),
+        ));
+    }
+    if !caps.capabilities.contains(Cap::STREAMING) {
+        return Err(open_err(
+            path,
+            format!(
+                "{} ({}) cannot stream (no V4L2_CAP_STREAMING)",
+                caps.card, caps.driver
+            ),
+        ));
+    }
+    Ok(caps)
+}
+
+/// Sets the configured pixel format and size (the current size where none is
+/// configured); the format the driver gave, which must be the one asked for.
+fn set_format(dev: &Device, config: &V4l2Config) -> Result<Format, CameraError> {
+    let path = config.device.as_path();
+    let current = dev
+        .format()
+        .map_err(|e| open_err(path, format!("VIDIOC_G_FMT: {e}")))?;
+    let want = Format::new(
+        config.width.unwrap_or(current.width),
+        config.height.unwrap_or(current.height),
+        FourCC::new(config.pixel_format.fourcc()),
+    );
+    let got = dev
+        .set_format(&want)
+        .map_err(|e| open_err(path, format!("VIDIOC_S_FMT: {e}")))?;
+    if got.fourcc != want.fourcc || got.width != want.width || got.height != want.height {
+        return Err(open_err(
+            path,
+            format!(
+                "asked for {} {}x{}, the driver gave {} {}x{}",
+                fourcc_str(&want.fourcc),
+                want.width,
+                want.height,
+                fourcc_str(&got.fourcc),
+                got.width,
+                got.height
+            ),
+        ));
+    }
+    if config.pixel_format == PixelFormat::Yuyv && !got.width.is_multiple_of(2) {
+        return Err(open_err(path, format!("YUYV at odd width {}", got.width)));
+    }
+    Ok(got)
+}
+
+/// Sets the configured frame rate; the rate the driver gave (fps), which must be
+/// within 1% of it.
+fn set_frame_rate(dev: &Device, config: &V4l2Config) -> Result<f64, CameraError> {
+    let path = config.device.as_path();
+    // The interval as a fraction of seconds, in milliseconds of a frame.
+    let want_interval = Fraction::new(1000, (config.fps * 1000.0).round().max(1.0) as u32);
+    let params = dev
+        .set_params(&v4l::video::capture::Parameters::new(want_interval))
+        .map_err(|e| open_err(path, format!("VIDIOC_S_PARM ({} fps): {e}", config.fps)))?;
+    let got_fps = fps_of(params.interval);
+    if (got_fps - config.fps).abs() > 0.01 * config.fps {
+        return Err(open_err(
+            path,
+            format!(
+                "asked for {} fps, the driver gave {got_fps:.3} fps ({}/{} s per frame){}",
+                config.fps,
+                params.interval.numerator,
+                params.interval.denominator,
+                if params
+                    .capabilities
+                    .contains(v4l::parameters::Capabilities::TIME_PER_FRAME)
+                {
+                    ""
+                } else {
+                    "; the driver cannot set the frame rate"
+                }
+            ),
+        ));
+    }
+    Ok(got_fps)
+}
+
 impl V4l2Camera {
     /// Opens `config.device`, sets the format and frame rate, and maps the buffers.
     /// Streaming starts with the first [`capture`](Camera::capture).
@@ -347,83 +443,9 @@ impl V4l2Camera {
             return Err(open_err(path, format!("frame rate {} fps", config.fps)));
         }
         let dev = Device::with_path(path).map_err(|e| open_err(path, format!("open: {e}")))?;
-        let caps = dev
-            .query_caps()
-            .map_err(|e| open_err(path, format!("VIDIOC_QUERYCAP: {e}")))?;
-        use v4l::capability::Flags as Cap;
-        if !caps.capabilities.contains(Cap::VIDEO_CAPTURE) {
-            return Err(open_err(
-                path,
-                format!(
-                    "{} ({}) is not a single-planar video capture device (capabilities {})",
-                    caps.card, caps.driver, caps.capabilities
-                ),
-            ));
-        }
-        if !caps.capabilities.contains(Cap::STREAMING) {
-            return Err(open_err(
-                path,
-                format!(
-                    "{} ({}) cannot stream (no V4L2_CAP_STREAMING)",
-                    caps.card, caps.driver
-                ),
-            ));
-        }
-
-        let current = dev
-            .format()
-            .map_err(|e| open_err(path, format!("VIDIOC_G_FMT: {e}")))?;
-        let want = Format::new(
-            config.width.unwrap_or(current.width),
-            config.height.unwrap_or(current.height),
-            FourCC::new(config.pixel_format.fourcc()),
-        );
-        let got = dev
-            .set_format(&want)
-            .map_err(|e| open_err(path, format!("VIDIOC_S_FMT: {e}")))?;
-        if got.fourcc != want.fourcc || got.width != want.width || got.height != want.height {
-            return Err(open_err(
-                path,
-                format!(
-                    "asked for {} {}x{}, the driver gave {} {}x{}",
-                    fourcc_str(&want.fourcc),
-                    want.width,
-                    want.height,
-                    fourcc_str(&got.fourcc),
-                    got.width,
-                    got.height
-                ),
-            ));
-        }
-        if config.pixel_format == PixelFormat::Yuyv && !got.width.is_multiple_of(2) {
-            return Err(open_err(path, format!("YUYV at odd width {}", got.width)));
-        }
-
-        // The interval as a fraction of seconds, in milliseconds of a frame.
-        let want_interval = Fraction::new(1000, (config.fps * 1000.0).round().max(1.0) as u32);
-        let params = dev
-            .set_params(&v4l::video::capture::Parameters::new(want_interval))
-            .map_err(|e| open_err(path, format!("VIDIOC_S_PARM ({} fps): {e}", config.fps)))?;
-        let got_fps = fps_of(params.interval);
-        if (got_fps - config.fps).abs() > 0.01 * config.fps {
-            return Err(open_err(
-                path,
-                format!(
-                    "asked for {} fps, the driver gave {got_fps:.3} fps ({}/{} s per frame){}",
-                    config.fps,
-                    params.interval.numerator,
-                    params.interval.denominator,
-                    if params
-                        .capabilities
-                        .contains(v4l::parameters::Capabilities::TIME_PER_FRAME)
-                    {
-                        ""
-                    } else {
-                        "; the driver cannot set the frame rate"
-                    }
-                ),
-            ));
-        }
+        let caps = capture_caps(&dev, path)?;
+        let got = set_format(&dev, config)?;
+        let got_fps = set_frame_rate(&dev, config)?;
         let frame_interval_ns = (NS_PER_S as f64 / got_fps).round() as u64;
 
         let stream = map_buffers(&dev, config.buffers.max(2), frame_interval_ns)

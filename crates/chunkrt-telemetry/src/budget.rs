@@ -94,6 +94,118 @@ struct BudgetFile {
     baseline: Option<BaselineLimitsFile>,
 }
 
+/// A budget's text and where it came from, to place an error at its key.
+struct Source<'a> {
+    origin: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    /// The error at key `path` (dotted) saying `message`.
+    fn invalid(&self, path: String, message: String) -> BudgetError {
+        BudgetError::invalid(self.origin, self.text, &path, &message)
+    }
+}
+
+impl MetricLimitsFile {
+    /// The limits on metric `name`, in statistic order: its name must be a metric's,
+    /// each statistic given in one unit only, as a usable number, and at least one.
+    fn limits(&self, name: &str, src: &Source) -> Result<Vec<Limit>, BudgetError> {
+        if !METRICS.iter().any(|(_, n, _)| *n == name) {
+            let known: Vec<&str> = METRICS.iter().map(|(_, n, _)| *n).collect();
+            return Err(src.invalid(
+                format!("metrics.{name}"),
+                format!("unknown metric; expected one of {}", known.join(", ")),
+            ));
+        }
+        let pairs = [
+            (Stat::Min, self.min_us, self.min_ms),
+            (Stat::P50, self.p50_us, self.p50_ms),
+            (Stat::P75, self.p75_us, self.p75_ms),
+            (Stat::P90, self.p90_us, self.p90_ms),
+            (Stat::P99, self.p99_us, self.p99_ms),
+            (Stat::P999, self.p999_us, self.p999_ms),
+            (Stat::Max, self.max_us, self.max_ms),
+            (Stat::Mean, self.mean_us, self.mean_ms),
+            (
+                Stat::P99MinusP50,
+                self.p99_minus_p50_us,
+                self.p99_minus_p50_ms,
+            ),
+        ];
+        let mut limits = Vec::new();
+        for (stat, us, ms) in pairs {
+            let (key, value, scale) = match (us, ms) {
+                (None, None) => continue,
+                (Some(_), Some(_)) => {
+                    return Err(src.invalid(
+                        format!("metrics.{name}.{}_us", stat.name()),
+                        format!(
+                            "both `{0}_us` and `{0}_ms` are given; keep one",
+                            stat.name()
+                        ),
+                    ))
+                }
+                (Some(v), None) => (format!("{}_us", stat.name()), v, 1e3),
+                (None, Some(v)) => (format!("{}_ms", stat.name()), v, 1e6),
+            };
+            if !value.is_finite() || value < 0.0 || value * scale > u64::MAX as f64 / 2.0 {
+                return Err(src.invalid(
+                    format!("metrics.{name}.{key}"),
+                    format!("{value} is not a usable limit; expected a finite number >= 0"),
+                ));
+            }
+            limits.push(Limit::Metric {
+                metric: name.to_string(),
+                stat,
+                max_ns: (value * scale).round() as u64,
+                required: self.required,
+            });
+        }
+        if limits.is_empty() {
+            return Err(src.invalid(
+                format!("metrics.{name}"),
+                "no limit given; expected at least one of min, p50, p75, p90, p99, p999, max, \
+                 mean, p99_minus_p50 with a unit suffix (`_us` or `_ms`)"
+                    .into(),
+            ));
+        }
+        Ok(limits)
+    }
+}
+
+impl BaselineLimitsFile {
+    /// The limits on the ratios to cyclictest: each a usable ratio, and at least one.
+    fn limits(&self, src: &Source) -> Result<Vec<Limit>, BudgetError> {
+        let mut limits = Vec::new();
+        for (stat, v) in [
+            ("p50", self.p50_ratio),
+            ("p99", self.p99_ratio),
+            ("max", self.max_ratio),
+        ] {
+            let Some(v) = v else { continue };
+            if !v.is_finite() || v <= 0.0 {
+                return Err(src.invalid(
+                    format!("baseline.{stat}_ratio"),
+                    format!("{v} is not a usable ratio; expected a finite number > 0"),
+                ));
+            }
+            limits.push(Limit::BaselineRatio {
+                stat,
+                max: v,
+                required: self.required,
+            });
+        }
+        if limits.is_empty() {
+            return Err(src.invalid(
+                "baseline".into(),
+                "no limit given; expected p50_ratio, p99_ratio or max_ratio".into(),
+            ));
+        }
+        Ok(limits)
+    }
+}
+
 /// A statistic of a metric's distribution that can be budgeted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stat {
@@ -228,66 +340,10 @@ impl Budget {
     /// Parses and validates budget TOML; `origin` names the source in errors.
     pub fn parse_str(text: &str, origin: &Path) -> Result<Budget, BudgetError> {
         let file: BudgetFile = chunkrt_config::parse_toml(text, origin)?;
-        let invalid =
-            |path: String, message: String| BudgetError::invalid(origin, text, &path, &message);
-
+        let src = Source { origin, text };
         let mut limits = Vec::new();
         for (name, m) in &file.metrics {
-            if !METRICS.iter().any(|(_, n, _)| n == name) {
-                let known: Vec<&str> = METRICS.iter().map(|(_, n, _)| *n).collect();
-                return Err(invalid(
-                    format!("metrics.{name}"),
-                    format!("unknown metric; expected one of {}", known.join(", ")),
-                ));
-            }
-            let pairs = [
-                (Stat::Min, m.min_us, m.min_ms),
-                (Stat::P50, m.p50_us, m.p50_ms),
-                (Stat::P75, m.p75_us, m.p75_ms),
-                (Stat::P90, m.p90_us, m.p90_ms),
-                (Stat::P99, m.p99_us, m.p99_ms),
-                (Stat::P999, m.p999_us, m.p999_ms),
-                (Stat::Max, m.max_us, m.max_ms),
-                (Stat::Mean, m.mean_us, m.mean_ms),
-                (Stat::P99MinusP50, m.p99_minus_p50_us, m.p99_minus_p50_ms),
-            ];
-            let before = limits.len();
-            for (stat, us, ms) in pairs {
-                let (key, value, scale) = match (us, ms) {
-                    (None, None) => continue,
-                    (Some(_), Some(_)) => {
-                        return Err(invalid(
-                            format!("metrics.{name}.{}_us", stat.name()),
-                            format!(
-                                "both `{0}_us` and `{0}_ms` are given; keep one",
-                                stat.name()
-                            ),
-                        ))
-                    }
-                    (Some(v), None) => (format!("{}_us", stat.name()), v, 1e3),
-                    (None, Some(v)) => (format!("{}_ms", stat.name()), v, 1e6),
-                };
-                if !value.is_finite() || value < 0.0 || value * scale > u64::MAX as f64 / 2.0 {
-                    return Err(invalid(
-                        format!("metrics.{name}.{key}"),
-                        format!("{value} is not a usable limit; expected a finite number >= 0"),
-                    ));
-                }
-                limits.push(Limit::Metric {
-                    metric: name.clone(),
-                    stat,
-                    max_ns: (value * scale).round() as u64,
-                    required: m.required,
-                });
-            }
-            if limits.len() == before {
-                return Err(invalid(
-                    format!("metrics.{name}"),
-                    "no limit given; expected at least one of min, p50, p75, p90, p99, p999, max, \
-                     mean, p99_minus_p50 with a unit suffix (`_us` or `_ms`)"
-                        .into(),
-                ));
-            }
+            limits.extend(m.limits(name, &src)?);
         }
         // Metrics in report order, so the verdict table reads like the latency table.
         limits.sort_by_key(|l| match l {
@@ -302,7 +358,7 @@ impl Budget {
         });
         for (name, max) in &file.counters {
             let max = u64::try_from(*max).map_err(|_| {
-                invalid(
+                src.invalid(
                     format!("counters.{name}"),
                     format!("{max} is negative; expected the largest count allowed (>= 0)"),
                 )
@@ -313,34 +369,10 @@ impl Budget {
             });
         }
         if let Some(b) = &file.baseline {
-            let before = limits.len();
-            for (stat, v) in [
-                ("p50", b.p50_ratio),
-                ("p99", b.p99_ratio),
-                ("max", b.max_ratio),
-            ] {
-                let Some(v) = v else { continue };
-                if !v.is_finite() || v <= 0.0 {
-                    return Err(invalid(
-                        format!("baseline.{stat}_ratio"),
-                        format!("{v} is not a usable ratio; expected a finite number > 0"),
-                    ));
-                }
-                limits.push(Limit::BaselineRatio {
-                    stat,
-                    max: v,
-                    required: b.required,
-                });
-            }
-            if limits.len() == before {
-                return Err(invalid(
-                    "baseline".into(),
-                    "no limit given; expected p50_ratio, p99_ratio or max_ratio".into(),
-                ));
-            }
+            limits.extend(b.limits(&src)?);
         }
         if limits.is_empty() {
-            return Err(invalid(
+            return Err(src.invalid(
                 "(top level)".into(),
                 "the budget has no limits; expected [metrics.NAME] tables or a [counters] table"
                     .into(),

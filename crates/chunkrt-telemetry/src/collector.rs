@@ -381,34 +381,7 @@ impl Collector {
         if let Some(o) = &mut self.oracle {
             o.cycle(r);
         }
-        let wake = r.t_wake.saturating_since(r.t_deadline);
-        // Cycles that never ran count too (no coordinated omission): the `missed`
-        // deadlines skipped before this cycle were first served by this wake, so each
-        // enters at its true latency, this wake minus its own deadline.
-        self.metrics.record(Metric::WakeLatency, wake);
-        let missed = r.missed as u64;
-        for j in 1..=missed.min(MAX_FILLED_IN) {
-            self.metrics
-                .record(Metric::WakeLatency, wake + j * self.period_ns);
-        }
-        if missed > MAX_FILLED_IN {
-            self.metrics
-                .record(Metric::WakeLatency, wake + missed * self.period_ns);
-        }
-        // An overrun: the cycle's work ended after the next deadline, or deadlines
-        // were skipped before it.
-        let next_deadline = r.t_deadline.add_ns(self.period_ns);
-        if r.missed > 0 || r.t_done > next_deadline {
-            self.bump("deadline_overruns", 1);
-        }
-        self.bump("missed_cycles", r.missed as u64);
-        if let Some(prev) = self.last_wake {
-            let actual = r.t_wake.saturating_since(prev);
-            let nominal = self.period_ns * (1 + r.missed as u64);
-            self.metrics
-                .record(Metric::PeriodJitter, actual.abs_diff(nominal));
-        }
-        self.last_wake = Some(r.t_wake);
+        self.record_wake(r);
         self.metrics
             .record(Metric::CycleTime, r.t_cmd.saturating_since(r.t_wake));
         if r.t_fb > r.t_cmd {
@@ -440,12 +413,7 @@ impl Collector {
             self.bump("feedback_held_cycles", 1);
         }
         if r.gate_mask != 0 {
-            self.bump("gate_interventions", 1);
-            for bits in &r.gate_joint_mask[..(r.dof as usize).min(chunkrt_core::MAX_DOF)] {
-                for (i, n) in self.gate_counts.iter_mut().enumerate() {
-                    *n += u64::from(bits >> i & 1);
-                }
-            }
+            self.count_gate(r);
         }
         if r.track_err_rad.is_finite() && r.track_err_rad > self.max_track_err_rad {
             self.max_track_err_rad = r.track_err_rad;
@@ -454,6 +422,49 @@ impl Collector {
         self.last_drives = (r.dof, r.drive_state, r.thermal_load);
         if let Some(rec) = self.recorder.as_mut() {
             rec.cycle(r);
+        }
+    }
+
+    /// The cycle's wake latency (and that of the deadlines it skipped), whether it
+    /// overran, and the jitter of its period since the last wake.
+    fn record_wake(&mut self, r: &CycleRecord) {
+        let wake = r.t_wake.saturating_since(r.t_deadline);
+        // Cycles that never ran count too (no coordinated omission): the `missed`
+        // deadlines skipped before this cycle were first served by this wake, so each
+        // enters at its true latency, this wake minus its own deadline.
+        self.metrics.record(Metric::WakeLatency, wake);
+        let missed = r.missed as u64;
+        for j in 1..=missed.min(MAX_FILLED_IN) {
+            self.metrics
+                .record(Metric::WakeLatency, wake + j * self.period_ns);
+        }
+        if missed > MAX_FILLED_IN {
+            self.metrics
+                .record(Metric::WakeLatency, wake + missed * self.period_ns);
+        }
+        // An overrun: the cycle's work ended after the next deadline, or deadlines
+        // were skipped before it.
+        let next_deadline = r.t_deadline.add_ns(self.period_ns);
+        if r.missed > 0 || r.t_done > next_deadline {
+            self.bump("deadline_overruns", 1);
+        }
+        self.bump("missed_cycles", r.missed as u64);
+        if let Some(prev) = self.last_wake {
+            let actual = r.t_wake.saturating_since(prev);
+            let nominal = self.period_ns * (1 + r.missed as u64);
+            self.metrics
+                .record(Metric::PeriodJitter, actual.abs_diff(nominal));
+        }
+        self.last_wake = Some(r.t_wake);
+    }
+
+    /// A cycle the gate acted in: counted, and per constraint on each joint it acted on.
+    fn count_gate(&mut self, r: &CycleRecord) {
+        self.bump("gate_interventions", 1);
+        for bits in &r.gate_joint_mask[..(r.dof as usize).min(chunkrt_core::MAX_DOF)] {
+            for (i, n) in self.gate_counts.iter_mut().enumerate() {
+                *n += u64::from(bits >> i & 1);
+            }
         }
     }
 

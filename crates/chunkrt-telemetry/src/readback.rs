@@ -241,6 +241,67 @@ struct CycleMsg {
     phase: Option<String>,
 }
 
+impl CycleMsg {
+    /// The cycle as a visitor sees it, at `t_s` on the run's clock.
+    fn sample(&self, t_s: f64) -> CycleSample<'_> {
+        CycleSample {
+            cycle: self.cycle,
+            t_s,
+            mode: self.mode,
+            gate_mask: self.gate_mask,
+            setpoint_rad: &self.setpoint_rad,
+            command_rad: &self.command_rad,
+            feedback_rad: &self.feedback_rad,
+            feedback_torque_nm: &self.feedback_torque_nm,
+            gate_mask_joints: &self.gate_mask_joints,
+            base_rad: &self.base_rad,
+            residual_rad: &self.residual_rad,
+            running_episode: self
+                .episode
+                .filter(|_| self.phase.as_deref() == Some("running")),
+        }
+    }
+
+    /// Records the cycle's latencies into `metrics` (ns); a figure the recording
+    /// lacks (0) is left out where 0 cannot be a measurement.
+    fn record_latencies(&self, metrics: &mut MetricSet) {
+        let us = |v: f64| (v.max(0.0) * 1e3) as u64;
+        metrics.record(Metric::WakeLatency, us(self.wake_latency_us));
+        metrics.record(Metric::CycleTime, us(self.cycle_time_us));
+        if self.exchange_us > 0.0 {
+            metrics.record(Metric::Exchange, us(self.exchange_us));
+        }
+        if self.bus_rtt_us > 0.0 {
+            metrics.record(Metric::BusRtt, us(self.bus_rtt_us));
+        }
+        if self.chunk_age_ms > 0.0 {
+            metrics.record(Metric::ChunkAge, (self.chunk_age_ms * 1e6) as u64);
+        }
+    }
+
+    /// The cycle as a bucket of its own at `t` over `dof` joints (NaN where a series
+    /// has fewer).
+    fn bucket(&self, t: f64, dof: usize) -> Bucket {
+        let point = |v: &Vec<f64>| -> Vec<(f64, f64)> {
+            (0..dof)
+                .map(|j| {
+                    let x = v.get(j).copied().unwrap_or(f64::NAN);
+                    (x, x)
+                })
+                .collect()
+        };
+        Bucket {
+            t: (t, t),
+            range: [
+                point(&self.setpoint_rad),
+                point(&self.command_rad),
+                point(&self.feedback_rad),
+                point(&self.feedback_torque_nm),
+            ],
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct InferMsg {
     t_s: f64,
@@ -770,20 +831,7 @@ impl Reader<'_> {
             return;
         }
         if let Some(visit) = self.visit.as_mut() {
-            visit(&CycleSample {
-                cycle: c.cycle,
-                t_s: t,
-                mode: c.mode,
-                gate_mask: c.gate_mask,
-                setpoint_rad: &c.setpoint_rad,
-                command_rad: &c.command_rad,
-                feedback_rad: &c.feedback_rad,
-                feedback_torque_nm: &c.feedback_torque_nm,
-                gate_mask_joints: &c.gate_mask_joints,
-                base_rad: &c.base_rad,
-                residual_rad: &c.residual_rad,
-                running_episode: c.episode.filter(|_| c.phase.as_deref() == Some("running")),
-            });
+            visit(&c.sample(t));
         }
         let d = &mut self.data;
         if d.first_mode.is_none() {
@@ -796,40 +844,12 @@ impl Reader<'_> {
         }
         let dof = c.setpoint_rad.len();
         d.dof = d.dof.max(dof);
-        let us = |v: f64| (v.max(0.0) * 1e3) as u64;
-        d.metrics.record(Metric::WakeLatency, us(c.wake_latency_us));
-        d.metrics.record(Metric::CycleTime, us(c.cycle_time_us));
-        if c.exchange_us > 0.0 {
-            d.metrics.record(Metric::Exchange, us(c.exchange_us));
-        }
-        if c.bus_rtt_us > 0.0 {
-            d.metrics.record(Metric::BusRtt, us(c.bus_rtt_us));
-        }
-        if c.chunk_age_ms > 0.0 {
-            d.metrics
-                .record(Metric::ChunkAge, (c.chunk_age_ms * 1e6) as u64);
-        }
-        let point = |v: &Vec<f64>| -> Vec<(f64, f64)> {
-            (0..dof)
-                .map(|j| {
-                    let x = v.get(j).copied().unwrap_or(f64::NAN);
-                    (x, x)
-                })
-                .collect()
-        };
+        c.record_latencies(&mut d.metrics);
         d.has_torque |= c
             .feedback_torque_nm
             .iter()
             .any(|t| *t != 0.0 && t.is_finite());
-        let b = Bucket {
-            t: (t, t),
-            range: [
-                point(&c.setpoint_rad),
-                point(&c.command_rad),
-                point(&c.feedback_rad),
-                point(&c.feedback_torque_nm),
-            ],
-        };
+        let b = c.bucket(t, dof);
         self.push_bucket(b);
     }
 

@@ -122,6 +122,37 @@ pub fn summarize(set: &MetricSet) -> BTreeMap<String, MetricSummary> {
     out
 }
 
+/// The table's line of the `command_stream` block `c` (the command oracle's figures).
+fn command_stream_line(s: &mut String, c: &serde_json::Value) {
+    // A figure with no samples (nothing played, no seam) is `-`, never NaN.
+    let f = |v: &serde_json::Value, digits: usize| {
+        v.as_f64()
+            .map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
+    };
+    if c["cycles"].as_u64() == Some(0) {
+        let _ = writeln!(
+            s,
+            "command stream (while playing): nothing played ({} cycles, none with the \
+             policy playing): no figures",
+            c["other_cycles"].as_u64().unwrap_or(0)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "command stream (while playing): gate clamped {}% of cycles; |proposed-executed| P99 {} max \
+             {} rad; of the limit: acceleration P99.9 {} (seams {}), jerk P99.9 {} \
+             (seams {})",
+            f(&c["gate_clamped_pct"], 1),
+            f(&c["proposal_gap_rad"]["p99"], 4),
+            f(&c["proposal_gap_rad"]["max"], 4),
+            f(&c["acc_ratio"]["all"]["p999"], 2),
+            f(&c["acc_ratio"]["seam"]["p999"], 2),
+            f(&c["jerk_ratio"]["all"]["p999"], 2),
+            f(&c["jerk_ratio"]["seam"]["p999"], 2),
+        );
+    }
+}
+
 fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
@@ -131,6 +162,39 @@ impl Report {
     /// the counters, as printed at the end of a run.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        self.latency_rows(&mut s);
+        let counters: Vec<String> = self
+            .counters
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(s, "counters: {}", counters.join(" "));
+        if !self.seam.is_empty() {
+            let seam: Vec<String> = self
+                .seam
+                .iter()
+                .map(|(k, v)| format!("{k}={v:.4}"))
+                .collect();
+            let _ = writeln!(s, "seams: {}", seam.join(" "));
+        }
+        if let Some(c) = self.extra.get("command_stream") {
+            command_stream_line(&mut s, c);
+        }
+        let gate: Vec<String> = self
+            .gate
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !gate.is_empty() {
+            let _ = writeln!(s, "gate interventions: {}", gate.join(" "));
+        }
+        self.host_line(&mut s);
+        s
+    }
+
+    /// The table's head and a row per metric with samples, in report order.
+    fn latency_rows(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "{:<18} {:>9} {:>10} {:>10} {:>10} {:>10}",
@@ -150,58 +214,10 @@ impl Report {
                 );
             }
         }
-        let counters: Vec<String> = self
-            .counters
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let _ = writeln!(s, "counters: {}", counters.join(" "));
-        if !self.seam.is_empty() {
-            let seam: Vec<String> = self
-                .seam
-                .iter()
-                .map(|(k, v)| format!("{k}={v:.4}"))
-                .collect();
-            let _ = writeln!(s, "seams: {}", seam.join(" "));
-        }
-        if let Some(c) = self.extra.get("command_stream") {
-            // A figure with no samples (nothing played, no seam) is `-`, never NaN.
-            let f = |v: &serde_json::Value, digits: usize| {
-                v.as_f64()
-                    .map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
-            };
-            if c["cycles"].as_u64() == Some(0) {
-                let _ = writeln!(
-                    s,
-                    "command stream (while playing): nothing played ({} cycles, none with the \
-                     policy playing): no figures",
-                    c["other_cycles"].as_u64().unwrap_or(0)
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    "command stream (while playing): gate clamped {}% of cycles; |proposed-executed| P99 {} max \
-                     {} rad; of the limit: acceleration P99.9 {} (seams {}), jerk P99.9 {} \
-                     (seams {})",
-                    f(&c["gate_clamped_pct"], 1),
-                    f(&c["proposal_gap_rad"]["p99"], 4),
-                    f(&c["proposal_gap_rad"]["max"], 4),
-                    f(&c["acc_ratio"]["all"]["p999"], 2),
-                    f(&c["acc_ratio"]["seam"]["p999"], 2),
-                    f(&c["jerk_ratio"]["all"]["p999"], 2),
-                    f(&c["jerk_ratio"]["seam"]["p999"], 2),
-                );
-            }
-        }
-        let gate: Vec<String> = self
-            .gate
-            .iter()
-            .filter(|(_, v)| **v > 0)
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if !gate.is_empty() {
-            let _ = writeln!(s, "gate interventions: {}", gate.join(" "));
-        }
+    }
+
+    /// What the host gave the run: kernel, SCHED_FIFO, mlockall, cpu_dma_latency.
+    fn host_line(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "host: kernel {} ({}), SCHED_FIFO {}, mlockall {}, cpu_dma_latency held at 0 {}",
@@ -215,7 +231,6 @@ impl Report {
                 "NO"
             },
         );
-        s
     }
 
     /// The report as pretty JSON.

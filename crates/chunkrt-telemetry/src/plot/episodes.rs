@@ -6,6 +6,7 @@
 
 use super::figure::{err, legend, Figure, COLOURS, FONT};
 use super::PlotError;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -54,39 +55,18 @@ impl EpisodePoint {
     }
 }
 
+/// A panel's chart: episode index by the panel's value.
+type PanelChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 impl EpisodesFigure {
     fn draw_panel<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
         panel: usize,
     ) -> Result<(), PlotError> {
-        let (title, unit) = PANELS[panel];
         let n = self.points.len();
-        let mut top = self
-            .points
-            .iter()
-            .map(|p| p.value(panel))
-            .filter(|v| v.is_finite())
-            .fold(0.0_f64, f64::max);
-        if panel == 0 {
-            top = top.max(self.tolerance_rad.unwrap_or(0.0));
-        }
-        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
-        let mut chart = ChartBuilder::on(area)
-            .caption(title, (FONT, 16))
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("episode")
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_desc(unit)
-            .label_style((FONT, 12))
-            .draw()
-            .map_err(err)?;
+        let top = self.panel_top(panel);
+        let mut chart = panel_axes(area, panel, n, top)?;
         for &k in &self.run_starts {
             let x = k as f64 - 0.5;
             chart
@@ -109,58 +89,116 @@ impl EpisodesFigure {
                 .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK));
         }
         for (residual, name) in [(false, "frozen"), (true, "residual")] {
-            let colour = COLOURS[usize::from(residual)];
-            let style = |p: &EpisodePoint| {
-                if p.success {
-                    colour.filled()
-                } else {
-                    colour.stroke_width(2)
-                }
-            };
-            let mine = || {
-                self.points
-                    .iter()
-                    .enumerate()
-                    .filter(move |(_, p)| p.residual == residual && p.value(panel).is_finite())
-            };
-            let at = |k: usize, p: &EpisodePoint| (k as f64, p.value(panel));
-            let circles = chart
-                .draw_series(
-                    mine()
-                        .filter(|(_, p)| !p.held_out)
-                        .map(|(k, p)| Circle::new(at(k, p), 5, style(p))),
-                )
-                .map_err(err)?;
-            if panel == 0 {
-                circles
-                    .label(name)
-                    .legend(move |(x, y)| Circle::new((x + 8, y), 5, colour.filled()));
-            }
-            chart
-                .draw_series(
-                    mine()
-                        .filter(|(_, p)| p.held_out && p.success)
-                        .map(|(k, p)| TriangleMarker::new(at(k, p), 6, style(p))),
-                )
-                .map_err(err)?;
-            // plotters fills its triangle marker whatever the style: a hollow one is
-            // its outline.
-            chart
-                .draw_series(
-                    mine()
-                        .filter(|(_, p)| p.held_out && !p.success)
-                        .map(|(k, p)| {
-                            EmptyElement::at(at(k, p))
-                                + PathElement::new([(0, -6), (5, 3), (-5, 3), (0, -6)], style(p))
-                        }),
-                )
-                .map_err(err)?;
+            self.draw_markers(&mut chart, panel, residual, name)?;
         }
         if panel == 0 {
             legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         }
         Ok(())
     }
+
+    /// The top of `panel`'s value axis: its largest value (the goal error's panel:
+    /// at least the tolerance) with room above it; 1 where every value is 0.
+    fn panel_top(&self, panel: usize) -> f64 {
+        let mut top = self
+            .points
+            .iter()
+            .map(|p| p.value(panel))
+            .filter(|v| v.is_finite())
+            .fold(0.0_f64, f64::max);
+        if panel == 0 {
+            top = top.max(self.tolerance_rad.unwrap_or(0.0));
+        }
+        if top > 0.0 {
+            top * 1.15
+        } else {
+            1.0
+        }
+    }
+
+    /// The markers of the frozen (`residual` false) or residual episodes in `panel`:
+    /// circles for seen starts, triangles for held-out ones, filled for a success.
+    fn draw_markers<DB: DrawingBackend>(
+        &self,
+        chart: &mut PanelChart<'_, DB>,
+        panel: usize,
+        residual: bool,
+        name: &str,
+    ) -> Result<(), PlotError> {
+        let colour = COLOURS[usize::from(residual)];
+        let style = |p: &EpisodePoint| {
+            if p.success {
+                colour.filled()
+            } else {
+                colour.stroke_width(2)
+            }
+        };
+        let mine = || {
+            self.points
+                .iter()
+                .enumerate()
+                .filter(move |(_, p)| p.residual == residual && p.value(panel).is_finite())
+        };
+        let at = |k: usize, p: &EpisodePoint| (k as f64, p.value(panel));
+        let circles = chart
+            .draw_series(
+                mine()
+                    .filter(|(_, p)| !p.held_out)
+                    .map(|(k, p)| Circle::new(at(k, p), 5, style(p))),
+            )
+            .map_err(err)?;
+        if panel == 0 {
+            circles
+                .label(name)
+                .legend(move |(x, y)| Circle::new((x + 8, y), 5, colour.filled()));
+        }
+        chart
+            .draw_series(
+                mine()
+                    .filter(|(_, p)| p.held_out && p.success)
+                    .map(|(k, p)| TriangleMarker::new(at(k, p), 6, style(p))),
+            )
+            .map_err(err)?;
+        // plotters fills its triangle marker whatever the style: a hollow one is
+        // its outline.
+        chart
+            .draw_series(
+                mine()
+                    .filter(|(_, p)| p.held_out && !p.success)
+                    .map(|(k, p)| {
+                        EmptyElement::at(at(k, p))
+                            + PathElement::new([(0, -6), (5, 3), (-5, 3), (0, -6)], style(p))
+                    }),
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// `panel`'s chart over `n` episodes, its values from 0 to `top`, titled and labelled.
+fn panel_axes<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: usize,
+    n: usize,
+    top: f64,
+) -> Result<PanelChart<'_, DB>, PlotError> {
+    let (title, unit) = PANELS[panel];
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 16))
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("episode")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc(unit)
+        .label_style((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
 }
 
 impl Figure for EpisodesFigure {

@@ -14,6 +14,8 @@ use super::PlotError;
 use crate::names::mode_name;
 use crate::readback::RunData;
 use chunkrt_core::Mode;
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -46,6 +48,14 @@ const TORQUE: RGBColor = COLOURS[3];
 /// Series in a bucket: the positions (rad), then the torque (N m).
 const POSITIONS: usize = 3;
 const TORQUE_SERIES: usize = 3;
+
+/// A joint's chart: time by position (rad), and time by torque (N m) on the right.
+type JointChart<'a, DB> = DualCoordChartContext<
+    'a,
+    DB,
+    Cartesian2d<RangedCoordf64, RangedCoordf64>,
+    Cartesian2d<RangedCoordf64, RangedCoordf64>,
+>;
 
 /// The figure of one run (or a window of it).
 pub struct Timeline<'a> {
@@ -220,22 +230,39 @@ impl Timeline<'_> {
         t1: f64,
     ) -> Result<(), PlotError> {
         let d = self.data;
-        let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-        for b in &d.buckets {
-            for s in &b.range[..POSITIONS] {
-                if let Some(&(a, z)) = s.get(j) {
-                    if a.is_finite() && z.is_finite() {
-                        lo = lo.min(a);
-                        hi = hi.max(z);
-                    }
-                }
-            }
+        let (lo, hi) = position_range(d, j);
+        let mut chart = self.joint_axes(area, j, (t0, t1), (lo, hi))?;
+        if d.has_torque {
+            self.draw_torque(&mut chart, j)?;
         }
-        if lo > hi {
-            (lo, hi) = (-1.0, 1.0);
+        // Mode changes (few enough to tell apart).
+        if d.modes.len() <= MAX_MODE_LINES {
+            chart
+                .draw_series(d.modes.iter().map(|(t, _, _)| {
+                    PathElement::new(vec![(*t, lo), (*t, hi)], MODE_LINE.mix(0.6).stroke_width(1))
+                }))
+                .map_err(err)?;
         }
-        let pad = ((hi - lo) * 0.08).max(1e-3);
-        let (lo, hi) = (lo - pad, hi + pad);
+        self.draw_chunk_dots(&mut chart, j, t0, t1)?;
+        self.draw_positions(&mut chart, j)?;
+        self.draw_gate_ticks(&mut chart, j, lo, hi)?;
+        if j > 0 {
+            return Ok(());
+        }
+        super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
+        Ok(())
+    }
+
+    /// Joint `j`'s chart: time along the bottom (labelled on the last joint only),
+    /// position on the left, torque on the right where the backend measures it.
+    fn joint_axes<'a, DB: DrawingBackend>(
+        &self,
+        area: &'a DrawingArea<DB, Shift>,
+        j: usize,
+        (t0, t1): (f64, f64),
+        (lo, hi): (f64, f64),
+    ) -> Result<JointChart<'a, DB>, PlotError> {
+        let d = self.data;
         let last = j + 1 == d.dof;
         let (tlo, thi) = torque_range(d, j);
         let mut chart = ChartBuilder::on(area)
@@ -261,35 +288,44 @@ impl Timeline<'_> {
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;
-        if d.has_torque {
-            chart
-                .configure_secondary_axes()
-                .y_labels(5)
-                .y_desc("torque (N m)")
-                .y_label_formatter(&|y| format!("{y:.1}"))
-                .label_style((FONT, 12))
-                .draw()
-                .map_err(err)?;
-            chart
-                .draw_secondary_series(LineSeries::new(
-                    envelope(d, TORQUE_SERIES, j),
-                    TORQUE.mix(0.8).stroke_width(1),
-                ))
-                .map_err(err)?
-                .label("torque (drive, right axis)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], TORQUE.stroke_width(3))
-                });
-        }
-        // Mode changes (few enough to tell apart).
-        if d.modes.len() <= MAX_MODE_LINES {
-            chart
-                .draw_series(d.modes.iter().map(|(t, _, _)| {
-                    PathElement::new(vec![(*t, lo), (*t, hi)], MODE_LINE.mix(0.6).stroke_width(1))
-                }))
-                .map_err(err)?;
-        }
-        // The chunks the policy proposed: every setpoint, as a dot.
+        Ok(chart)
+    }
+
+    /// The torque axis and joint `j`'s torque envelope on it.
+    fn draw_torque<DB: DrawingBackend>(
+        &self,
+        chart: &mut JointChart<'_, DB>,
+        j: usize,
+    ) -> Result<(), PlotError> {
+        chart
+            .configure_secondary_axes()
+            .y_labels(5)
+            .y_desc("torque (N m)")
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_secondary_series(LineSeries::new(
+                envelope(self.data, TORQUE_SERIES, j),
+                TORQUE.mix(0.8).stroke_width(1),
+            ))
+            .map_err(err)?
+            .label("torque (drive, right axis)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], TORQUE.stroke_width(3)));
+        Ok(())
+    }
+
+    /// The chunks the policy proposed: every setpoint of joint `j` in the window, as
+    /// a dot.
+    fn draw_chunk_dots<DB: DrawingBackend>(
+        &self,
+        chart: &mut JointChart<'_, DB>,
+        j: usize,
+        t0: f64,
+        t1: f64,
+    ) -> Result<(), PlotError> {
+        let d = self.data;
         let dots = d.chunks.iter().flat_map(|c| {
             c.pos_rad.iter().enumerate().filter_map(move |(i, row)| {
                 let t = c.t_start_s + i as f64 * c.dt_ms * 1e-3;
@@ -305,6 +341,15 @@ impl Timeline<'_> {
                 .label("chunk setpoints (policy)")
                 .legend(|(x, y)| Circle::new((x + 10, y), 3, CHUNK.filled()));
         }
+        Ok(())
+    }
+
+    /// Joint `j`'s setpoint, command and measured position as envelopes.
+    fn draw_positions<DB: DrawingBackend>(
+        &self,
+        chart: &mut JointChart<'_, DB>,
+        j: usize,
+    ) -> Result<(), PlotError> {
         for (s, (name, colour, width)) in [
             ("setpoint (executor)", SETPOINT, 2),
             ("command (after gate)", COMMAND, 2),
@@ -315,7 +360,7 @@ impl Timeline<'_> {
         {
             chart
                 .draw_series(LineSeries::new(
-                    envelope(d, s, j),
+                    envelope(self.data, s, j),
                     colour.stroke_width(width),
                 ))
                 .map_err(err)?
@@ -324,7 +369,19 @@ impl Timeline<'_> {
                     PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3))
                 });
         }
-        // The gate's interventions on this joint.
+        Ok(())
+    }
+
+    /// The gate's interventions on joint `j`: a tick each along the bottom of its
+    /// position range `lo..hi`.
+    fn draw_gate_ticks<DB: DrawingBackend>(
+        &self,
+        chart: &mut JointChart<'_, DB>,
+        j: usize,
+        lo: f64,
+        hi: f64,
+    ) -> Result<(), PlotError> {
+        let d = self.data;
         let marks = d.gate.get(j).map(Vec::as_slice).unwrap_or(&[]);
         let tick = (hi - lo) * 0.06;
         let series =
@@ -338,12 +395,29 @@ impl Timeline<'_> {
                 PathElement::new(vec![(x + 10, y - 6), (x + 10, y + 6)], GATE.stroke_width(2))
             });
         }
-        if j > 0 {
-            return Ok(());
-        }
-        super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
         Ok(())
     }
+}
+
+/// The position axis of joint `j`: the range of its setpoint, command and measured
+/// position, padded (a unit range where none was recorded).
+fn position_range(d: &RunData, j: usize) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for b in &d.buckets {
+        for s in &b.range[..POSITIONS] {
+            if let Some(&(a, z)) = s.get(j) {
+                if a.is_finite() && z.is_finite() {
+                    lo = lo.min(a);
+                    hi = hi.max(z);
+                }
+            }
+        }
+    }
+    if lo > hi {
+        (lo, hi) = (-1.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.08).max(1e-3);
+    (lo - pad, hi + pad)
 }
 
 /// The torque axis of joint `j`: the recorded torque's range, padded (a unit range
