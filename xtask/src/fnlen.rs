@@ -10,7 +10,7 @@ pub const LIMIT: usize = 80;
 
 /// The source folders whose functions are limited: the core, the runtime's threads,
 /// the EtherCAT backend (bring-up and the cyclic exchange) with its raw socket, and
-/// the margin and gap instruments.
+/// the margin and gap instruments, the command line and the EtherCAT simulator.
 pub const LIMITED: &[&str] = &[
     "crates/chunkrt-core/src",
     "crates/chunkrt-rt/src",
@@ -18,6 +18,8 @@ pub const LIMITED: &[&str] = &[
     "crates/chunkrt-afpacket/src",
     "crates/chunkrt-margin/src",
     "crates/chunkrt-gap/src",
+    "crates/chunkrt-cli/src",
+    "crates/chunkrt-ecsim/src",
 ];
 
 pub struct FnLen {
