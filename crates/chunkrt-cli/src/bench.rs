@@ -160,7 +160,7 @@ fn claim_out(args: &BenchArgs) -> Result<chunkrt_telemetry::outdir::Reserve, u8>
 }
 
 /// The measured run, for `--duration`, its records in `--out`; the inner `Err` is the
-/// exit status of a run that could not start (`crate::run::start_run`).
+/// exit status of a run that could not start (`crate::setup::start_run`).
 fn run_loop(
     runtime: Runtime,
     args: &BenchArgs,
@@ -174,7 +174,7 @@ fn run_loop(
         config_name: config_path.display().to_string(),
     };
     chunkrt_rt::signals::loaded();
-    crate::run::start_run(runtime, &opts)
+    crate::setup::start_run(runtime, &opts)
 }
 
 /// Why the run's required baseline limits cannot pass, when no `--baseline` is given;

@@ -3,7 +3,7 @@
 use crate::args::RunArgs;
 use crate::console;
 use crate::setup::{load_config, prepare_out_dir};
-use crate::{paths, EXIT_FAIL, EXIT_USAGE};
+use crate::{paths, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_rt::{Ending, RunOptions, RunOutcome, Runtime};
@@ -100,7 +100,7 @@ fn run_with(
         name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
     ));
     chunkrt_rt::signals::loaded();
-    let outcome = match start_run(runtime, &opts)? {
+    let outcome = match crate::setup::start_run(runtime, &opts)? {
         Ok(o) => o,
         Err(status) => return Ok(status),
     };
@@ -186,34 +186,6 @@ fn claim_out(
                 out.display()
             ));
             Err(EXIT_USAGE)
-        }
-    }
-}
-
-/// Runs the loop, shared by `run` and `bench`; a run that could not start is sorted
-/// here: a backend error is a bring-up failure, a configuration error found before
-/// the loop started exit 2, anything else exit 1 (the inner `Err`'s status).
-pub(crate) fn start_run(
-    runtime: Runtime,
-    opts: &RunOptions,
-) -> anyhow::Result<Result<RunOutcome, u8>> {
-    match runtime.run(opts) {
-        Ok(o) => Ok(Ok(o)),
-        Err(e @ chunkrt_rt::RunError::Backend(_)) => Err(e).context("bring-up failed"),
-        // A camera that does not fit the policy, or cannot be opened, an operator's socket
-        // that cannot be made as configured, a wear ledger that cannot be used: a
-        // configuration error found before the loop started (exit 2).
-        Err(
-            e @ (chunkrt_rt::RunError::Camera(_)
-            | chunkrt_rt::RunError::Operator(_)
-            | chunkrt_rt::RunError::Config(_)),
-        ) => {
-            console::err(&format!("chunkrt: error: {e}; nothing was moved"));
-            Ok(Err(EXIT_USAGE))
-        }
-        Err(e) => {
-            console::err(&format!("chunkrt: error: {e}"));
-            Ok(Err(EXIT_FAIL))
         }
     }
 }

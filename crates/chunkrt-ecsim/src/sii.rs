@@ -71,10 +71,12 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     words
 }
 
+/// Writes a little-endian word at byte `at`.
 fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_le_bytes());
 }
 
+/// Writes a little-endian double word at byte `at`.
 fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
