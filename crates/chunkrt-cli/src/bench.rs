@@ -68,7 +68,6 @@ pub struct BenchArgs {
 
 /// Runs the benchmark; returns the exit status.
 pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
-    let duration = args.duration;
     let config_path = match &args.config {
         Some(p) => p.clone(),
         None => paths::default_config()?,
@@ -80,13 +79,115 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
         None => default_budget(&config_path)?,
     };
     let budget = Budget::load(&budget_path)?;
-    // A budget whose baseline ratios are required fails every run without a baseline
-    // ("no data"): said before the run (it can be stopped at once) and after the
-    // verdicts, with the option it needs. The run goes on: its other limits are judged.
+    let baseline_missing = warn_baseline_missing(args, &budget, &budget_path);
+    announce(args, &config_path, &cfg, &budget_path);
+    // Bring-up first (a policy or backend error is a usage error: nothing ran);
+    // cyclictest is tried before the run, so that a missing or refused one is said
+    // before anything moves.
+    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
+    let spec = args
+        .baseline
+        .map(|BaselineTool::Cyclictest| cyclictest_spec(&cfg));
+    if let Some(spec) = &spec {
+        drop(Cyclictest::start(spec).context("--baseline cyclictest")?);
+    }
+    let _reserve = match claim_out(args) {
+        Ok(r) => r,
+        Err(status) => return Ok(status),
+    };
+    let outcome = match run_loop(runtime, args, &config_path)? {
+        Ok(o) => o,
+        Err(status) => return Ok(status),
+    };
+    // A run that ended as a run must not (a panic, a failed shutdown, a drive lost, a
+    // quick stop, lost records) ends the bench with `chunkrt run`'s status, after its
+    // files are written.
+    let ending = outcome.ending();
+    let ending_message = outcome.describe_ending();
+    let mut report = outcome.report;
+    let normal = ending == chunkrt_rt::Ending::Normal;
+    // The baseline's segments run the loop again: never after a run that did not end
+    // normally (a panic, a lost drive, a second Ctrl-C).
+    let baseline = match spec.as_ref().filter(|_| normal) {
+        Some(spec) => Some(measure_baseline(&cfg, spec, args, &mut report)?),
+        None => None,
+    };
+    // The files: written whatever the ending (a failure to write them is said beside
+    // the ending's own message, which decides the status).
+    let written = write_files(
+        args,
+        &cfg,
+        &budget,
+        &mut report,
+        &outcome.metrics,
+        baseline.as_ref(),
+    );
+    let verdicts = match written {
+        Ok(v) => v,
+        Err(e) if normal => return Err(e),
+        Err(e) => {
+            errln!("chunkrt: error: {e:#}");
+            errln!("chunkrt: error: {ending_message}");
+            return Ok(crate::exit_status(ending));
+        }
+    };
+    print_results(args, &report, baseline, &verdicts);
+    if !normal {
+        errln!("chunkrt: error: {ending_message}");
+        return Ok(crate::exit_status(ending));
+    }
+    if let Some(why) = baseline_missing {
+        errln!("chunkrt: error: {why}");
+    }
+    Ok(if budget::all_pass(&verdicts) {
+        0
+    } else {
+        EXIT_FAIL
+    })
+}
+
+/// `--out`, claimed as `run` claims it: a directory holding a run is refused (its old
+/// plots and .hgrm files would sit beside the new report); `Err` carries the exit status.
+/// The reserve is held until the report is written.
+fn claim_out(args: &BenchArgs) -> Result<chunkrt_telemetry::outdir::Reserve, u8> {
+    crate::setup::prepare_out_dir(&args.out, args.overwrite).map_err(|e| {
+        errln!(
+            "chunkrt: error: output directory {}: {e}; nothing was moved",
+            args.out.display()
+        );
+        EXIT_USAGE
+    })
+}
+
+/// The measured run, for `--duration`, its records in `--out`; the inner `Err` is the
+/// exit status of a run that could not start (`crate::setup::start_run`).
+fn run_loop(
+    runtime: Runtime,
+    args: &BenchArgs,
+    config_path: &Path,
+) -> anyhow::Result<Result<chunkrt_rt::RunOutcome, u8>> {
+    let opts = RunOptions {
+        duration: Some(args.duration),
+        out_dir: Some(args.out.clone()),
+        live_status: !args.quiet,
+        stop: Arc::new(AtomicBool::new(false)),
+        config_name: config_path.display().to_string(),
+    };
+    chunkrt_rt::signals::loaded();
+    crate::setup::start_run(runtime, &opts)
+}
+
+/// Why the run's required baseline limits cannot pass, when no `--baseline` is given;
+/// warned here, before the run.
+///
+/// A budget whose baseline ratios are required fails every run without a baseline
+/// ("no data"): said before the run (it can be stopped at once) and after the
+/// verdicts, with the option it needs. The run goes on: its other limits are judged.
+fn warn_baseline_missing(args: &BenchArgs, budget: &Budget, budget_path: &Path) -> Option<String> {
     let baseline_missing = args
         .baseline
         .is_none()
-        .then(|| required_baseline(&budget))
+        .then(|| required_baseline(budget))
         .flatten()
         .map(|keys| {
             format!(
@@ -100,10 +201,15 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
     if let Some(why) = &baseline_missing {
         errln!("chunkrt: warning: {why}; they will fail with no data");
     }
+    baseline_missing
+}
+
+/// The bench's first line: what runs, for how long, judged by which budget.
+fn announce(args: &BenchArgs, config_path: &Path, cfg: &Config, budget_path: &Path) {
     errln!(
         "chunkrt bench: {} for {:?} on the {:?} backend, {} ms period, budget {}{}",
         config_path.display(),
-        duration,
+        args.duration,
         cfg.backend.kind,
         cfg.control.period_ms,
         budget_path.display(),
@@ -115,163 +221,116 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<u8> {
             None => String::new(),
         }
     );
-    // Bring-up first (a policy or backend error is a usage error: nothing ran);
-    // cyclictest is tried before the run, so that a missing or refused one is said
-    // before anything moves.
-    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
-    let spec = args.baseline.map(|BaselineTool::Cyclictest| {
-        let mut spec = CyclictestSpec::for_loop(
-            cfg.period_ns(),
-            cfg.control.priority,
-            usize::try_from(cfg.control.cpu).ok(),
-        );
-        spec.hold_dma_latency = cfg.control.hold_cpu_dma_latency;
-        spec
-    });
-    if let Some(spec) = &spec {
-        drop(Cyclictest::start(spec).context("--baseline cyclictest")?);
-    }
-    // `--out` is claimed as `run` claims it: a directory holding a run is refused
-    // (its old plots and .hgrm files would sit beside the new report). The reserve
-    // is held until the report is written.
-    let _reserve = match crate::setup::prepare_out_dir(&args.out, args.overwrite) {
-        Ok(r) => r,
-        Err(e) => {
-            errln!(
-                "chunkrt: error: output directory {}: {e}; nothing was moved",
-                args.out.display()
-            );
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let opts = RunOptions {
-        duration: Some(duration),
-        out_dir: Some(args.out.clone()),
-        live_status: !args.quiet,
-        stop: Arc::new(AtomicBool::new(false)),
-        config_name: config_path.display().to_string(),
-    };
-    chunkrt_rt::signals::loaded();
-    let outcome = match runtime.run(&opts) {
-        Ok(o) => o,
-        Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
-        // A camera that does not fit the policy, or cannot be opened, an operator's socket
-        // that cannot be made as configured, a wear ledger that cannot be used: a
-        // configuration error found before the loop started (exit 2).
-        Err(
-            e @ (chunkrt_rt::RunError::Camera(_)
-            | chunkrt_rt::RunError::Operator(_)
-            | chunkrt_rt::RunError::Config(_)),
-        ) => {
-            errln!("chunkrt: error: {e}; nothing was moved");
-            return Ok(EXIT_USAGE);
-        }
-        Err(e) => {
-            errln!("chunkrt: error: {e}");
-            return Ok(EXIT_FAIL);
-        }
-    };
-    // A run that ended as a run must not (a panic, a failed shutdown, a drive lost, a
-    // quick stop, lost records) ends the bench with `chunkrt run`'s status, after its
-    // files are written.
-    let ending = outcome.ending();
-    let ending_message = outcome.describe_ending();
-    let mut report = outcome.report;
-    let metrics = outcome.metrics;
+}
 
-    let mut loop_extra = Vec::new();
-    let baseline_hists;
-    let mut baseline_text = None;
-    let normal = ending == chunkrt_rt::Ending::Normal;
-    // The baseline's segments run the loop again: never after a run that did not end
-    // normally (a panic, a lost drive, a second Ctrl-C).
-    if let Some(spec) = spec.as_ref().filter(|_| normal) {
-        let pairs = alternating_segments(&cfg, spec, args)?;
-        if let Some(block) =
-            Baseline::alternating(spec, args.baseline_segment.as_secs_f64(), &pairs)
-        {
-            baseline_text = Some(block.table());
-            report
-                .extra
-                .insert("baseline".into(), serde_json::to_value(&block)?);
-        }
-        let mut ours = pairs[0].0.clone();
-        let mut theirs = pairs[0].1.clone();
-        for (l, c) in &pairs[1..] {
-            ours.add(l)
-                .map_err(|e| anyhow::anyhow!("merging the loop's wake-latency segments: {e:?}"))?;
-            theirs.merge(c);
-        }
-        baseline_hists = (ours, theirs.to_hdr());
-        write(
-            &args.out.join("cyclictest.hgrm"),
-            &hgrm::percentile_distribution(&baseline_hists.1),
-        )?;
-        loop_extra.push(("wake, loop segments".to_string(), &baseline_hists.0));
-        loop_extra.push(("wake, cyclictest segments".to_string(), &baseline_hists.1));
-    }
+/// cyclictest with the loop's period, priority, CPU and `/dev/cpu_dma_latency` setting.
+fn cyclictest_spec(cfg: &Config) -> CyclictestSpec {
+    let mut spec = CyclictestSpec::for_loop(
+        cfg.period_ns(),
+        cfg.control.priority,
+        usize::try_from(cfg.control.cpu).ok(),
+    );
+    spec.hold_dma_latency = cfg.control.hold_cpu_dma_latency;
+    spec
+}
 
-    // The files: written whatever the ending (a failure to write them is said beside
-    // the ending's own message, which decides the status).
-    let written = (|| -> anyhow::Result<_> {
-        let verdicts = budget.evaluate(&report)?;
-        budget::add_to_report(&mut report, &budget, &verdicts);
-        for (m, name, _) in METRICS.iter() {
-            let h = metrics.get(*m);
-            if !h.is_empty() {
-                write(
-                    &args.out.join(format!("{name}.hgrm")),
-                    &hgrm::percentile_distribution(h),
-                )?;
-            }
+/// The baseline as measured: its table (when the segments gave one) and the merged
+/// wake-latency histograms of the loop's segments and cyclictest's.
+struct MeasuredBaseline {
+    text: Option<String>,
+    ours: hdrhistogram::Histogram<u64>,
+    theirs: hdrhistogram::Histogram<u64>,
+}
+
+/// Runs the baseline's pairs of segments; adds the `baseline` block to the report and
+/// writes `cyclictest.hgrm`.
+fn measure_baseline(
+    cfg: &Config,
+    spec: &CyclictestSpec,
+    args: &BenchArgs,
+    report: &mut chunkrt_telemetry::Report,
+) -> anyhow::Result<MeasuredBaseline> {
+    let pairs = alternating_segments(cfg, spec, args)?;
+    let mut text = None;
+    if let Some(block) = Baseline::alternating(spec, args.baseline_segment.as_secs_f64(), &pairs) {
+        text = Some(block.table());
+        report
+            .extra
+            .insert("baseline".into(), serde_json::to_value(&block)?);
+    }
+    let mut ours = pairs[0].0.clone();
+    let mut theirs = pairs[0].1.clone();
+    for (l, c) in &pairs[1..] {
+        ours.add(l)
+            .map_err(|e| anyhow::anyhow!("merging the loop's wake-latency segments: {e:?}"))?;
+        theirs.merge(c);
+    }
+    let theirs = theirs.to_hdr();
+    write(
+        &args.out.join("cyclictest.hgrm"),
+        &hgrm::percentile_distribution(&theirs),
+    )?;
+    Ok(MeasuredBaseline { text, ours, theirs })
+}
+
+/// The verdicts, added to the report, and the bench's files: one `.hgrm` per metric,
+/// `latency.svg`/`.png` and `report.json`.
+fn write_files(
+    args: &BenchArgs,
+    cfg: &Config,
+    budget: &Budget,
+    report: &mut chunkrt_telemetry::Report,
+    metrics: &chunkrt_telemetry::MetricSet,
+    baseline: Option<&MeasuredBaseline>,
+) -> anyhow::Result<Vec<budget::Verdict>> {
+    let verdicts = budget.evaluate(report)?;
+    budget::add_to_report(report, budget, &verdicts);
+    for (m, name, _) in METRICS.iter() {
+        let h = metrics.get(*m);
+        if !h.is_empty() {
+            write(
+                &args.out.join(format!("{name}.hgrm")),
+                &hgrm::percentile_distribution(h),
+            )?;
         }
-        let title = format!(
-            "chunkrt {} ms loop, {} ({}), {:.1} s",
-            cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
-        );
-        let panels = plot::standard_panels(&metrics, loop_extra);
-        if let Some(fig) = plot::percentile_plot(&panels, &title) {
-            plot::save(&fig, &args.out.join("latency")).map_err(anyhow::Error::msg)?;
-        }
-        chunkrt_telemetry::outdir::write_atomic(
-            &args.out,
-            "report.json",
-            report.to_json().as_bytes(),
-        )
+    }
+    let title = format!(
+        "chunkrt {} ms loop, {} ({}), {:.1} s",
+        cfg.control.period_ms, report.host.kernel, report.host.preempt, report.duration_s
+    );
+    let loop_extra = match baseline {
+        Some(b) => vec![
+            ("wake, loop segments".to_string(), &b.ours),
+            ("wake, cyclictest segments".to_string(), &b.theirs),
+        ],
+        None => Vec::new(),
+    };
+    let panels = plot::standard_panels(metrics, loop_extra);
+    if let Some(fig) = plot::percentile_plot(&panels, &title) {
+        plot::save(&fig, &args.out.join("latency")).map_err(anyhow::Error::msg)?;
+    }
+    chunkrt_telemetry::outdir::write_atomic(&args.out, "report.json", report.to_json().as_bytes())
         .with_context(|| format!("writing {}", args.out.join("report.json").display()))?;
-        Ok(verdicts)
-    })();
-    let verdicts = match written {
-        Ok(v) => v,
-        Err(e) if normal => return Err(e),
-        Err(e) => {
-            errln!("chunkrt: error: {e:#}");
-            errln!("chunkrt: error: {ending_message}");
-            return Ok(crate::exit_status(ending));
-        }
-    };
+    Ok(verdicts)
+}
 
+/// The tables on stdout: the report, the baseline's (when measured), the verdicts,
+/// and where the files are.
+fn print_results(
+    args: &BenchArgs,
+    report: &chunkrt_telemetry::Report,
+    baseline: Option<MeasuredBaseline>,
+    verdicts: &[budget::Verdict],
+) {
     outln!("{}", report.table());
-    if let Some(t) = baseline_text {
+    if let Some(t) = baseline.and_then(|b| b.text) {
         outln!("{t}");
     }
-    outln!("{}", budget::verdict_table(&report, &verdicts));
+    outln!("{}", budget::verdict_table(report, verdicts));
     outln!(
         "report: {} (+ .hgrm per metric, latency.svg and .png)",
         args.out.join("report.json").display()
     );
-    if !normal {
-        errln!("chunkrt: error: {ending_message}");
-        return Ok(crate::exit_status(ending));
-    }
-    if let Some(why) = baseline_missing {
-        errln!("chunkrt: error: {why}");
-    }
-    Ok(if budget::all_pass(&verdicts) {
-        0
-    } else {
-        EXIT_FAIL
-    })
 }
 
 /// The budget's required baseline limits (`p50_ratio, p99_ratio`), if any.

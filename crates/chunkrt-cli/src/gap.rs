@@ -5,7 +5,8 @@ mod figure;
 mod omission;
 
 use anyhow::{bail, Context};
-use chunkrt_gap::{compare, measure_plant, GapRow, GapSetup, Tolerances};
+use chunkrt_config::Config;
+use chunkrt_gap::{compare, measure_plant, GapRow, GapSetup, PlantMeasurement, Tolerances};
 use clap::Parser;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -81,27 +82,8 @@ pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
     let (Some(reference_path), Some(plant_path)) = (&args.reference, &args.plant) else {
         bail!("--reference and --plant name the two plants (or --from-json an earlier gap.json)");
     };
-    let reference = crate::setup::load_config(reference_path)?;
-    let plant = crate::setup::load_config(plant_path)?;
-    if reference.control.joints != plant.control.joints {
-        bail!(
-            "{} has {} joints, {} has {}: the plants must be the same arm",
-            reference_path.display(),
-            reference.control.joints,
-            plant_path.display(),
-            plant.control.joints
-        );
-    }
-    let setup = GapSetup {
-        joints: parse_joints(&args.joints, reference.control.joints)?,
-        freqs_hz: args.freqs_hz.clone(),
-        window_s: args.window_s,
-        settle_s: args.settle_s,
-        hold_s: args.settle_s / 2.0,
-        ..GapSetup::default()
-    };
-    setup.check(&reference)?;
-    setup.check(&plant)?;
+    let (reference, plant) = load_plants(reference_path, plant_path)?;
+    let setup = gap_setup(args, &reference, &plant)?;
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     chunkrt_rt::signals::loaded();
     std::fs::create_dir_all(&args.out)
@@ -134,21 +116,7 @@ pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
     print_table(&rows);
     let over = rows.iter().filter(|r| r.over).count();
     let path = args.out.join("gap.json");
-    let doc = json!({
-        "reference": r,
-        "plant": p,
-        "setup": {
-            "joints": setup.joints,
-            "freqs_hz": setup.freqs_hz,
-            "window_s": setup.window_s,
-            "settle_s": setup.settle_s,
-            "hold_s": setup.hold_s,
-            "servo_gain_per_s": setup.servo_gain_per_s,
-        },
-        "tolerances": tol,
-        "rows": rows,
-        "over": over,
-    });
+    let doc = gap_json(&r, &p, &setup, &tol, &rows);
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;
     let fig = figure::GapFigure::new(&r, &p);
@@ -165,6 +133,63 @@ pub fn gap(args: &GapArgs) -> anyhow::Result<u8> {
         append_omissions(&path, manifest)?;
     }
     Ok(if over == 0 { 0 } else { crate::exit::EXIT_FAIL })
+}
+
+/// The two plants' run configs; refused unless they are the same arm (as many joints).
+fn load_plants(reference_path: &Path, plant_path: &Path) -> anyhow::Result<(Config, Config)> {
+    let reference = crate::setup::load_config(reference_path)?;
+    let plant = crate::setup::load_config(plant_path)?;
+    if reference.control.joints != plant.control.joints {
+        bail!(
+            "{} has {} joints, {} has {}: the plants must be the same arm",
+            reference_path.display(),
+            reference.control.joints,
+            plant_path.display(),
+            plant.control.joints
+        );
+    }
+    Ok((reference, plant))
+}
+
+/// The excitation from the command line, checked against both plants.
+fn gap_setup(args: &GapArgs, reference: &Config, plant: &Config) -> anyhow::Result<GapSetup> {
+    let setup = GapSetup {
+        joints: parse_joints(&args.joints, reference.control.joints)?,
+        freqs_hz: args.freqs_hz.clone(),
+        window_s: args.window_s,
+        settle_s: args.settle_s,
+        hold_s: args.settle_s / 2.0,
+        ..GapSetup::default()
+    };
+    setup.check(reference)?;
+    setup.check(plant)?;
+    Ok(setup)
+}
+
+/// `gap.json`: both measurements, the setup, the tolerances and the rows.
+fn gap_json(
+    r: &PlantMeasurement,
+    p: &PlantMeasurement,
+    setup: &GapSetup,
+    tol: &Tolerances,
+    rows: &[GapRow],
+) -> serde_json::Value {
+    let over = rows.iter().filter(|r| r.over).count();
+    json!({
+        "reference": r,
+        "plant": p,
+        "setup": {
+            "joints": setup.joints,
+            "freqs_hz": setup.freqs_hz,
+            "window_s": setup.window_s,
+            "settle_s": setup.settle_s,
+            "hold_s": setup.hold_s,
+            "servo_gain_per_s": setup.servo_gain_per_s,
+        },
+        "tolerances": tol,
+        "rows": rows,
+        "over": over,
+    })
 }
 
 /// `--omission-log`: appends the over rows of `json` to `manifest`; returns how many

@@ -3,10 +3,10 @@
 use crate::args::RunArgs;
 use crate::console;
 use crate::setup::{load_config, prepare_out_dir};
-use crate::{paths, EXIT_FAIL, EXIT_USAGE};
+use crate::{paths, EXIT_USAGE};
 use anyhow::Context;
 use chunkrt_config::Config;
-use chunkrt_rt::{Ending, RunOptions, Runtime};
+use chunkrt_rt::{Ending, RunOptions, RunOutcome, Runtime};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -78,18 +78,70 @@ fn run_with(
     // (nothing is powered yet); from `loaded` on it starts the controlled stop.
     chunkrt_rt::signals::install().map_err(anyhow::Error::msg)?;
     let (mut cfg, name) = load(args.config.as_deref())?;
+    if let Err(status) = apply_overrides(args, &mut cfg) {
+        return Ok(status);
+    }
+    // The policy is loaded before the output directory is claimed: a stop request
+    // while loading ends the process at once, with nothing left behind.
+    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
+    let (out, _reserve) = match claim_out(args, claimed) {
+        Ok(held) => held,
+        Err(status) => return Ok(status),
+    };
+    let opts = RunOptions {
+        duration: args.duration.0,
+        out_dir: Some(out.clone()),
+        live_status: !args.quiet,
+        stop: Arc::new(AtomicBool::new(false)),
+        config_name: name.clone(),
+    };
+    console::err(&format!(
+        "chunkrt: {} on the {:?} backend, {} ms bus period, {:?} policy; Ctrl-C stops safely",
+        name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
+    ));
+    chunkrt_rt::signals::loaded();
+    let outcome = match crate::setup::start_run(runtime, &opts)? {
+        Ok(o) => o,
+        Err(status) => return Ok(status),
+    };
+    Ok(finish(args, &outcome, &out, what))
+}
+
+/// The command line's overrides of the configuration (`--bus-period-ms`, `--frozen`,
+/// `--inject-*`, `--record`); `Err` carries the exit status of a refused one.
+fn apply_overrides(args: &RunArgs, cfg: &mut Config) -> Result<(), u8> {
     if let Some(p) = args.bus_period_ms {
         if !(1.0..=20.0).contains(&p) {
             errln!("chunkrt: error: --bus-period-ms {p}: expected 1 to 20");
-            return Ok(EXIT_USAGE);
+            return Err(EXIT_USAGE);
         }
         cfg.control.period_ms = p;
     }
     if args.frozen && cfg.policy.residual.take().is_some() && !args.quiet {
         console::err("chunkrt: --frozen: [policy.residual] left out, the base policy alone");
     }
-    // `--inject-*` overrides of `[inject]` (issue 8), checked like the file's values.
-    let inj = &mut cfg.inject;
+    apply_inject(args, &mut cfg.inject);
+    if let Err(e) = cfg.check_inject() {
+        errln!("chunkrt: error: command line: {e}");
+        return Err(EXIT_USAGE);
+    }
+    if let Some(file) = &args.record {
+        if let Err(e) = record_file(file, args.overwrite) {
+            console::err(&format!(
+                "chunkrt: error: --record {}: {e}; nothing was moved",
+                file.display()
+            ));
+            return Err(EXIT_USAGE);
+        }
+        cfg.telemetry.record = true;
+        cfg.telemetry.record_file = Some(file.clone());
+    }
+    Ok(())
+}
+
+/// `--inject-*` overrides of `[inject]` (issue 8), checked afterwards like the file's
+/// values.
+fn apply_inject(args: &RunArgs, inj: &mut chunkrt_config::InjectConfig) {
     if let Some(v) = args.inject_transport_ms {
         inj.transport_delay_ms = v;
     }
@@ -108,75 +160,39 @@ fn run_with(
     if let Some(v) = args.inject_seed {
         inj.seed = v;
     }
-    if let Err(e) = cfg.check_inject() {
-        errln!("chunkrt: error: command line: {e}");
-        return Ok(EXIT_USAGE);
-    }
-    if let Some(file) = &args.record {
-        if let Err(e) = record_file(file, args.overwrite) {
-            console::err(&format!(
-                "chunkrt: error: --record {}: {e}; nothing was moved",
-                file.display()
-            ));
-            return Ok(EXIT_USAGE);
-        }
-        cfg.telemetry.record = true;
-        cfg.telemetry.record_file = Some(file.clone());
-    }
-    // The policy is loaded before the output directory is claimed: a stop request
-    // while loading ends the process at once, with nothing left behind.
-    let runtime = Runtime::from_config(&cfg).context("bring-up failed")?;
-    // Checked before anything is brought up: a run whose records could not be
-    // written must not move the arm (a usage error, exit 2). The reserve is held
-    // until the report is written (see chunkrt_telemetry::outdir).
+}
+
+/// The run's output directory, claimed and its reserve held until the report is
+/// written (see chunkrt_telemetry::outdir); `Err` carries the exit status.
+///
+/// Checked before anything is brought up: a run whose records could not be written
+/// must not move the arm (a usage error, exit 2).
+fn claim_out(
+    args: &RunArgs,
+    claimed: &mut Option<crate::runs_dir::Claimed>,
+) -> Result<(std::path::PathBuf, chunkrt_telemetry::outdir::Reserve), u8> {
     let out = match out_dir(args, claimed) {
         Ok(d) => d,
         Err(e) => {
             console::err(&format!("chunkrt: error: {e}; nothing was moved"));
-            return Ok(EXIT_USAGE);
+            return Err(EXIT_USAGE);
         }
     };
-    let _reserve = match prepare_out_dir(&out, args.overwrite) {
-        Ok(r) => r,
+    match prepare_out_dir(&out, args.overwrite) {
+        Ok(r) => Ok((out, r)),
         Err(e) => {
             console::err(&format!(
                 "chunkrt: error: output directory {}: {e}; nothing was moved",
                 out.display()
             ));
-            return Ok(EXIT_USAGE);
+            Err(EXIT_USAGE)
         }
-    };
-    let opts = RunOptions {
-        duration: args.duration.0,
-        out_dir: Some(out.clone()),
-        live_status: !args.quiet,
-        stop: Arc::new(AtomicBool::new(false)),
-        config_name: name.clone(),
-    };
-    console::err(&format!(
-        "chunkrt: {} on the {:?} backend, {} ms bus period, {:?} policy; Ctrl-C stops safely",
-        name, cfg.backend.kind, cfg.control.period_ms, cfg.policy.kind
-    ));
-    chunkrt_rt::signals::loaded();
-    let outcome = match runtime.run(&opts) {
-        Ok(o) => o,
-        Err(e @ chunkrt_rt::RunError::Backend(_)) => return Err(e).context("bring-up failed"),
-        // A camera that does not fit the policy, or cannot be opened, an operator's socket
-        // that cannot be made as configured, a wear ledger that cannot be used: a
-        // configuration error found before the loop started (exit 2).
-        Err(
-            e @ (chunkrt_rt::RunError::Camera(_)
-            | chunkrt_rt::RunError::Operator(_)
-            | chunkrt_rt::RunError::Config(_)),
-        ) => {
-            console::err(&format!("chunkrt: error: {e}; nothing was moved"));
-            return Ok(EXIT_USAGE);
-        }
-        Err(e) => {
-            console::err(&format!("chunkrt: error: {e}"));
-            return Ok(EXIT_FAIL);
-        }
-    };
+    }
+}
+
+/// After the run: the report, the ending (`what`, for the run's directory), the plots
+/// and whether the records are whole; returns the exit status.
+fn finish(args: &RunArgs, outcome: &RunOutcome, out: &std::path::Path, what: &mut String) -> u8 {
     console::out(&outcome.report.table());
     console::out(&format!("report: {}", out.join("report.json").display()));
     let ending = outcome.ending();
@@ -187,23 +203,12 @@ fn run_with(
     if !matches!(ending, Ending::Normal | Ending::RecordsIncomplete) {
         // Before anything else: the drives may still be powered.
         console::err(&format!("chunkrt: error: {}", outcome.describe_ending()));
-        return Ok(crate::exit_status(ending));
+        return crate::exit_status(ending);
     }
     // The plots, from the recording just closed (the arm is at rest and the
     // backend shut down): a failure is said, the run's status stays.
     if !args.no_plots && outcome.records_error.is_none() {
-        match chunkrt_telemetry::plot::plot_run(&out, None, &out) {
-            Ok(files) => console::out(&format!(
-                "plots: {}",
-                files
-                    .iter()
-                    .filter(|f| f.extension().is_some_and(|e| e == "png"))
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            Err(e) => console::err(&format!("chunkrt: warning: no plots: {e}")),
-        }
+        plot(out);
     }
     if let Some(e) = &outcome.records_error {
         console::err(&format!(
@@ -212,7 +217,24 @@ fn run_with(
             out.display()
         ));
     }
-    Ok(crate::exit_status(ending))
+    crate::exit_status(ending)
+}
+
+/// The run's plots, drawn from its records in `out`; the PNGs are listed, a failure
+/// is a warning.
+fn plot(out: &std::path::Path) {
+    match chunkrt_telemetry::plot::plot_run(out, None, out) {
+        Ok(files) => console::out(&format!(
+            "plots: {}",
+            files
+                .iter()
+                .filter(|f| f.extension().is_some_and(|e| e == "png"))
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(e) => console::err(&format!("chunkrt: warning: no plots: {e}")),
+    }
 }
 
 /// A `--record` file: refused when it exists (unless `overwrite`); its directory is

@@ -1,7 +1,9 @@
 //! What the commands that run the loop share before it starts: the run configuration
 //! loaded (`--config`, other kinds of chunkrt file told as such), the run directory
-//! claimed (`--out`), durations parsed (`--duration`).
+//! claimed (`--out`), durations parsed (`--duration`), and the loop started (a run
+//! that could not start sorted by exit status).
 
+use anyhow::Context;
 use chunkrt_config::Config;
 use chunkrt_telemetry::outdir;
 use std::time::Duration;
@@ -111,6 +113,34 @@ pub fn parse_duration(s: &str) -> Result<Option<Duration>, String> {
         return Err(format!("`{s}`: out of range"));
     }
     Ok(Some(Duration::from_secs_f64(secs)))
+}
+
+/// Runs the loop, shared by `run` and `bench`; a run that could not start is sorted
+/// here: a backend error is a bring-up failure, a configuration error found before
+/// the loop started exit 2, anything else exit 1 (the inner `Err`'s status).
+pub(crate) fn start_run(
+    runtime: chunkrt_rt::Runtime,
+    opts: &chunkrt_rt::RunOptions,
+) -> anyhow::Result<Result<chunkrt_rt::RunOutcome, u8>> {
+    match runtime.run(opts) {
+        Ok(o) => Ok(Ok(o)),
+        Err(e @ chunkrt_rt::RunError::Backend(_)) => Err(e).context("bring-up failed"),
+        // A camera that does not fit the policy, or cannot be opened, an operator's socket
+        // that cannot be made as configured, a wear ledger that cannot be used: a
+        // configuration error found before the loop started (exit 2).
+        Err(
+            e @ (chunkrt_rt::RunError::Camera(_)
+            | chunkrt_rt::RunError::Operator(_)
+            | chunkrt_rt::RunError::Config(_)),
+        ) => {
+            crate::console::err(&format!("chunkrt: error: {e}; nothing was moved"));
+            Ok(Err(crate::EXIT_USAGE))
+        }
+        Err(e) => {
+            crate::console::err(&format!("chunkrt: error: {e}"));
+            Ok(Err(crate::EXIT_FAIL))
+        }
+    }
 }
 
 #[cfg(test)]

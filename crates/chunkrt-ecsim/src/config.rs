@@ -310,7 +310,6 @@ impl SimConfig {
 
     /// Check ranges and cross-references; every message names the offending key.
     pub fn validate(&self) -> Result<(), EcsimError> {
-        let bad = |m: String| Err(EcsimError::ConfigValue(m));
         if self.drives == 0 || self.drives > crate::MAX_DRIVES {
             return Err(EcsimError::DriveCount(self.drives));
         }
@@ -320,65 +319,21 @@ impl SimConfig {
                 self.cycle_us
             ));
         }
-        if !(self.frames.start_s.is_finite() && self.frames.start_s >= 0.0) {
+        self.frames.validate()?;
+        self.drive.validate()?;
+        self.validate_faults()?;
+        if !(self.dc_drift_ppm.is_finite() && self.dc_drift_ppm.abs() <= 1000.0) {
             return bad(format!(
-                "frames.start_s = {} must be >= 0",
-                self.frames.start_s
+                "dc_drift_ppm = {} must be within +-1000 (crystals are off by up to about 100)",
+                self.dc_drift_ppm
             ));
         }
-        for (name, p) in [
-            ("frames.drop", self.frames.drop),
-            ("frames.delay", self.frames.delay),
-            ("frames.corrupt", self.frames.corrupt),
-            ("frames.garble", self.frames.garble),
-        ] {
-            if !(0.0..=1.0).contains(&p) {
-                return bad(format!("{name} = {p} must be a fraction in 0..=1"));
-            }
-        }
-        let d = &self.drive;
-        for (name, v) in [
-            ("drive.bandwidth_hz", d.bandwidth_hz),
-            ("drive.max_velocity_counts_s", d.max_velocity_counts_s),
-            ("drive.max_accel_counts_s2", d.max_accel_counts_s2),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return bad(format!("{name} = {v} must be finite and > 0"));
-            }
-        }
-        if d.bandwidth_hz > 500.0 {
-            return bad(format!(
-                "drive.bandwidth_hz = {} is above the model's 500 Hz limit",
-                d.bandwidth_hz
-            ));
-        }
-        for (name, list, rx) in [
-            ("drive.rx_pdo", &d.rx_pdo, true),
-            ("drive.tx_pdo", &d.tx_pdo, false),
-        ] {
-            if list.len() > crate::pdo::MAX_ENTRIES {
-                return bad(format!("{name} has {} entries, at most 8", list.len()));
-            }
-            if let Some(e) = list.iter().find(|e| !crate::catalogue::mappable(**e, rx)) {
-                return bad(format!(
-                    "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits), \
-                     nor padding (0x000000NN: index 0, NN bits)",
-                    if rx { "host-to-drive (RxPDO)" } else { "drive-to-host (TxPDO)" }
-                ));
-            }
-            if let Some(e) = crate::pdo::PdoMap::from_entries(list).misaligned() {
-                return bad(format!(
-                    "{name}: {e:#010x} does not start on a byte boundary (the padding before \
-                     it is not a whole number of bytes); this drive packs objects on bytes"
-                ));
-            }
-        }
-        if ![1, 2, 5, 6].contains(&d.quick_stop_option) {
-            return bad(format!(
-                "drive.quick_stop_option = {} (supported: 1, 2, 5, 6)",
-                d.quick_stop_option
-            ));
-        }
+        self.validate_power_cycles()
+    }
+
+    /// The injected drive faults, refused transitions and link cuts: each names a drive
+    /// (or a link) of this bus and a time.
+    fn validate_faults(&self) -> Result<(), EcsimError> {
         let n = self.drives;
         for (i, f) in self.drive_fault.iter().enumerate() {
             if f.drive >= n {
@@ -423,12 +378,12 @@ impl SimConfig {
                 }
             }
         }
-        if !(self.dc_drift_ppm.is_finite() && self.dc_drift_ppm.abs() <= 1000.0) {
-            return bad(format!(
-                "dc_drift_ppm = {} must be within +-1000 (crystals are off by up to about 100)",
-                self.dc_drift_ppm
-            ));
-        }
+        Ok(())
+    }
+
+    /// The power cycles: each names a drive of this bus, a time and how long it is off.
+    fn validate_power_cycles(&self) -> Result<(), EcsimError> {
+        let n = self.drives;
         for (i, c) in self.power_cycle.iter().enumerate() {
             if c.drive >= n {
                 return bad(format!(
@@ -447,6 +402,80 @@ impl SimConfig {
         }
         Ok(())
     }
+}
+
+impl FrameFaults {
+    /// The start time and the fractions of frames dropped, delayed, corrupted, garbled.
+    fn validate(&self) -> Result<(), EcsimError> {
+        if !(self.start_s.is_finite() && self.start_s >= 0.0) {
+            return bad(format!("frames.start_s = {} must be >= 0", self.start_s));
+        }
+        for (name, p) in [
+            ("frames.drop", self.drop),
+            ("frames.delay", self.delay),
+            ("frames.corrupt", self.corrupt),
+            ("frames.garble", self.garble),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} = {p} must be a fraction in 0..=1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DriveParams {
+    /// The drive model's rates and limits, its PDO mapping and its quick-stop option.
+    fn validate(&self) -> Result<(), EcsimError> {
+        for (name, v) in [
+            ("drive.bandwidth_hz", self.bandwidth_hz),
+            ("drive.max_velocity_counts_s", self.max_velocity_counts_s),
+            ("drive.max_accel_counts_s2", self.max_accel_counts_s2),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(format!("{name} = {v} must be finite and > 0"));
+            }
+        }
+        if self.bandwidth_hz > 500.0 {
+            return bad(format!(
+                "drive.bandwidth_hz = {} is above the model's 500 Hz limit",
+                self.bandwidth_hz
+            ));
+        }
+        for (name, list, rx) in [
+            ("drive.rx_pdo", &self.rx_pdo, true),
+            ("drive.tx_pdo", &self.tx_pdo, false),
+        ] {
+            if list.len() > crate::pdo::MAX_ENTRIES {
+                return bad(format!("{name} has {} entries, at most 8", list.len()));
+            }
+            if let Some(e) = list.iter().find(|e| !crate::catalogue::mappable(**e, rx)) {
+                return bad(format!(
+                    "{name}: {e:#010x} is not a {} object of this drive (index << 16 | sub << 8 | bits), \
+                     nor padding (0x000000NN: index 0, NN bits)",
+                    if rx { "host-to-drive (RxPDO)" } else { "drive-to-host (TxPDO)" }
+                ));
+            }
+            if let Some(e) = crate::pdo::PdoMap::from_entries(list).misaligned() {
+                return bad(format!(
+                    "{name}: {e:#010x} does not start on a byte boundary (the padding before \
+                     it is not a whole number of bytes); this drive packs objects on bytes"
+                ));
+            }
+        }
+        if ![1, 2, 5, 6].contains(&self.quick_stop_option) {
+            return bad(format!(
+                "drive.quick_stop_option = {} (supported: 1, 2, 5, 6)",
+                self.quick_stop_option
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A `ConfigValue` error with the message naming the offending key.
+fn bad(m: String) -> Result<(), EcsimError> {
+    Err(EcsimError::ConfigValue(m))
 }
 
 #[cfg(test)]

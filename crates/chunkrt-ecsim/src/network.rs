@@ -470,12 +470,44 @@ impl SimNetwork {
         reply.extend_from_slice(frame);
         reply[6] |= 0x02; // the first ESC sets the U/L bit of the source address
 
-        let faults_on = self.cfg.frames.from_start
+        let faults = self.draw_frame_faults();
+        let (processed, lost) = self.lose_frame(faults);
+        let chain = ChainPass {
+            end,
+            dlpdu,
+            process_data,
+            processed,
+        };
+        self.pass_along(reply, chain);
+        if process_data {
+            self.step_plant();
+        }
+        if self.op_epoch_ns.is_none() && self.devices.iter().any(|d| d.al_state() == al::OP) {
+            self.op_epoch_ns = Some(self.now_ns);
+        }
+        if lost || self.reachable == 0 {
+            return FrameOutcome::NoReply;
+        }
+        self.garble_reply(reply, process_data, faults.on);
+        self.stats.replies += 1;
+        if faults.delay {
+            self.stats.delayed += 1;
+            return FrameOutcome::Reply {
+                delay_ns: self.cfg.frames.delay_us * 1000,
+            };
+        }
+        FrameOutcome::Reply { delay_ns: 0 }
+    }
+
+    /// Whether frame faults are on yet, and this frame's draws: dropped, corrupted,
+    /// delayed (in that order, so the seeded sequence is the same run after run).
+    fn draw_frame_faults(&mut self) -> FrameDraw {
+        let on = self.cfg.frames.from_start
             || self.op_epoch_ns.is_some_and(|e| {
                 self.now_ns.saturating_sub(e) as f64 * 1e-9 >= self.cfg.frames.start_s
             });
         let f = self.cfg.frames;
-        let (drop, corrupt, delay) = if faults_on {
+        let (drop, corrupt, delay) = if on {
             (
                 self.rng.random_bool(f.drop),
                 self.rng.random_bool(f.corrupt),
@@ -484,15 +516,27 @@ impl SimNetwork {
         } else {
             (false, false, false)
         };
+        FrameDraw {
+            on,
+            drop,
+            corrupt,
+            delay,
+        }
+    }
+
+    /// A dropped or corrupted frame: how many devices still process it, and whether it
+    /// is lost (no reply reaches the master). A corrupted frame counts CRC errors at the
+    /// device where it broke and on the ports behind it.
+    fn lose_frame(&mut self, faults: FrameDraw) -> (usize, bool) {
         let mut processed = self.reachable;
         let mut lost = false;
-        if drop {
+        if faults.drop {
             self.stats.dropped += 1;
             lost = true;
             if self.rng.random_bool(0.5) {
                 processed = 0; // lost on the way out
             }
-        } else if corrupt {
+        } else if faults.corrupt {
             self.stats.corrupted += 1;
             lost = true;
             processed = self.rng.random_range(0..=self.reachable);
@@ -504,6 +548,13 @@ impl SimNetwork {
                 }
             }
         }
+        (processed, lost)
+    }
+
+    /// The frame through the powered devices: their watchdogs, the PDUs of the first
+    /// `processed` devices (and the SYNC0 phase of a process-data frame), then each
+    /// device's after-frame work.
+    fn pass_along(&mut self, reply: &mut [u8], chain: ChainPass) {
         // Watchdogs that expired during the gap before this frame fire before it is
         // processed (see `Device::check_watchdog`). A drive without power does nothing.
         for (d, off) in self.devices.iter_mut().zip(&self.off_until) {
@@ -511,9 +562,9 @@ impl SimNetwork {
                 d.check_watchdog(self.now_ns);
             }
         }
-        if dlpdu && self.reachable > 0 {
-            self.run_chain(reply, end, processed);
-            if processed > 0 && has_logical(&frame[16..end]) {
+        if chain.dlpdu && self.reachable > 0 {
+            self.run_chain(reply, chain.end, chain.processed);
+            if chain.processed > 0 && chain.process_data {
                 let phase = self.devices[0].esc.sync0_phase_ns(self.now_ns);
                 if let Some(p) = phase.filter(|_| self.sync_phases.len() < MAX_SYNC_PHASES) {
                     self.sync_phases.push(p as u32);
@@ -525,15 +576,12 @@ impl SimNetwork {
                 d.after_frame(self.now_ns);
             }
         }
-        if process_data {
-            self.step_plant();
-        }
-        if self.op_epoch_ns.is_none() && self.devices.iter().any(|d| d.al_state() == al::OP) {
-            self.op_epoch_ns = Some(self.now_ns);
-        }
-        if lost || self.reachable == 0 {
-            return FrameOutcome::NoReply;
-        }
+    }
+
+    /// A garbled reply: a process-data reply when one is asked for (`garble_next`) or
+    /// drawn, another reply when `garble_other` asks.
+    fn garble_reply(&mut self, reply: &mut [u8], process_data: bool, faults_on: bool) {
+        let f = self.cfg.frames;
         if process_data {
             let garble = if self.garble_next.0 > 0 {
                 self.garble_next.0 -= 1;
@@ -552,14 +600,6 @@ impl SimNetwork {
             self.garble_other.1.apply(reply);
             self.stats.garbled += 1;
         }
-        self.stats.replies += 1;
-        if delay {
-            self.stats.delayed += 1;
-            return FrameOutcome::Reply {
-                delay_ns: f.delay_us * 1000,
-            };
-        }
-        FrameOutcome::Reply { delay_ns: 0 }
     }
 
     /// Let devices `0..count` process every PDU of the frame in turn, as the frame streams
@@ -602,6 +642,26 @@ impl SimNetwork {
             }
         }
     }
+}
+
+/// One frame's fault draws (`SimNetwork::draw_frame_faults`).
+#[derive(Clone, Copy)]
+struct FrameDraw {
+    /// Frame faults have begun (`frames.from_start` or `frames.start_s` after OP).
+    on: bool,
+    drop: bool,
+    corrupt: bool,
+    delay: bool,
+}
+
+/// How a frame passes the chain (`SimNetwork::pass_along`): where its PDUs end, whether
+/// it is a DLPDU and carries process data, and how many devices process it.
+#[derive(Clone, Copy)]
+struct ChainPass {
+    end: usize,
+    dlpdu: bool,
+    process_data: bool,
+    processed: usize,
 }
 
 /// Whether the PDUs in `payload` include a logical command (process data).

@@ -47,11 +47,44 @@ const STRINGS: [&str; 4] = [
 
 /// Build the EEPROM image of drive `position` (serial number differs per drive).
 pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
+    let mut b = header(p, position);
+    category(&mut b, 10, strings());
+    category(&mut b, 30, general(p));
+    // FMMU usage (40): outputs, inputs, SM status.
+    category(&mut b, 40, vec![0x01, 0x02, 0x03, 0xFF]);
+    let (rx, tx) = (
+        PdoMap::from_entries(&p.rx_pdo),
+        PdoMap::from_entries(&p.tx_pdo),
+    );
+    category(&mut b, 41, sync_managers(&rx, &tx));
+    // TxPDO (50) and RxPDO (51): the power-up mappings (fixed without CoE).
+    for (kind, map, pdo_index, sm_index) in [(50u16, &tx, 0x1A00u16, 3u8), (51, &rx, 0x1600, 2)] {
+        category(&mut b, kind, pdo(map, pdo_index, sm_index));
+    }
+    b.extend_from_slice(&0xFFFFu16.to_le_bytes());
+
+    let mut words: Vec<u16> = b
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+        .collect();
+    words.resize(EEPROM_WORDS, 0xFFFF);
+    words
+}
+
+/// Writes a little-endian word at byte `at`.
+fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Writes a little-endian double word at byte `at`.
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The image's first 0x80 bytes: PDI control with its CRC, identity, standard mailbox,
+/// size and version.
+fn header(p: &DriveParams, position: usize) -> Vec<u8> {
     let mut b: Vec<u8> = vec![0; 0x80];
-    let put16 =
-        |b: &mut Vec<u8>, at: usize, v: u16| b[at..at + 2].copy_from_slice(&v.to_le_bytes());
-    let put32 =
-        |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
     // Word 0: PDI control (SPI-like, irrelevant here), word 4: station alias 0.
     put16(&mut b, 0x00, 0x0C08);
     put16(&mut b, 0x02, 0x6E00);
@@ -73,25 +106,31 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     // Word 0x3E: size in kbit - 1; word 0x3F: version.
     put16(&mut b, 0x7C, (EEPROM_WORDS * 16 / 1024 - 1) as u16);
     put16(&mut b, 0x7E, 1);
+    b
+}
 
-    let cat = |b: &mut Vec<u8>, kind: u16, mut data: Vec<u8>| {
-        if data.len() % 2 == 1 {
-            data.push(0);
-        }
-        b.extend_from_slice(&kind.to_le_bytes());
-        b.extend_from_slice(&((data.len() / 2) as u16).to_le_bytes());
-        b.extend_from_slice(&data);
-    };
+/// Appends a category: its kind, its size in words and its data (padded to a word).
+fn category(b: &mut Vec<u8>, kind: u16, mut data: Vec<u8>) {
+    if data.len() % 2 == 1 {
+        data.push(0);
+    }
+    b.extend_from_slice(&kind.to_le_bytes());
+    b.extend_from_slice(&((data.len() / 2) as u16).to_le_bytes());
+    b.extend_from_slice(&data);
+}
 
-    // Strings (10).
+/// Strings (10): their count, then each with its length.
+fn strings() -> Vec<u8> {
     let mut s = vec![STRINGS.len() as u8];
     for st in STRINGS {
         s.push(st.len() as u8);
         s.extend_from_slice(st.as_bytes());
     }
-    cat(&mut b, 10, s);
+    s
+}
 
-    // General (30), 32 bytes, in the layout ethercrab decodes.
+/// General (30), 32 bytes, in the layout ethercrab decodes.
+fn general(p: &DriveParams) -> Vec<u8> {
     let mut g = vec![0u8; 32];
     g[0] = 2; // group string
     g[1] = 0; // image
@@ -100,17 +139,13 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
     g[5] = if p.coe { 0x01 | 0x04 | 0x08 } else { 0 }; // CoE: SDO, PDO assign, PDO config
     g[9] = 1; // one DS402 channel
     g[14] = 0x11; // port 0 and port 1: MII
-    cat(&mut b, 30, g);
+    g
+}
 
-    // FMMU usage (40): outputs, inputs, SM status.
-    cat(&mut b, 40, vec![0x01, 0x02, 0x03, 0xFF]);
-
-    // Sync managers (41).
+/// Sync managers (41): the two mailboxes, then the outputs and inputs sized by the
+/// PDO mappings.
+fn sync_managers(rx: &PdoMap, tx: &PdoMap) -> Vec<u8> {
     let mut sm = Vec::new();
-    let (rx, tx) = (
-        PdoMap::from_entries(&p.rx_pdo),
-        PdoMap::from_entries(&p.tx_pdo),
-    );
     let sizes = [MBX_LEN, MBX_LEN, rx.bytes() as u16, tx.bytes() as u16];
     let addrs = [MBX_OUT_ADDR, MBX_IN_ADDR, OUTPUTS_ADDR, INPUTS_ADDR];
     for i in 0..4 {
@@ -118,28 +153,21 @@ pub fn build_image(p: &DriveParams, position: usize) -> Vec<u16> {
         sm.extend_from_slice(&sizes[i].to_le_bytes());
         sm.extend_from_slice(&[SM_CONTROL[i], 0, 0x01, i as u8 + 1]);
     }
-    cat(&mut b, 41, sm);
+    sm
+}
 
-    // TxPDO (50) and RxPDO (51): the power-up mappings (fixed without CoE).
-    for (kind, map, pdo_index, sm_index) in [(50u16, &tx, 0x1A00u16, 3u8), (51, &rx, 0x1600, 2)] {
-        let mut d = Vec::new();
-        d.extend_from_slice(&pdo_index.to_le_bytes());
-        d.extend_from_slice(&[map.len() as u8, sm_index, 0, 0, 0, 0]);
-        for e in map.iter() {
-            let (idx, sub, bits) = crate::pdo::split(e);
-            d.extend_from_slice(&idx.to_le_bytes());
-            d.extend_from_slice(&[sub, 0, crate::pdo::data_type_code(e), bits, 0, 0]);
-        }
-        cat(&mut b, kind, d);
+/// A TxPDO or RxPDO category: the PDO's index, entry count and sync manager, then
+/// each entry.
+fn pdo(map: &PdoMap, pdo_index: u16, sm_index: u8) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.extend_from_slice(&pdo_index.to_le_bytes());
+    d.extend_from_slice(&[map.len() as u8, sm_index, 0, 0, 0, 0]);
+    for e in map.iter() {
+        let (idx, sub, bits) = crate::pdo::split(e);
+        d.extend_from_slice(&idx.to_le_bytes());
+        d.extend_from_slice(&[sub, 0, crate::pdo::data_type_code(e), bits, 0, 0]);
     }
-    b.extend_from_slice(&0xFFFFu16.to_le_bytes());
-
-    let mut words: Vec<u16> = b
-        .chunks(2)
-        .map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]))
-        .collect();
-    words.resize(EEPROM_WORDS, 0xFFFF);
-    words
+    d
 }
 
 #[cfg(test)]

@@ -132,65 +132,85 @@ impl MarginFigure {
             (phases.iter().cloned().fold(-180.0, f64::min) / 45.0).floor() * 45.0,
             (phases.iter().cloned().fold(0.0, f64::max) / 45.0).ceil() * 45.0,
         );
-        let [blue, vermillion, ..] = plot::COLOURS;
         let fc_caption = self.fc.map_or("no gain crossover".to_string(), |f| {
             format!("f_c = {f:.2} Hz (vertical line)")
         });
-        for (area, (lo, hi), vals, label, reference, caption) in [
-            (
-                mag,
-                db_range,
-                &db,
-                "|L| (dB)",
-                0.0,
-                self.bode_caption.clone(),
-            ),
-            (
-                phase,
-                ph_range,
-                &phases,
-                "phase L (deg)",
-                -180.0,
-                fc_caption,
-            ),
-        ] {
-            let mut chart = ChartBuilder::on(area)
-                .caption(caption, (plot::FONT, 14))
-                .margin(10)
-                .x_label_area_size(36)
-                .y_label_area_size(55)
-                .build_cartesian_2d((f_lo..f_hi).log_scale(), lo..hi)
-                .map_err(plot::err)?;
-            chart
-                .configure_mesh()
-                .x_desc("frequency (Hz, log)")
-                .y_desc(label)
-                .label_style((plot::FONT, 12))
-                .draw()
-                .map_err(plot::err)?;
+        let mag_panel = BodePanel {
+            range: db_range,
+            vals: &db,
+            label: "|L| (dB)",
+            reference: 0.0,
+            caption: self.bode_caption.clone(),
+        };
+        self.draw_bode_panel(mag, &bode, (f_lo, f_hi), mag_panel)?;
+        let phase_panel = BodePanel {
+            range: ph_range,
+            vals: &phases,
+            label: "phase L (deg)",
+            reference: -180.0,
+            caption: fc_caption,
+        };
+        self.draw_bode_panel(phase, &bode, (f_lo, f_hi), phase_panel)?;
+        Ok(())
+    }
+
+    /// One panel of the Bode plot on a log frequency axis: the values, the dashed
+    /// reference level and the gain crossover's vertical line.
+    fn draw_bode_panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        bode: &[(f64, f64, f64)],
+        (f_lo, f_hi): (f64, f64),
+        panel: BodePanel<'_>,
+    ) -> Result<(), plot::PlotError> {
+        let [blue, vermillion, ..] = plot::COLOURS;
+        let (lo, hi) = panel.range;
+        let mut chart = ChartBuilder::on(area)
+            .caption(panel.caption, (plot::FONT, 14))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(55)
+            .build_cartesian_2d((f_lo..f_hi).log_scale(), lo..hi)
+            .map_err(plot::err)?;
+        chart
+            .configure_mesh()
+            .x_desc("frequency (Hz, log)")
+            .y_desc(panel.label)
+            .label_style((plot::FONT, 12))
+            .draw()
+            .map_err(plot::err)?;
+        chart
+            .draw_series(LineSeries::new(
+                bode.iter().zip(panel.vals.iter()).map(|(p, v)| (p.0, *v)),
+                blue.stroke_width(2),
+            ))
+            .map_err(plot::err)?;
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(f_lo, panel.reference), (f_hi, panel.reference)],
+                5,
+                4,
+                RGBColor(0x99, 0x99, 0x99).into(),
+            ))
+            .map_err(plot::err)?;
+        if let Some(fc) = self.fc {
             chart
                 .draw_series(LineSeries::new(
-                    bode.iter().zip(vals.iter()).map(|(p, v)| (p.0, *v)),
-                    blue.stroke_width(2),
+                    [(fc, lo), (fc, hi)],
+                    vermillion.stroke_width(1),
                 ))
                 .map_err(plot::err)?;
-            chart
-                .draw_series(DashedLineSeries::new(
-                    [(f_lo, reference), (f_hi, reference)],
-                    5,
-                    4,
-                    RGBColor(0x99, 0x99, 0x99).into(),
-                ))
-                .map_err(plot::err)?;
-            if let Some(fc) = self.fc {
-                chart
-                    .draw_series(LineSeries::new(
-                        [(fc, lo), (fc, hi)],
-                        vermillion.stroke_width(1),
-                    ))
-                    .map_err(plot::err)?;
-            }
         }
         Ok(())
     }
+}
+
+/// One of the Bode plot's two panels: its y range and values, axis label, dashed
+/// reference level and caption.
+struct BodePanel<'a> {
+    range: (f64, f64),
+    vals: &'a [f64],
+    label: &'a str,
+    reference: f64,
+    caption: String,
 }

@@ -90,17 +90,7 @@ fn opt(v: &Value, digits: usize) -> String {
 
 /// Runs `chunkrt episodes`.
 pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
-    let mut all = Vec::new();
-    for run in &args.runs {
-        let eps = read_episodes(run)?;
-        if eps.is_empty() {
-            bail!(
-                "{}: no episode in events.jsonl (a run with [episodes] records them)",
-                run.display()
-            );
-        }
-        all.push((run.display().to_string(), eps));
-    }
+    let all = read_runs(&args.runs)?;
     let sums: Vec<Value> = all
         .iter()
         .flat_map(|(r, e)| chunkrt_telemetry::episodes::summaries(r, e))
@@ -117,6 +107,29 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         );
         return Ok(0);
     }
+    print_episodes(&all);
+    print_summaries(&sums);
+    Ok(0)
+}
+
+/// Each run's name and episodes; a run without an episode is refused.
+fn read_runs(runs: &[PathBuf]) -> anyhow::Result<Vec<(String, Vec<Value>)>> {
+    let mut all = Vec::new();
+    for run in runs {
+        let eps = read_episodes(run)?;
+        if eps.is_empty() {
+            bail!(
+                "{}: no episode in events.jsonl (a run with [episodes] records them)",
+                run.display()
+            );
+        }
+        all.push((run.display().to_string(), eps));
+    }
+    Ok(all)
+}
+
+/// The table of episodes, run after run, with the reset before each.
+fn print_episodes(all: &[(String, Vec<Value>)]) {
     outln!(
         "{:<24} {:>3} {:>6} {:>8} {:<13} {:>7} {:>7} {:>9} {:>9} {:>6} {:>6} {:>7} {}",
         "run",
@@ -133,7 +146,7 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         "stops",
         "budget"
     );
-    for (run, eps) in &all {
+    for (run, eps) in all {
         let mut prev_end: Option<f64> = None;
         for e in eps {
             let reset = match (prev_end, num(&e["t_begin_s"])) {
@@ -167,6 +180,10 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
             );
         }
     }
+}
+
+/// The summaries' table, per run and kind of start, after the key to the first.
+fn print_summaries(sums: &[Value]) {
     outln!("\n(* held-out start; gate: cycles the permission gate acted; resid: cycles the residual gate acted)\n");
     outln!(
         "{:<24} {:<9} {:<8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10}",
@@ -180,7 +197,7 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
         "gate/ep",
         "stops/ep"
     );
-    for s in &sums {
+    for s in sums {
         let run = s["run"].as_str().unwrap_or("");
         outln!(
             "{:<24} {:<9} {:<8} {:>8} {:>7.0}% {:>9} {:>9} {:>10.1} {:>10.2}",
@@ -195,5 +212,4 @@ pub fn episodes(args: &EpisodesArgs) -> anyhow::Result<u8> {
             num(&s["operator_stops_per_episode"]).unwrap_or(0.0),
         );
     }
-    Ok(0)
 }

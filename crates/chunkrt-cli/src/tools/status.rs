@@ -150,6 +150,17 @@ fn value(s: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 /// The state, as printed.
 fn render(s: &[Sample]) -> String {
     let mut out = String::new();
+    render_headline(s, &mut out);
+    render_drives(s, &mut out);
+    render_counters(s, &mut out);
+    render_faults(s, &mut out);
+    render_gate(s, &mut out);
+    render_stages(s, &mut out);
+    out
+}
+
+/// How long the run has been going (or went), its mode and who has authority.
+fn render_headline(s: &[Sample], out: &mut String) {
     let mode = s
         .iter()
         .find(|(n, _, v)| n == "chunkrt_mode" && *v == 1.0)
@@ -167,6 +178,10 @@ fn render(s: &[Sample]) -> String {
         if ended { "ended after" } else { "running for" },
         t
     ));
+}
+
+/// The drives' states and thermal loads, joint 0 first (nothing before a drive reports).
+fn render_drives(s: &[Sample], out: &mut String) {
     let mut drives: Vec<(usize, &str)> = s
         .iter()
         .filter(|(n, _, v)| n == "chunkrt_drive_state" && *v == 1.0)
@@ -187,6 +202,10 @@ fn render(s: &[Sample]) -> String {
             ));
         }
     }
+}
+
+/// The cycle, overrun, chunk and fallback counters.
+fn render_counters(s: &[Sample], out: &mut String) {
     let c = |k: &str| value(s, &format!("chunkrt_{k}_total"), &[]).unwrap_or(0.0) as u64;
     out.push_str(&format!(
         "cycles {}  overruns {}  chunks published {}  expired {}  fallbacks {}\n",
@@ -196,6 +215,10 @@ fn render(s: &[Sample]) -> String {
         c("chunks_expired"),
         c("fallback_entries"),
     ));
+}
+
+/// The fault and error counters that are not zero.
+fn render_faults(s: &[Sample], out: &mut String) {
     let faults: Vec<String> = s
         .iter()
         .filter(|(n, l, v)| {
@@ -220,6 +243,10 @@ fn render(s: &[Sample]) -> String {
             faults.join(", ")
         }
     ));
+}
+
+/// The gate's interventions, per constraint.
+fn render_gate(s: &[Sample], out: &mut String) {
     let gate: Vec<String> = s
         .iter()
         .filter(|(n, _, v)| n == "chunkrt_gate_interventions_by_constraint_total" && *v > 0.0)
@@ -233,6 +260,10 @@ fn render(s: &[Sample]) -> String {
             gate.join(", ")
         }
     ));
+}
+
+/// The stage latency table (microseconds), stages by name.
+fn render_stages(s: &[Sample], out: &mut String) {
     out.push_str("stage                         p50 us     p99 us   p99.9 us     max us\n");
     let mut stages: Vec<&String> = s
         .iter()
@@ -261,7 +292,6 @@ fn render(s: &[Sample]) -> String {
             max
         ));
     }
-    out
 }
 
 /// Runs `chunkrt status`: 0 when the controller answered, 1 when it did not.

@@ -266,9 +266,29 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
         "{} joints, {} ms bus period, {:?} policy, {:?} backend",
         cfg.control.joints, cfg.control.period_ms, cfg.policy.kind, cfg.backend.kind
     );
+    check_backend(&cfg, file, &mut summary)?;
+    check_wear_ledger(&cfg, file, &mut summary)?;
+    if cfg.policy.kind == PolicyKind::Onnx {
+        if let Some(v) = onnx_without_runtime(&cfg, file, &summary)? {
+            return Ok(v);
+        }
+    }
+    if cfg.policy.kind == PolicyKind::Remote {
+        return remote_policy(&cfg, file, &summary);
+    }
+    check_policy(&cfg, file)?;
+    if cfg.policy.kind == PolicyKind::Onnx {
+        summary.push_str(" (policy loaded as `run` loads it: model digest and graph checked)");
+    }
+    Ok(Verdict::checked(summary))
+}
+
+/// The backend built as `run` builds it, for the simulated arm and the MuJoCo model
+/// (what was checked is added to `summary`).
+fn check_backend(cfg: &Config, file: &Path, summary: &mut String) -> Result<(), Refused> {
     if cfg.backend.kind == BackendKind::Sim {
         // The arm is built here as `run` builds it: its start pose against its stops.
-        chunkrt_rt::build::backend(&cfg).map_err(|e| {
+        chunkrt_rt::build::backend(cfg).map_err(|e| {
             let default = cfg.sim.as_ref().is_none_or(|s| s.initial_pos_rad.is_none());
             let hint = if default {
                 " (the simulated arm's default start pose: [sim] sets no initial_pos_rad; \
@@ -282,13 +302,18 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
     }
     if cfg.backend.kind == BackendKind::Mujoco {
         // The model read, its digest checked and loaded by MuJoCo, as `run` does.
-        chunkrt_rt::build::backend(&cfg)
+        chunkrt_rt::build::backend(cfg)
             .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
         summary.push_str(" (the arm model's digest, joints and torque limits checked)");
     }
+    Ok(())
+}
+
+/// The wear ledger, when the config names one (its size is added to `summary`).
+fn check_wear_ledger(cfg: &Config, file: &Path, summary: &mut String) -> Result<(), Refused> {
     // The wear ledger read as a run reads it before anything moves (a regular file,
     // every line a ledger line); nothing is written.
-    if let Some(totals) = chunkrt_rt::wear::load_ledger(&cfg, false)
+    if let Some(totals) = chunkrt_rt::wear::load_ledger(cfg, false)
         .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?
     {
         summary.push_str(&format!(
@@ -297,44 +322,59 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
             totals.units.len()
         ));
     }
-    if cfg.policy.kind == PolicyKind::Onnx {
-        let path = manifest_path(&cfg, file)?;
-        // The manifest read with its bound before `build::policy` reads it (a manifest
-        // path naming /dev/zero or a FIFO is refused here, at once).
-        chunkrt_policy::manifest::read_manifest_text(&path)
-            .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
-        let ort_library = cfg.policy.ort_library.as_ref().map(|l| cfg.resolve(l));
-        if chunkrt_policy::find_ort_library(ort_library.as_deref()).is_err() {
-            // Without ONNX Runtime the run could not load the policy at all; what can be
-            // checked (manifest, model size and digest) is, and the rest is said.
-            let opts = chunkrt_policy::SessionOptions {
-                ort_library,
-                ..chunkrt_policy::SessionOptions::default()
-            };
-            let v = manifest(&path, &opts, Some(file))?;
-            return Ok(Verdict {
-                summary: format!("{summary}; policy {}", v.summary),
-                unchecked: v.unchecked,
-            });
-        }
+    Ok(())
+}
+
+/// An ONNX policy's manifest, read with its bound; on a host without ONNX Runtime,
+/// the verdict of what can be checked without it.
+fn onnx_without_runtime(
+    cfg: &Config,
+    file: &Path,
+    summary: &str,
+) -> Result<Option<Verdict>, Refused> {
+    let path = manifest_path(cfg, file)?;
+    // The manifest read with its bound before `build::policy` reads it (a manifest
+    // path naming /dev/zero or a FIFO is refused here, at once).
+    chunkrt_policy::manifest::read_manifest_text(&path)
+        .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
+    let ort_library = cfg.policy.ort_library.as_ref().map(|l| cfg.resolve(l));
+    if chunkrt_policy::find_ort_library(ort_library.as_deref()).is_err() {
+        // Without ONNX Runtime the run could not load the policy at all; what can be
+        // checked (manifest, model size and digest) is, and the rest is said.
+        let opts = chunkrt_policy::SessionOptions {
+            ort_library,
+            ..chunkrt_policy::SessionOptions::default()
+        };
+        let v = manifest(&path, &opts, Some(file))?;
+        return Ok(Some(Verdict {
+            summary: format!("{summary}; policy {}", v.summary),
+            unchecked: v.unchecked,
+        }));
     }
-    if cfg.policy.kind == PolicyKind::Remote {
-        // What the host holds is checked (the manifest, the server's URL, its token's
-        // variable); the server itself is not contacted by a check of a file.
-        let path = manifest_path(&cfg, file)?;
-        chunkrt_policy::Manifest::load(&path)
-            .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
-        chunkrt_rt::build::remote_config(&cfg)
-            .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
-        return Ok(Verdict::checked(format!(
-            "{summary} (remote policy: its manifest and the server's URL checked; the \
-             server is not contacted: `run` connects and refuses one that is unreachable \
-             or serves another model)"
-        )));
-    }
+    Ok(None)
+}
+
+/// A remote policy's verdict: its manifest and the server's URL checked.
+fn remote_policy(cfg: &Config, file: &Path, summary: &str) -> Result<Verdict, Refused> {
+    // What the host holds is checked (the manifest, the server's URL, its token's
+    // variable); the server itself is not contacted by a check of a file.
+    let path = manifest_path(cfg, file)?;
+    chunkrt_policy::Manifest::load(&path)
+        .map_err(|e| Refused::Load(anyhow!("{}: policy.manifest: {e}", file.display())))?;
+    chunkrt_rt::build::remote_config(cfg)
+        .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
+    Ok(Verdict::checked(format!(
+        "{summary} (remote policy: its manifest and the server's URL checked; the \
+         server is not contacted: `run` connects and refuses one that is unreachable \
+         or serves another model)"
+    )))
+}
+
+/// The policy built as `run` builds it, and checked against the camera (or its absence).
+fn check_policy(cfg: &Config, file: &Path) -> Result<(), Refused> {
     // The policy as `run` builds it (for an ONNX policy: manifest, model digest,
     // graph, and the config's sampler, steps and history against the manifest).
-    let policy = chunkrt_rt::build::policy(&cfg)
+    let policy = chunkrt_rt::build::policy(cfg)
         .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
     // As `run` checks before anything is brought up: a policy that takes an image
     // needs a camera, and a camera such a policy.
@@ -353,10 +393,7 @@ fn run_config(file: &Path, text: &str) -> Result<Verdict, Refused> {
         }
         _ => {}
     }
-    if cfg.policy.kind == PolicyKind::Onnx {
-        summary.push_str(" (policy loaded as `run` loads it: model digest and graph checked)");
-    }
-    Ok(Verdict::checked(summary))
+    Ok(())
 }
 
 /// The policy's manifest, resolved against the config's folder.
