@@ -18,6 +18,7 @@ pub const LIMITED: &[&str] = &[
     "crates/chunkrt-afpacket/src",
     "crates/chunkrt-margin/src",
     "crates/chunkrt-gap/src",
+    "crates/chunkrt-learn/src",
 ];
 
 pub struct FnLen {
