@@ -178,7 +178,7 @@ pub struct PolicyConfig {
     /// `[[cycle, goal], ...]`, from the observation captured in that cycle on, that
     /// goal (its index); the goals then do not advance on arrival. The margin
     /// instrument runs a moving policy's probed run on its unprobed twin's schedule
-    /// (README "How much delay can my loop take?"). Empty: goals advance on arrival.
+    /// (docs/margin.md). Empty: goals advance on arrival.
     #[serde(default)]
     pub goal_schedule: Vec<[u64; 2]>,
     /// Replays a recorded run's chunks: `[[cycle, drawn, chosen, played], ...]`: the

@@ -214,7 +214,7 @@ impl Draft {
         let _ = writeln!(
             s,
             "# Lines marked FILL IN need what only the training knows; `chunkrt validate` on\n\
-             # this file says what is still wrong. README \"Bring your own policy\" has the contract."
+             # this file says what is still wrong. docs/policy/lerobot.md has the contract."
         );
         let _ = writeln!(s, "format = 2");
         let _ = writeln!(

@@ -1,4 +1,4 @@
-//! The run report: the text table and `report.json` (schema documented in the README).
+//! The run report: the text table and `report.json` (schema documented in docs/records.md).
 
 use crate::metrics::{MetricSet, METRICS};
 use serde::Serialize;

@@ -8,7 +8,7 @@
 //! the result is checked as a manifest (digests too) before it replaces the file. A
 //! row already logged from the same measurement is not appended twice. No entry
 //! excludes a region: which states to take from the declared domain is the
-//! engineer's call (`[[omission_log.exclude]]`, README "The reality gap").
+//! engineer's call (`[[omission_log.exclude]]`, docs/gap.md).
 
 use anyhow::{bail, Context};
 use serde_json::Value;

@@ -205,8 +205,8 @@ mod tests {
         }
     }
 
-    /// The most serious of what happened decides, in the documented order (README
-    /// "Reliability": 4, 7, 6, 3, 9, 8, 5), each added on top of the less serious ones.
+    /// The most serious of what happened decides, in the documented order
+    /// (docs/reliability.md: 4, 7, 6, 3, 9, 8, 5), each added on top of the less serious.
     #[test]
     fn the_most_serious_ending_wins() {
         let mut o = outcome();
