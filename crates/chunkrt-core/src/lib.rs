@@ -16,6 +16,7 @@ pub mod episodes;
 pub mod executor;
 pub mod gate;
 pub mod io;
+pub mod kinematics;
 pub mod ladder;
 pub mod limits;
 pub mod phase;
@@ -46,6 +47,7 @@ pub use gate::{
     SHAPING_BITS,
 };
 pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
+pub use kinematics::{Chain, ChainError, Iso, Link, ToolJacobian};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};
 pub use policy::{ImageRef, InferInfo, Policy, PolicyError, PolicySpec, MAX_IMAGE_BYTES};
