@@ -40,6 +40,12 @@ pub enum Constraint {
     /// The residual's activity region (`[policy.residual.region]`): the correction held
     /// at zero outside it, faded near its faces.
     ResidualRegion = 12,
+    /// The Cartesian approach envelope (`[cartesian]` planes): the tool's speed toward a
+    /// declared surface bounded by the braking curve `√(2·a_brake·z)`
+    /// ([`crate::cartesian`]).
+    Approach = 13,
+    /// The Cartesian tool-speed limit (`[cartesian] max_tool_speed_m_s`).
+    ToolSpeed = 14,
 }
 
 impl Constraint {
@@ -58,6 +64,8 @@ impl Constraint {
         Constraint::ResidualBound,
         Constraint::ResidualRate,
         Constraint::ResidualRegion,
+        Constraint::Approach,
+        Constraint::ToolSpeed,
     ];
 
     /// Its bit in a [`GateMask`].
@@ -81,12 +89,14 @@ impl Constraint {
             Constraint::ResidualBound => "residual_bound",
             Constraint::ResidualRate => "residual_rate",
             Constraint::ResidualRegion => "residual_region",
+            Constraint::Approach => "approach",
+            Constraint::ToolSpeed => "tool_speed",
         }
     }
 }
 
 /// Number of constraint kinds.
-pub const CONSTRAINT_COUNT: usize = 13;
+pub const CONSTRAINT_COUNT: usize = 15;
 
 /// The constraints that shape the proposal before the permission gate (the action
 /// filter, the residual gate): meant to act, never a saturation.

@@ -26,6 +26,7 @@
 //! allowed.
 
 use crate::action_filter::ActionFilter;
+use crate::cartesian::CartesianFilter;
 use crate::chunk::{JointVec, MAX_DOF};
 pub use crate::constraint::{
     Constraint, GateMask, CONSTRAINT_COUNT, PERMISSION_BITS, SHAPING_BITS,
@@ -43,7 +44,11 @@ use crate::spline::Pva;
 /// acts) where none did.
 #[inline]
 fn last_shaping(shaping: u32) -> Constraint {
-    if shaping & Constraint::ActionFilter.bit() != 0 {
+    if shaping & Constraint::ToolSpeed.bit() != 0 {
+        Constraint::ToolSpeed
+    } else if shaping & Constraint::Approach.bit() != 0 {
+        Constraint::Approach
+    } else if shaping & Constraint::ActionFilter.bit() != 0 {
         Constraint::ActionFilter
     } else if shaping & Constraint::ResidualRegion.bit() != 0 {
         Constraint::ResidualRegion
@@ -265,6 +270,35 @@ pub struct Gate {
     residual_bits: [u32; MAX_DOF],
     /// The proposal before the residual stage acted (base + raw correction), per joint.
     residual_raw: JointVec,
+    /// The Cartesian filter (`[cartesian]`) on the joints' step (boxed at load: the
+    /// cycle moves the pointer, never the table).
+    cartesian: Option<Box<CartesianFilter>>,
+}
+
+/// Gate passes after the first one with the Cartesian stage: where a joint cannot land
+/// on the bounded step (off its track), the next pass bounds the step it took.
+const CARTESIAN_PASSES: usize = 4;
+
+/// Periods of the gate's stop previewed by the Cartesian stage ([`Gate::filter`]).
+const STOP_PREVIEW: usize = 256;
+
+/// A bound on how far joint `s` travels in the gate's stop: its speed, raised by what
+/// its acceleration adds while swung to zero at full jerk, held over the stop's time
+/// (acceleration swung to zero, the speed braked at the acceleration limit, swung in
+/// and out again, a period each side).
+fn stop_distance_bound(s: &JointState, lim: &JointLimit, t: f64) -> f64 {
+    let (a, j) = (lim.max_acc_rad_s2.max(TINY), lim.max_jerk_rad_s3.max(TINY));
+    let peak = s.v.abs() + s.a * s.a / (2.0 * j);
+    let time = s.a.abs() / j + peak / a + 2.0 * a / j + 2.0 * t;
+    peak * time
+}
+
+/// What a gate pass changes, to undo it ([`Gate::joints_cartesian`]).
+struct Snapshot {
+    state: [JointState; MAX_DOF],
+    saturated: [Saturation; MAX_DOF],
+    counts: [u64; CONSTRAINT_COUNT],
+    n_interventions: usize,
 }
 
 /// How long a joint's command has differed from the proposal without a break.
@@ -313,6 +347,7 @@ impl Gate {
             shaped_raw: [0.0; MAX_DOF],
             residual_bits: [0; MAX_DOF],
             residual_raw: [0.0; MAX_DOF],
+            cartesian: None,
         };
         g.resync(initial_pos);
         g
@@ -336,6 +371,18 @@ impl Gate {
     pub fn with_torque_slew(mut self, max_jerk_rad_s3: Option<JointVec>) -> Self {
         self.slew_jerk = max_jerk_rad_s3.unwrap_or([f64::INFINITY; MAX_DOF]);
         self
+    }
+
+    /// With the Cartesian filter (tool speed, approach envelope) on every proposal
+    /// while the policy has authority, after the shaping stages; a stop bypasses it.
+    pub fn with_cartesian(mut self, filter: Option<CartesianFilter>) -> Self {
+        self.cartesian = filter.map(Box::new);
+        self
+    }
+
+    /// The Cartesian filter, if any.
+    pub fn cartesian(&self) -> Option<&CartesianFilter> {
+        self.cartesian.as_deref()
     }
 
     /// Notes what the residual stage in front of the gate did to this cycle's proposal
@@ -424,18 +471,17 @@ impl Gate {
             proposed
         };
         self.shaped = false;
-        for j in 0..dof {
-            let rb = self.residual_bits[j];
-            let fb = self.filter_bits[j];
-            let raw = if rb != 0 {
-                self.residual_raw[j]
-            } else if fb != 0 {
-                self.shaped_raw[j]
-            } else {
-                filtered.pos_rad[j]
-            };
-            mask |= self.filter_joint(j, filtered, raw, fb | rb, cmd);
-        }
+        mask |= match self.cartesian.take() {
+            Some(c) if !proposed.stop => {
+                let m = self.joints_cartesian(&c, dof, filtered, cmd);
+                self.cartesian = Some(c);
+                m
+            }
+            other => {
+                self.cartesian = other;
+                self.joints(dof, filtered, filtered, &[0; MAX_DOF], cmd)
+            }
+        };
         self.residual_bits = [0; MAX_DOF];
         if proposed.stop {
             let now = self.commanded_state();
@@ -488,6 +534,161 @@ impl Gate {
                 *b = Constraint::ActionFilter.bit();
             }
         }
+    }
+
+    /// Every joint through the gate toward `target` (`shaped`: the proposal before the
+    /// Cartesian stage, whose positions are the raw ones where no earlier stage acted;
+    /// `extra`: the Cartesian stage's bits per joint).
+    fn joints(
+        &mut self,
+        dof: usize,
+        target: &Setpoint,
+        shaped: &Setpoint,
+        extra: &[u32; MAX_DOF],
+        cmd: &mut Command,
+    ) -> u32 {
+        let mut mask = 0;
+        for (j, &cart) in extra.iter().enumerate().take(dof) {
+            let rb = self.residual_bits[j];
+            let fb = self.filter_bits[j];
+            let raw = if rb != 0 {
+                self.residual_raw[j]
+            } else if fb != 0 {
+                self.shaped_raw[j]
+            } else {
+                shaped.pos_rad[j]
+            };
+            mask |= self.filter_joint(j, target, raw, fb | rb | cart, cmd);
+        }
+        mask
+    }
+
+    /// The joints with the Cartesian stage: a first pass gives the step the joints'
+    /// limits allow; the Cartesian filter bounds that step (from the commanded
+    /// positions); where it changed it, the pass is undone and run again toward the
+    /// bounded step (its velocity the step's, its acceleration 0). Bounding the gate's
+    /// own step, not the proposal, is what keeps a joint that lags its proposal from
+    /// turning the tool toward a surface. No allocation.
+    fn joints_cartesian(
+        &mut self,
+        c: &CartesianFilter,
+        dof: usize,
+        shaped: &Setpoint,
+        cmd: &mut Command,
+    ) -> u32 {
+        let before = Snapshot {
+            state: self.state,
+            saturated: self.saturated,
+            counts: self.counts,
+            n_interventions: self.n_interventions,
+        };
+        let mut mask = self.joints(dof, shaped, shaped, &[0; MAX_DOF], cmd);
+        let mut from = [0.0; MAX_DOF];
+        for (j, f) in from.iter_mut().enumerate().take(dof) {
+            *f = before.state[j].q;
+        }
+        let mut bounded = *shaped;
+        let mut extra = [0; MAX_DOF];
+        for _ in 0..CARTESIAN_PASSES {
+            let mut to = cmd.pos_rad;
+            let acted = c.apply(&from, &mut to, self.t);
+            let bits = acted.bits();
+            if bits == 0 {
+                break;
+            }
+            self.state = before.state;
+            self.saturated = before.saturated;
+            self.counts = before.counts;
+            self.n_interventions = before.n_interventions;
+            for j in 0..dof {
+                if to[j] != cmd.pos_rad[j] {
+                    bounded.pos_rad[j] = to[j];
+                    bounded.vel_rad_s[j] = (to[j] - from[j]) / self.t;
+                    bounded.acc_rad_s2[j] = 0.0;
+                    extra[j] |= bits;
+                }
+            }
+            mask = self.joints(dof, &bounded, shaped, &extra, cmd);
+        }
+        if self.stop_keeps_out(c, &from, dof) {
+            return mask;
+        }
+        // The step, or the stop after it, would cross a plane: brake instead. The stop
+        // from the last command was previewed and kept out when that command was
+        // accepted, and braking is that stop's first step.
+        self.state = before.state;
+        self.saturated = before.saturated;
+        self.counts = before.counts;
+        self.n_interventions = before.n_interventions;
+        self.brake_cartesian(dof, shaped, cmd)
+    }
+
+    /// Every joint brakes as in a stop; counted and recorded as the approach envelope's
+    /// intervention.
+    fn brake_cartesian(&mut self, dof: usize, shaped: &Setpoint, cmd: &mut Command) -> u32 {
+        let braking = Setpoint {
+            stop: true,
+            ..*shaped
+        };
+        let bit = Constraint::Approach.bit();
+        for j in 0..dof {
+            self.filter_joint(j, &braking, shaped.pos_rad[j], 0, cmd);
+            let q1 = self.state[j].q;
+            self.account(j, bit, Constraint::Approach, shaped.pos_rad[j], q1);
+        }
+        bit
+    }
+
+    /// Whether the commanded step from `from` (the state the gate is in now) and the
+    /// gate's own stop after it keep every plane: the stop is previewed period by
+    /// period (the braking `filter` does for a stop) until every joint rests, at most
+    /// [`STOP_PREVIEW`] periods; not at rest by then counts as not kept. Skipped where
+    /// the tool is farther from every plane than the stop can carry it. No allocation.
+    fn stop_keeps_out(&self, c: &CartesianFilter, from: &JointVec, dof: usize) -> bool {
+        let chain = c.chain();
+        let mut q = [0.0; MAX_DOF];
+        let mut travel = 0.0;
+        for (j, qj) in q.iter_mut().enumerate().take(dof) {
+            *qj = self.state[j].q;
+            travel +=
+                chain.reach(j) * stop_distance_bound(&self.state[j], &self.limits.joint[j], self.t);
+        }
+        let p0 = chain.tool_point(from);
+        let mut prev = chain.tool_point(&q);
+        if !c.keeps_out(p0, prev, self.t) {
+            return false;
+        }
+        if c.clearance(prev) > travel {
+            return true;
+        }
+        let mut s = self.state;
+        for _ in 0..STOP_PREVIEW {
+            let mut moving = false;
+            for j in 0..dof {
+                let mut lim = self.limits.joint[j];
+                lim.max_jerk_rad_s3 = lim.max_jerk_rad_s3.min(self.slew_jerk[j]);
+                let (lo, hi) = position_range(&lim);
+                let alpha = brake(&s[j], lo, hi, &lim, self.t);
+                let v1 = s[j].v + alpha * self.t;
+                s[j] = JointState {
+                    q: s[j].q + v1 * self.t,
+                    v: v1,
+                    a: alpha,
+                    on_track: false,
+                };
+                q[j] = s[j].q;
+                moving |= v1.abs() > TINY || alpha.abs() > TINY;
+            }
+            let p = chain.tool_point(&q);
+            if !c.keeps_out(prev, p, self.t) {
+                return false;
+            }
+            if !moving {
+                return true;
+            }
+            prev = p;
+        }
+        false
     }
 
     /// The `Domain` bit and its record when the support monitor flagged the observation.

@@ -157,6 +157,8 @@ pub struct Chain {
     dof: usize,
     links: [Link; MAX_DOF],
     tool: Iso,
+    /// Per joint, a bound on the distance from its axis to the tool point in any pose.
+    reach: [f64; MAX_DOF],
 }
 
 /// The tool point and, per joint, its positional Jacobian column (m/rad).
@@ -196,11 +198,28 @@ impl Chain {
         if !finite_iso(&tool) {
             return Err(ChainError::NonFinite(links.len()));
         }
+        // Rotations keep lengths: from joint j's anchor the tool is at most its own
+        // anchor's offset back to the body origin, then every later body's offset (and
+        // its anchor there and back), then the tool's.
+        let len = |v: Vec3| dot(v, v).sqrt();
+        let mut reach = [0.0; MAX_DOF];
+        let mut beyond = len(tool.p);
+        for j in (0..links.len()).rev() {
+            reach[j] = len(table[j].anchor) + beyond;
+            beyond += len(table[j].fixed.p) + 2.0 * len(table[j].anchor);
+        }
         Ok(Chain {
             dof: links.len(),
             links: table,
             tool,
+            reach,
         })
+    }
+
+    /// A bound on the tool point's distance from joint `j`'s axis in any pose: how far
+    /// the tool can move per radian of that joint.
+    pub fn reach(&self, j: usize) -> f64 {
+        self.reach.get(j).copied().unwrap_or(0.0)
     }
 
     /// Number of joints.
@@ -283,7 +302,10 @@ mod tests {
             let p = c.tool_point(&[a, b]);
             let x = a.cos() + 0.5 * (a + b).cos();
             let y = a.sin() + 0.5 * (a + b).sin();
-            assert!((p[0] - x).abs() < 1e-14 && (p[1] - y).abs() < 1e-14, "{p:?}");
+            assert!(
+                (p[0] - x).abs() < 1e-14 && (p[1] - y).abs() < 1e-14,
+                "{p:?}"
+            );
             assert!(p[2].abs() < 1e-14);
         }
     }

@@ -8,6 +8,7 @@
 pub mod action_filter;
 pub mod backend;
 pub mod blend;
+pub mod cartesian;
 pub mod chunk;
 pub mod constraint;
 pub mod delay;
@@ -30,6 +31,7 @@ pub mod time;
 
 pub use action_filter::{ActionFilter, MAX_CUTOFF_HZ};
 pub use backend::{Backend, BackendError};
+pub use cartesian::{CartesianActed, CartesianFilter, CartesianLimits, Plane, MAX_PLANES};
 pub use chunk::{Chunk, JointVec, MAX_DOF, MAX_HORIZON};
 pub use delay::{
     stream_seed, DelayLine, DelayLineFull, DelayModel, DelaySampler, DropDecider, SplitMix64,

@@ -50,3 +50,51 @@ fn ten_thousand_ticks_without_allocation() {
     assert_eq!(allocs, 0, "{allocs} allocations on the control path");
     assert!(e.counts().used > 100 && e.counts().fallback_entries >= 2);
 }
+
+/// The gate with the Cartesian stage (tool speed, a keep-out plane and a touched one)
+/// over 10 000 ticks at 1 ms of a proposal swinging the tool into both planes: the
+/// projection, the gate's repeated passes, the stop preview and the braking fallback
+/// all run (checked by their counts) without touching the heap.
+#[test]
+fn the_cartesian_stage_does_not_allocate() {
+    use chunkrt_core::{CartesianFilter, CartesianLimits, Chain, Constraint, Iso, Link, Plane};
+    let link = |x: f64, y: f64| Link {
+        fixed: Iso::from_pos_quat([x, y, 0.0], [1.0, 0.0, 0.0, 0.0]),
+        anchor: [0.0; 3],
+        axis: [0.0, 0.0, 1.0],
+    };
+    // A planar arm of DOF links 0.3 m long.
+    let links: Vec<Link> = (0..DOF)
+        .map(|j| link(if j == 0 { 0.0 } else { 0.3 }, 0.0))
+        .collect();
+    let chain = Chain::new(&links, Iso::from_pos_quat([0.3, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]))
+        .unwrap();
+    let reach = 0.3 * DOF as f64;
+    let planes = [
+        Plane::new([0.0, 0.3 * reach, 0.0], [0.0, -1.0, 0.0]).unwrap(),
+        Plane::new([0.0, -0.3 * reach, 0.0], [0.0, 1.0, 0.0])
+            .unwrap()
+            .touched_at(0.02)
+            .unwrap(),
+    ];
+    let cart = CartesianFilter::new(chain, CartesianLimits::new(Some(0.25), 2.0, &planes).unwrap());
+    let lim = limits(DOF);
+    let mut g = Gate::new(lim, NS_PER_MS, &[0.0; MAX_DOF]).with_cartesian(Some(cart));
+    let (mut sp, mut cmd) = (Setpoint::default(), Command::default());
+    sp.dof = DOF as u16;
+    let ((), allocs) = count_allocations(|| {
+        for k in 0..10_000u64 {
+            let phase = k as f64 * 1e-3;
+            for j in 0..DOF {
+                sp.pos_rad[j] = 1.2 * (0.7 * phase).sin();
+            }
+            sp.stop = (7_000..7_200).contains(&k);
+            g.filter(&sp, &mut cmd);
+            std::hint::black_box(g.interventions());
+        }
+    });
+    assert_eq!(allocs, 0, "{allocs} allocations on the control path");
+    let counts = g.counts();
+    assert!(counts[Constraint::Approach as usize] > 0, "{counts:?}");
+    assert!(counts[Constraint::ToolSpeed as usize] > 0, "{counts:?}");
+}
