@@ -31,6 +31,9 @@
 //! - **Gears** (`gears`, per joint; rigid by default): torsional compliance and backlash
 //!   between the drive's motor and the link, a two-mass model with a motor-side inertia;
 //!   the drive and the brake act on the motor side and the encoder reads it (`gear.rs`).
+//! - **Kinematics** ([`chain_from_mjcf`], `kin.rs`): the arm's chain from the world body
+//!   to a named tool site or body, read from the same model file, for the Cartesian
+//!   constraints (`chunkrt_core::Chain`); checked against MuJoCo's own kinematics.
 //! - **Behind `chunkrt ecsim`'s drives** ([`MujocoChain`], `chain.rs`): the whole arm as
 //!   the plant of a simulated EtherCAT chain, each joint mounted on its drive as the
 //!   master's configuration says.
@@ -41,6 +44,7 @@
 mod arm;
 mod chain;
 mod gear;
+mod kin;
 mod mjcf;
 mod params;
 mod plant;
@@ -49,6 +53,7 @@ mod sense;
 pub use arm::{JointRequest, JointTruth, MujocoArm};
 pub use chain::{MujocoChain, ShaftMount};
 pub use gear::GearParams;
+pub use kin::{chain_from_mjcf, ArmKinematics};
 pub use mjcf::{ASSET_LIMIT_BYTES, TOTAL_LIMIT_BYTES, VIRTUAL_ROOT, XML_LIMIT_BYTES};
 pub use params::{
     MujocoError, MujocoParams, MAX_GEAR_RAD_PER_STEP, MAX_LOOP_GAIN_PER_STEP,

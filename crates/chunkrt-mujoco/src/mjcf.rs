@@ -136,7 +136,7 @@ fn relative(name: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-fn parse(text: &str) -> Result<roxmltree::Document<'_>, String> {
+pub(crate) fn parse(text: &str) -> Result<roxmltree::Document<'_>, String> {
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
         ..roxmltree::ParsingOptions::default()
