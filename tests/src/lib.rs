@@ -2,6 +2,7 @@
 
 pub mod braking;
 pub mod faulty;
+pub mod kinematics;
 pub mod playback;
 pub mod recording;
 

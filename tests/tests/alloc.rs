@@ -32,6 +32,24 @@ enum Shaped {
     Filtered,
     /// A residual, and episodes.
     Episodes,
+    /// The Cartesian stage: the bundled Panda's kinematics, a tool-speed limit and a
+    /// plane the scripted motion runs into (issue 57).
+    Cartesian,
+}
+
+/// The gate's Cartesian stage for the bundled Panda (flange at 0.107 m on link 7): a
+/// tool-speed limit of 0.05 m/s and a keep-out plane 2 cm below the flange at `start`.
+fn cartesian(start: &chunkrt_core::JointVec) -> chunkrt_core::CartesianFilter {
+    let model = chunkrt_tests::repo_root().join("models/franka_panda/panda.xml");
+    let chain = chunkrt_mujoco::chain_from_mjcf(&model, "link7")
+        .unwrap()
+        .chain
+        .with_tool_offset([0.0, 0.0, 0.107])
+        .unwrap();
+    let p = chain.tool_point(start);
+    let plane = chunkrt_core::Plane::new([p[0], p[1], p[2] - 0.02], [0.0, 0.0, 1.0]).unwrap();
+    let limits = chunkrt_core::CartesianLimits::new(Some(0.05), 2.0, &[plane]).unwrap();
+    chunkrt_core::CartesianFilter::new(chain, limits)
 }
 
 /// Runs `cycles` ticks at `period_ms` with chunks every 50 ms and returns the
@@ -60,7 +78,7 @@ fn allocations_with(
     thermal: Option<ThermalLimits>,
     shaped: Shaped,
 ) -> (u64, u64, [u64; chunkrt_core::CONSTRAINT_COUNT]) {
-    let residual = shaped != Shaped::No;
+    let residual = matches!(shaped, Shaped::Filtered | Shaped::Episodes);
     let _clock = ONE_CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = sim_config(|c| c.control.period_ms = period_ms);
     let period_ns = cfg.period_ns();
@@ -78,7 +96,10 @@ fn allocations_with(
         chunkrt_telemetry::rings(cfg.telemetry.ring_capacity);
     let mut control = ControlLoop::new(ControlParts {
         executor: Executor::new(cfg.executor_config(), limits, &first.pos_rad, t0),
-        gate: if shaped != Shaped::No {
+        gate: if shaped == Shaped::Cartesian {
+            Gate::new(limits, period_ns, &first.pos_rad)
+                .with_cartesian(Some(cartesian(&first.pos_rad)))
+        } else if shaped != Shaped::No {
             // The action filter at 5 Hz and a torque slew limit far below the jerk
             // limit (issue 41): both act on the scripted motion.
             Gate::new(limits, period_ns, &first.pos_rad)
@@ -391,6 +412,24 @@ fn ten_thousand_cycles_of_episodes_resets_and_a_residual_rollback_allocate_nothi
         "episodes {episodes}"
     );
     assert!(counts[chunkrt_core::Constraint::ResidualBound as usize] > 0);
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn ten_thousand_cycles_through_the_cartesian_stage_allocate_nothing() {
+    let (allocations, _, counts) = allocations_with(
+        20.0,
+        10_000,
+        true,
+        None,
+        Exclusions::NONE,
+        None,
+        Shaped::Cartesian,
+    );
+    use chunkrt_core::Constraint;
+    for c in [Constraint::Approach, Constraint::ToolSpeed] {
+        assert!(counts[c as usize] > 0, "{} acted: {counts:?}", c.name());
+    }
     assert_eq!(allocations, 0);
 }
 

@@ -4,6 +4,7 @@
 //! `max_vel_rad_s`), and every error names the file, the key path and what was
 //! expected, so that a user who mistypes a key is told exactly which one.
 
+pub mod cartesian;
 mod error;
 mod ethercat;
 mod inject;
@@ -16,6 +17,7 @@ pub mod reference;
 mod schema;
 mod validate;
 
+pub use cartesian::{CartesianConfig, PlaneConfig};
 pub use error::{ConfigError, OverrideError};
 pub use ethercat::{
     entry_name, DriveConfig, EnableInputConfig, EthercatConfig, PdoConfig, PdoEntry,

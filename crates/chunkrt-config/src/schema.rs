@@ -20,6 +20,10 @@ pub struct Config {
     pub executor: ExecutorSection,
     /// Joint limits enforced by the permission gate.
     pub limits: LimitsConfig,
+    /// The tool point's limits in the base frame: speed, approach to declared planes
+    /// (`[cartesian]`; absent: joint space only).
+    #[serde(default)]
+    pub cartesian: Option<crate::cartesian::CartesianConfig>,
     /// Declared operating domain (support monitor); absent: no box check.
     #[serde(default)]
     pub domain: Option<DomainConfig>,

@@ -222,6 +222,20 @@ impl Chain {
         self.reach.get(j).copied().unwrap_or(0.0)
     }
 
+    /// The same chain with the tool point moved by `offset` in the tool's frame (e.g.
+    /// the fingertips' centre from a flange); `None` if the offset is not finite.
+    pub fn with_tool_offset(&self, offset: Vec3) -> Option<Chain> {
+        if !offset.iter().all(|v| v.is_finite()) {
+            return None;
+        }
+        let shift = Iso {
+            p: offset,
+            ..Iso::IDENTITY
+        };
+        let links: Vec<Link> = self.links[..self.dof].to_vec();
+        Chain::new(&links, self.tool.then(&shift)).ok()
+    }
+
     /// Number of joints.
     pub fn dof(&self) -> usize {
         self.dof
@@ -346,6 +360,18 @@ mod tests {
                 assert!((fd - jac.cols[j][k]).abs() < 1e-8, "joint {j} axis {k}");
             }
         }
+    }
+
+    #[test]
+    fn a_tool_offset_moves_the_point_in_the_tool_frame() {
+        let c = planar().with_tool_offset([0.0, 0.2, 0.0]).unwrap();
+        // At (pi/2, 0) the tool frame's y points along -x.
+        let p = c.tool_point(&[std::f64::consts::FRAC_PI_2, 0.0]);
+        assert!(
+            (p[0] + 0.2).abs() < 1e-12 && (p[1] - 1.5).abs() < 1e-12,
+            "{p:?}"
+        );
+        assert!(planar().with_tool_offset([f64::NAN, 0.0, 0.0]).is_none());
     }
 
     #[test]

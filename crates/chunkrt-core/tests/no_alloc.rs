@@ -67,8 +67,11 @@ fn the_cartesian_stage_does_not_allocate() {
     let links: Vec<Link> = (0..DOF)
         .map(|j| link(if j == 0 { 0.0 } else { 0.3 }, 0.0))
         .collect();
-    let chain = Chain::new(&links, Iso::from_pos_quat([0.3, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]))
-        .unwrap();
+    let chain = Chain::new(
+        &links,
+        Iso::from_pos_quat([0.3, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]),
+    )
+    .unwrap();
     let reach = 0.3 * DOF as f64;
     let planes = [
         Plane::new([0.0, 0.3 * reach, 0.0], [0.0, -1.0, 0.0]).unwrap(),
@@ -77,7 +80,10 @@ fn the_cartesian_stage_does_not_allocate() {
             .touched_at(0.02)
             .unwrap(),
     ];
-    let cart = CartesianFilter::new(chain, CartesianLimits::new(Some(0.25), 2.0, &planes).unwrap());
+    let cart = CartesianFilter::new(
+        chain,
+        CartesianLimits::new(Some(0.25), 2.0, &planes).unwrap(),
+    );
     let lim = limits(DOF);
     let mut g = Gate::new(lim, NS_PER_MS, &[0.0; MAX_DOF]).with_cartesian(Some(cart));
     let (mut sp, mut cmd) = (Setpoint::default(), Command::default());

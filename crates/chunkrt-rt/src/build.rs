@@ -523,3 +523,35 @@ fn imported(cfg: &Config, manifest: std::path::PathBuf) -> Result<Box<dyn Policy
         chunkrt_policy::ImportedPolicy::new(&ic).map_err(|e| RunError::Policy(e.to_string()))?;
     Ok(Box::new(policy))
 }
+
+/// The gate's Cartesian stage (`[cartesian]`): the arm's chain read from its model
+/// (digest and joint count checked), the tool offset applied, the planes and speeds of
+/// the config. Read before anything moves.
+pub fn cartesian(cfg: &Config) -> Result<Option<chunkrt_core::CartesianFilter>, RunError> {
+    let Some(c) = &cfg.cartesian else {
+        return Ok(None);
+    };
+    let path = cfg.resolve(&c.model);
+    let bad = |m: String| RunError::Config(format!("[cartesian] model {}: {m}", path.display()));
+    let arm = chunkrt_mujoco::chain_from_mjcf(&path, &c.tool).map_err(|e| bad(e.to_string()))?;
+    if !arm.sha256.eq_ignore_ascii_case(&c.model_sha256) {
+        return Err(bad(format!(
+            "its SHA-256 is {}, cartesian.model_sha256 says {}: a different file",
+            arm.sha256, c.model_sha256
+        )));
+    }
+    if arm.dof != cfg.control.joints {
+        return Err(bad(format!(
+            "{} hinge joints from the world body to {:?}; control.joints is {}",
+            arm.dof, c.tool, cfg.control.joints
+        )));
+    }
+    let chain = arm
+        .chain
+        .with_tool_offset(c.tool_offset_m)
+        .ok_or_else(|| bad("cartesian.tool_offset_m is not finite".into()))?;
+    let limits = c
+        .limits()
+        .ok_or_else(|| bad("a plane or a speed the config check should have refused".into()))?;
+    Ok(Some(chunkrt_core::CartesianFilter::new(chain, limits)))
+}

@@ -306,6 +306,12 @@ fn check_backend(cfg: &Config, file: &Path, summary: &mut String) -> Result<(), 
             .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
         summary.push_str(" (the arm model's digest, joints and torque limits checked)");
     }
+    if cfg.cartesian.is_some() {
+        // The Cartesian stage's kinematics read as `run` reads them.
+        chunkrt_rt::build::cartesian(cfg)
+            .map_err(|e| Refused::Load(anyhow!("{}: {e}", file.display())))?;
+        summary.push_str(" (the Cartesian stage's model digest, joints and tool checked)");
+    }
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Range and consistency checks, and conversion into the core's typed settings.
 //!
 //! One validator per section, each in its own file (`control`, `policy`, `limits`,
-//! `residual`, `episodes`, `services`, `backend`, `camera`), run in the order below;
+//! `cartesian`, `residual`, `episodes`, `services`, `backend`, `camera`), run in the order below;
 //! then the cross-field pass (`cross`): settings each in range that together leave no
 //! chunk able to play, a probe the gate would clamp, a disturbance of a camera the
 //! config does not have. `derived` turns the checked sections into the core's types.
@@ -9,6 +9,7 @@
 
 mod backend;
 mod camera;
+mod cartesian;
 mod control;
 mod cross;
 mod derived;
@@ -80,6 +81,7 @@ impl Config {
         self.validate_policy(n)?;
         self.validate_executor()?;
         self.validate_limits(n)?;
+        self.validate_cartesian()?;
         self.check_episodes()?;
         self.validate_services()?;
         self.validate_domain(n)?;

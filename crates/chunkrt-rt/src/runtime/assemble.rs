@@ -191,6 +191,7 @@ impl Built {
             events_out: event_p,
             world,
             exclusions: policy.exclusions(),
+            cartesian: crate::build::cartesian(cfg)?,
         };
         let collector = collector(cfg, opts, t_start)?;
         let mut shared = Shared::new(cfg);

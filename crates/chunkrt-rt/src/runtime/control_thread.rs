@@ -28,6 +28,8 @@ pub(super) struct LoopParts {
     pub(super) world: Option<chunkrt_buffer::Publisher<Observation>>,
     /// The regions the policy's manifest excludes from its domain.
     pub(super) exclusions: chunkrt_core::Exclusions,
+    /// The gate's Cartesian stage (`[cartesian]`), its model read at assembly.
+    pub(super) cartesian: Option<chunkrt_core::CartesianFilter>,
 }
 
 /// On the control thread: brings the backend up, enables its drives (process data
@@ -76,7 +78,7 @@ pub(super) fn bring_up(
     let period_ns = cfg.period_ns();
     let limits = cfg.joint_limits();
     let executor = Executor::new(cfg.executor_config(), limits, &first.pos_rad, t_start);
-    let gate = gate(cfg, &first);
+    let gate = gate(cfg, &first).with_cartesian(parts.cartesian);
     let control = ControlLoop::new(ControlParts {
         backend,
         executor,
@@ -266,7 +268,7 @@ pub(super) fn shut_down(control: &mut ControlLoop, failures: &Failures) -> Optio
 }
 
 /// The gate at rest at the first measurement, with the config's action filter and
-/// torque slew limit.
+/// torque slew limit (the Cartesian stage is added from the loop's parts).
 pub(super) fn gate(cfg: &Config, first: &Feedback) -> Gate {
     Gate::new(cfg.joint_limits(), cfg.period_ns(), &first.pos_rad)
         .with_action_filter(cfg.action_filter_hz())

@@ -365,6 +365,16 @@ pub(super) fn report_config(
             conf.insert("backend_model_files_sha256".into(), json!(files));
         }
     }
+    if let Some(c) = &cfg.cartesian {
+        // The kinematics of the gate's Cartesian stage: the model checked against this
+        // digest at start, and the tool.
+        conf.insert(
+            "cartesian_model".into(),
+            json!(cfg.resolve(&c.model).display().to_string()),
+        );
+        conf.insert("cartesian_model_sha256".into(), json!(c.model_sha256));
+        conf.insert("cartesian_tool".into(), json!(c.tool));
+    }
     conf.insert(
         "policy".into(),
         json!(format!("{:?}", cfg.policy.kind).to_lowercase()),
