@@ -1,6 +1,7 @@
 //! No layer on the base moves the arm after a withdrawal (issue 56).
 //!
-//! The real `ControlLoop` (the residual stage, the action filter, the permission gate,
+//! The real `ControlLoop` (the residual stage, the action filter, the permission gate
+//! with its Cartesian stage (issue 57) in some cases,
 //! the executor, the authority checks, in the order `cycle` runs them) around a scripted
 //! arm whose measurement is the command it was sent, on a clock the test sets. The base
 //! policy's chunks (holding still, or a plausible motion) and a residual's corrections
@@ -171,6 +172,9 @@ struct Case {
     period_ms: u64,
     lookahead_ms: u64,
     filter_hz: Option<f64>,
+    /// The Cartesian stage (issue 57): a keep-out plane this far under the flange at
+    /// the start, and a tool-speed limit of 0.2 m/s.
+    plane_below_m: Option<f64>,
     base: Base,
     bound_rad: f64,
     rate_rad_s: f64,
@@ -185,7 +189,10 @@ fn case() -> impl Strategy<Value = Case> {
     (
         prop::sample::select(vec![1u64, 2, 4, 20]),
         prop::sample::select(vec![0u64, 2]),
-        prop::option::weighted(0.3, 2.0f64..20.0),
+        (
+            prop::option::weighted(0.3, 2.0f64..20.0),
+            prop::option::weighted(0.3, 0.005f64..0.1),
+        ),
         prop_oneof![
             Just(Base::Still),
             (0.02f64..0.3, 0.1f64..0.5).prop_map(|(amp, freq_hz)| Base::Moving { amp, freq_hz }),
@@ -199,7 +206,7 @@ fn case() -> impl Strategy<Value = Case> {
             |(
                 period_ms,
                 lookahead_ms,
-                filter_hz,
+                (filter_hz, plane_below_m),
                 base,
                 (bound_rad, rate_rad_s),
                 corrections,
@@ -209,6 +216,7 @@ fn case() -> impl Strategy<Value = Case> {
                 period_ms,
                 lookahead_ms,
                 filter_hz,
+                plane_below_m,
                 base,
                 bound_rad,
                 rate_rad_s,
@@ -226,6 +234,21 @@ fn config(c: &Case) -> Config {
     cfg.control.period_ms = c.period_ms as f64;
     cfg.executor.lookahead_ms = c.lookahead_ms as f64;
     cfg
+}
+
+/// The Cartesian stage on the bundled Panda's flange: a keep-out plane `below_m`
+/// under it at `home`, and a tool-speed limit of 0.2 m/s.
+fn cartesian(home: &JointVec, below_m: f64) -> chunkrt_core::CartesianFilter {
+    let model = chunkrt_tests::repo_root().join("models/franka_panda/panda.xml");
+    let chain = chunkrt_mujoco::chain_from_mjcf(&model, "link7")
+        .expect("the bundled Panda reads")
+        .chain
+        .with_tool_offset([0.0, 0.0, 0.107])
+        .unwrap();
+    let p = chain.tool_point(home);
+    let plane = chunkrt_core::Plane::new([p[0], p[1], p[2] - below_m], [0.0, 0.0, 1.0]).unwrap();
+    let limits = chunkrt_core::CartesianLimits::new(Some(0.2), 2.0, &[plane]).unwrap();
+    chunkrt_core::CartesianFilter::new(chain, limits)
 }
 
 /// The loop with every monitor the reasons need, at rest at `home`.
@@ -294,7 +317,9 @@ fn build(
             script: script.clone(),
         }),
         executor: Executor::new(cfg.executor_config(), limits, home, t0),
-        gate: Gate::new(limits, period_ns, home).with_action_filter(c.filter_hz),
+        gate: Gate::new(limits, period_ns, home)
+            .with_action_filter(c.filter_hz)
+            .with_cartesian(c.plane_below_m.map(|z| cartesian(home, z))),
         chunks: chunk_sub,
         observations: obs_pub,
         cycles_out,
@@ -350,7 +375,11 @@ fn chunks_at(
 }
 
 /// Runs one case; the joints' commands and the cycle the withdrawal took effect in.
-fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
+/// What a case's run left: the commands sent, the first cycle without authority, the
+/// config, and the gate's counts per constraint.
+type Ran = (Vec<JointVec>, usize, Config, Vec<u64>);
+
+fn run(c: &Case) -> Result<Ran, TestCaseError> {
     // The operator's hold is the process's: one case at a time (cargo test runs tests on
     // threads; nextest, each in its own process).
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -385,6 +414,14 @@ fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
             chunks.publish(&base);
         }
         if k == trigger {
+            if c.plane_below_m.is_some() && control.mode() != Mode::Playing {
+                // The Cartesian stage held the tool off its plane long enough for the
+                // gate's saturation monitor to take authority first: a withdrawal of its
+                // own, not the case's.
+                return Err(TestCaseError::reject(
+                    "the gate's saturation took authority before the trigger",
+                ));
+            }
             prop_assert_eq!(
                 control.mode(),
                 Mode::Playing,
@@ -430,11 +467,11 @@ fn run(c: &Case) -> Result<(Vec<JointVec>, usize, Config), TestCaseError> {
         )));
     };
     let sent = std::mem::take(&mut script.lock().unwrap().sent);
-    Ok((sent, w, cfg))
+    Ok((sent, w, cfg, control.gate_counts().to_vec()))
 }
 
 fn judge(c: &Case) -> Result<(), TestCaseError> {
-    let (sent, w, cfg) = run(c)?;
+    let (sent, w, cfg, _) = run(c)?;
     let limits = cfg.joint_limits();
     let t = cfg.period_ns() as f64 * 1e-9;
     // `sent[k]` is cycle k's command; the last one before the withdrawal is w - 1.
@@ -470,6 +507,7 @@ fn at_rest_with_a_correction_set_in_no_withdrawal_moves_the_arm() {
                 period_ms,
                 lookahead_ms: 0,
                 filter_hz: None,
+                plane_below_m: None,
                 base: Base::Still,
                 bound_rad: 0.05,
                 rate_rad_s: 0.3,
@@ -477,7 +515,7 @@ fn at_rest_with_a_correction_set_in_no_withdrawal_moves_the_arm() {
                 reason,
                 at_s: 1.0,
             };
-            let (sent, w, cfg) = run(&c).unwrap();
+            let (sent, w, cfg, _) = run(&c).unwrap();
             for j in 0..cfg.control.joints {
                 let moved = sent[w..]
                     .iter()
@@ -506,6 +544,7 @@ fn a_correction_setting_in_leaves_the_permission_gate_idle() {
             period_ms,
             lookahead_ms: 2,
             filter_hz: None,
+            plane_below_m: None,
             base: Base::Still,
             bound_rad: 0.05,
             rate_rad_s: 0.3,
@@ -556,6 +595,35 @@ fn a_correction_setting_in_leaves_the_permission_gate_idle() {
     }
 }
 
+/// With the Cartesian stage acting on the moving base up to the withdrawal (the plane
+/// 1 cm under the flange, the speed limit), every reason's stop is still the joints'
+/// quickest stop from the commanded state: the stage is bypassed after a withdrawal.
+#[test]
+fn the_cartesian_stage_acts_up_to_a_withdrawal_and_not_after() {
+    for reason in REASONS {
+        let c = Case {
+            period_ms: 2,
+            lookahead_ms: 0,
+            filter_hz: None,
+            plane_below_m: Some(0.01),
+            base: Base::Moving {
+                amp: 0.25,
+                freq_hz: 0.5,
+            },
+            bound_rad: 0.05,
+            rate_rad_s: 0.3,
+            corrections: vec![0.0],
+            reason,
+            at_s: 1.5,
+        };
+        let (_, _, _, counts) = run(&c).unwrap();
+        let acted = counts[chunkrt_core::Constraint::Approach as usize]
+            + counts[chunkrt_core::Constraint::ToolSpeed as usize];
+        assert!(acted > 0, "{reason:?}: the Cartesian stage never acted");
+        judge(&c).unwrap();
+    }
+}
+
 /// The correction is sampled at the base's own sample time, the deadline plus the
 /// executor's lookahead (`rt-config/arm-ethercat.toml` has 2 ms): a residual whose
 /// correction is a ramp of 0.01 rad/s, once the stage follows it, adds the ramp's value
@@ -566,6 +634,7 @@ fn the_correction_is_sampled_with_the_base_at_the_deadline_plus_the_lookahead() 
         period_ms: 1,
         lookahead_ms: 2,
         filter_hz: None,
+        plane_below_m: None,
         base: Base::Still,
         bound_rad: 0.05,
         rate_rad_s: 0.3,

@@ -15,7 +15,6 @@
 
 mod common;
 
-use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::recording;
 use common::{repo, wait};
 use std::path::{Path, PathBuf};
@@ -38,16 +37,7 @@ fn run(name: &str, extra: &str) -> Option<PathBuf> {
         return None;
     }
     let dir = common::temp_dir("cartesian", name);
-    let manifest = repo().join("rt-config/policies/flow.toml");
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
-        .unwrap()
-        .edit(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", manifest.display()),
-        )
-        .edit("cpu = 1 ", "cpu = -1 ")
-        .edit("cpu = 0\n", "cpu = -1\n")
-        + extra;
+    let text = common::bundled_config_text("sim.toml", extra);
     let config = dir.join("sim.toml");
     std::fs::write(&config, text).unwrap();
     let out = dir.join("run");

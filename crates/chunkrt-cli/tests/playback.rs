@@ -18,9 +18,8 @@
 mod common;
 
 use chunkrt_config::Config;
-use chunkrt_testkit::edit::Edit;
 use chunkrt_tests::playback::{self, Playback};
-use common::{repo, wait};
+use common::wait;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -45,16 +44,7 @@ fn run(name: &str, bus_ms: &str, duration: &str, extra: &str) -> Option<(Playbac
         return None;
     }
     let dir = common::temp_dir("playback", name);
-    let manifest = repo().join("rt-config/policies/flow.toml");
-    let text = std::fs::read_to_string(repo().join("rt-config/sim.toml"))
-        .unwrap()
-        .edit(
-            "manifest = \"policies/flow.toml\"",
-            &format!("manifest = \"{}\"", manifest.display()),
-        )
-        .edit("cpu = 1 ", "cpu = -1 ")
-        .edit("cpu = 0\n", "cpu = -1\n")
-        + extra;
+    let text = common::bundled_config_text("sim.toml", extra);
     let config = dir.join("sim.toml");
     std::fs::write(&config, text).unwrap();
     let out: PathBuf = dir.join("run");

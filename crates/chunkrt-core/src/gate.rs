@@ -282,15 +282,15 @@ const CARTESIAN_PASSES: usize = 4;
 /// Periods of the gate's stop previewed by the Cartesian stage ([`Gate::filter`]).
 const STOP_PREVIEW: usize = 256;
 
-/// A bound on how far joint `s` travels in the gate's stop: its speed, raised by what
-/// its acceleration adds while swung to zero at full jerk, held over the stop's time
-/// (acceleration swung to zero, the speed braked at the acceleration limit, swung in
-/// and out again, a period each side).
-fn stop_distance_bound(s: &JointState, lim: &JointLimit, t: f64) -> f64 {
+/// Bounds on joint `s`'s travel and speed in the gate's stop: the speed, raised by what
+/// its acceleration adds while swung to zero at full jerk (the peak), held over the
+/// stop's time (acceleration swung to zero, the peak braked at the acceleration limit,
+/// swung in and out again, a period each side).
+fn stop_bound(s: &JointState, lim: &JointLimit, t: f64) -> (f64, f64) {
     let (a, j) = (lim.max_acc_rad_s2.max(TINY), lim.max_jerk_rad_s3.max(TINY));
     let peak = s.v.abs() + s.a * s.a / (2.0 * j);
     let time = s.a.abs() / j + peak / a + 2.0 * a / j + 2.0 * t;
-    peak * time
+    (peak * time, peak)
 }
 
 /// What a gate pass changes, to undo it ([`Gate::joints_cartesian`]).
@@ -647,22 +647,18 @@ impl Gate {
     fn stop_keeps_out(&self, c: &CartesianFilter, from: &JointVec, dof: usize) -> bool {
         let chain = c.chain();
         let mut q = [0.0; MAX_DOF];
-        let mut travel = 0.0;
         for (j, qj) in q.iter_mut().enumerate().take(dof) {
             *qj = self.state[j].q;
-            travel +=
-                chain.reach(j) * stop_distance_bound(&self.state[j], &self.limits.joint[j], self.t);
         }
-        let p0 = chain.tool_point(from);
         let mut prev = chain.tool_point(&q);
-        if !c.keeps_out(p0, prev, self.t) {
+        if !c.keeps_out(chain.tool_point(from), prev, self.t) {
             return false;
-        }
-        if c.clearance(prev) > travel {
-            return true;
         }
         let mut s = self.state;
         for _ in 0..STOP_PREVIEW {
+            if self.stop_is_clear(c, &s, prev, dof) {
+                return true;
+            }
             let mut moving = false;
             for j in 0..dof {
                 let mut lim = self.limits.joint[j];
@@ -689,6 +685,31 @@ impl Gate {
             prev = p;
         }
         false
+    }
+
+    /// Whether the rest of a stop from joint states `s` (tool at `p`) cannot break any
+    /// plane, by bounds alone: per plane, the tool farther from it than the stop can
+    /// carry the tool, or (a touched plane) the tool never faster than its touch speed.
+    /// The bounds are `reach × (distance, speed)` of each joint's stop, with half again
+    /// as margin.
+    fn stop_is_clear(
+        &self,
+        c: &CartesianFilter,
+        s: &[JointState; MAX_DOF],
+        p: crate::kinematics::Vec3,
+        dof: usize,
+    ) -> bool {
+        let chain = c.chain();
+        let (mut travel, mut speed) = (0.0, 0.0);
+        for (j, sj) in s.iter().enumerate().take(dof) {
+            let (d, v) = stop_bound(sj, &self.limits.joint[j], self.t);
+            travel += 1.5 * chain.reach(j) * d;
+            speed += 1.5 * chain.reach(j) * v;
+        }
+        c.limits()
+            .planes()
+            .iter()
+            .all(|pl| pl.distance(p) > travel || (pl.touch_m_s > 0.0 && speed <= pl.touch_m_s))
     }
 
     /// The `Domain` bit and its record when the support monitor flagged the observation.

@@ -20,6 +20,22 @@ pub fn temp_dir(suite: &str, name: &str) -> PathBuf {
     d
 }
 
+/// `rt-config/{file}` as text for a copy written elsewhere: its policy manifests made
+/// absolute, its threads unpinned (tests run beside each other), `extra` appended.
+pub fn bundled_config_text(file: &str, extra: &str) -> String {
+    use chunkrt_testkit::edit::Edit;
+    let policies = repo().join("rt-config/policies");
+    std::fs::read_to_string(repo().join("rt-config").join(file))
+        .unwrap()
+        .edit(
+            "manifest = \"policies/",
+            &format!("manifest = \"{}/", policies.display()),
+        )
+        .edit("cpu = 1 ", "cpu = -1 ")
+        .edit("cpu = 0\n", "cpu = -1\n")
+        + extra
+}
+
 /// Waits for the exit status, killing the child after `limit` (a wedged process).
 pub fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
     let step = Duration::from_millis(50);

@@ -1,7 +1,7 @@
 //! `[backend]` and what each backend needs: `[sim]`, `[ethercat]` (its own file,
 //! `crate::ethercat`), `[mujoco]`.
 
-use super::{fail, range, Check};
+use super::{fail, range, sha256_hex, Check};
 use crate::schema::{BackendKind, Config, SimConfig};
 
 impl Config {
@@ -116,26 +116,17 @@ impl SimConfig {
 
 impl crate::MujocoConfig {
     pub(super) fn validate(&self, n: usize, limits: &crate::LimitsConfig) -> Check {
-        let digest = &self.model_sha256;
-        if digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_hexdigit()) {
-            return fail(
-                "mujoco.model_sha256",
-                format!(
-                    "{digest:?} is not a SHA-256 (64 hex digits); `sha256sum` of the model \
-                     file gives it"
-                ),
-            );
-        }
+        sha256_hex(
+            "mujoco.model_sha256",
+            &self.model_sha256,
+            "`sha256sum` of the model file gives it",
+        )?;
         if let Some(d) = &self.model_files_sha256 {
-            if d.len() != 64 || !d.chars().all(|c| c.is_ascii_hexdigit()) {
-                return fail(
-                    "mujoco.model_files_sha256",
-                    format!(
-                        "{d:?} is not a SHA-256 (64 hex digits); `validate` names the digest \
-                         of the files the model names"
-                    ),
-                );
-            }
+            sha256_hex(
+                "mujoco.model_files_sha256",
+                d,
+                "`validate` names the digest of the files the model names",
+            )?;
         }
         range("mujoco.bandwidth_hz", self.bandwidth_hz, 0.1, 1000.0)?;
         range(

@@ -1,7 +1,7 @@
 //! `[cartesian]`: the model's digest, a tool, a braking deceleration and speeds of an
 //! arm's magnitude, planes with names and normals.
 
-use super::{fail, range, Check};
+use super::{fail, range, sha256_hex, Check};
 use crate::cartesian::{CartesianConfig, MAX_CARTESIAN_PLANES};
 use crate::schema::Config;
 
@@ -16,16 +16,11 @@ impl Config {
 
 impl CartesianConfig {
     fn validate(&self) -> Check {
-        let digest = &self.model_sha256;
-        if digest.len() != 64 || !digest.chars().all(|c| c.is_ascii_hexdigit()) {
-            return fail(
-                "cartesian.model_sha256",
-                format!(
-                    "{digest:?} is not a SHA-256 (64 hex digits); `sha256sum` of the model \
-                     file gives it"
-                ),
-            );
-        }
+        sha256_hex(
+            "cartesian.model_sha256",
+            &self.model_sha256,
+            "`sha256sum` of the model file gives it",
+        )?;
         if self.tool.trim().is_empty() {
             return fail(
                 "cartesian.tool",

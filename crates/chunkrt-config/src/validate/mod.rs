@@ -61,6 +61,18 @@ pub(crate) fn fail(path: &str, message: impl Into<String>) -> Check {
     Err((path.to_string(), message.into()))
 }
 
+/// `digest` is a SHA-256 in hex, else the message says where it comes from (`hint`).
+pub(crate) fn sha256_hex(path: &str, digest: &str, hint: &str) -> Check {
+    if digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        fail(
+            path,
+            format!("{digest:?} is not a SHA-256 (64 hex digits); {hint}"),
+        )
+    }
+}
+
 pub(crate) fn range(path: &str, v: f64, lo: f64, hi: f64) -> Check {
     if v.is_finite() && v >= lo && v <= hi {
         Ok(())

@@ -171,16 +171,12 @@ impl Built {
         // two drains before one is dropped.
         let (chunk_p, chunk_c) = chunkrt_telemetry::chunk_ring(64);
         let recording = opts.out_dir.is_some() && cfg.telemetry.record;
-        let (mut camera, mut camera_feed, mut camera_c, mut world) = (None, None, None, None);
-        if let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) {
-            let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
-            world = Some(world_pub);
-            let (parts, feed, consumer) =
-                camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub, recording)?;
-            camera = Some((parts, cam_cfg.cpu));
-            camera_feed = Some(feed);
-            camera_c = Some(consumer);
-        }
+        let CameraSides {
+            thread: camera,
+            feed: camera_feed,
+            consumer: camera_c,
+            world,
+        } = camera_sides(cfg, image_size, recording)?;
         let loop_parts = LoopParts {
             // Read (or refused: a FIFO, a device, a line no run writes) before anything moves.
             ledger: crate::wear::load_ledger(cfg, true).map_err(RunError::Config)?,
@@ -369,6 +365,39 @@ pub(super) fn recorder(
     Recorder::create(&file, limits, clock).map_err(|e| RunError::Output {
         dir: dir.to_path_buf(),
         message: e.to_string(),
+    })
+}
+
+/// The camera's part for each thread (all none without a camera, or for a policy that
+/// takes no image): the camera thread and its CPU, the inference thread's feed, the
+/// telemetry thread's consumer, the control loop's view of the arm.
+#[derive(Default)]
+pub(super) struct CameraSides {
+    thread: Option<(crate::camera::CameraParts, i32)>,
+    feed: Option<crate::camera::CameraFeed>,
+    consumer: Option<chunkrt_telemetry::CameraConsumer>,
+    world: Option<chunkrt_buffer::Publisher<Observation>>,
+}
+
+/// The camera's parts when the config has a camera and the policy an image size (out
+/// of line, as `camera_parts`).
+#[inline(never)]
+fn camera_sides(
+    cfg: &Config,
+    image_size: Option<(usize, usize)>,
+    recording: bool,
+) -> Result<CameraSides, RunError> {
+    let (Some(cam_cfg), Some(size)) = (&cfg.camera, image_size) else {
+        return Ok(CameraSides::default());
+    };
+    let (world_pub, world_sub) = chunkrt_buffer::channel(Observation::default());
+    let (parts, feed, consumer) =
+        camera_parts(cfg.inject.clone(), cam_cfg, size, world_sub, recording)?;
+    Ok(CameraSides {
+        thread: Some((parts, cam_cfg.cpu)),
+        feed: Some(feed),
+        consumer: Some(consumer),
+        world: Some(world_pub),
     })
 }
 
