@@ -23,7 +23,7 @@
 
 use crate::chunk::{JointVec, MAX_DOF};
 use crate::constraint::Constraint;
-use crate::kinematics::{dot, Chain, Vec3};
+use crate::kinematics::{dot, Chain, ToolJacobian, Vec3};
 
 /// Most declared planes.
 pub const MAX_PLANES: usize = 8;
@@ -198,12 +198,23 @@ impl CartesianFilter {
     /// Bounds the step from `from` (the last command) to `to` (the proposal, changed
     /// in place) over a period of `t` seconds. No allocation.
     pub fn apply(&self, from: &JointVec, to: &mut JointVec, t: f64) -> CartesianActed {
+        self.apply_at(from, &self.chain.tool_jacobian(from), to, t)
+    }
+
+    /// [`CartesianFilter::apply`] with the tool's Jacobian at `from` already computed
+    /// (the gate bounds several steps from one commanded pose per cycle).
+    pub fn apply_at(
+        &self,
+        from: &JointVec,
+        jac: &ToolJacobian,
+        to: &mut JointVec,
+        t: f64,
+    ) -> CartesianActed {
         let dof = self.chain.dof().min(MAX_DOF);
         let mut dq = [0.0; MAX_DOF];
         for j in 0..dof {
             dq[j] = to[j] - from[j];
         }
-        let jac = self.chain.tool_jacobian(from);
         let mut acted = CartesianActed::default();
         // Approach half-spaces: g · dq <= b, g = -(n^T J), b = v_max(z) T.
         let mut g = [[0.0; MAX_DOF]; MAX_PLANES];
@@ -249,7 +260,7 @@ impl CartesianFilter {
                 acted.speed = true;
             }
         }
-        self.settle(from, &mut dq, t, &mut acted);
+        self.settle(from, jac.point, &mut dq, t, &mut acted);
         for j in 0..dof {
             to[j] = from[j] + dq[j];
         }
@@ -268,9 +279,15 @@ impl CartesianFilter {
     /// [`SETTLE_STEPS`] tries it is dropped. (Scaling by the ratio alone keeps more of
     /// a step the joints then cannot always follow: the envelope's excess in the gate
     /// proptest doubled.)
-    fn settle(&self, from: &JointVec, dq: &mut [f64; MAX_DOF], t: f64, acted: &mut CartesianActed) {
+    fn settle(
+        &self,
+        from: &JointVec,
+        p0: Vec3,
+        dq: &mut [f64; MAX_DOF],
+        t: f64,
+        acted: &mut CartesianActed,
+    ) {
         let dof = self.chain.dof().min(MAX_DOF);
-        let p0 = self.chain.tool_point(from);
         for _ in 0..SETTLE_STEPS {
             let mut q1 = *from;
             for j in 0..dof {

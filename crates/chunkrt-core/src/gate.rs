@@ -576,30 +576,23 @@ impl Gate {
         shaped: &Setpoint,
         cmd: &mut Command,
     ) -> u32 {
-        let before = Snapshot {
-            state: self.state,
-            saturated: self.saturated,
-            counts: self.counts,
-            n_interventions: self.n_interventions,
-        };
+        let before = self.snapshot();
         let mut mask = self.joints(dof, shaped, shaped, &[0; MAX_DOF], cmd);
         let mut from = [0.0; MAX_DOF];
         for (j, f) in from.iter_mut().enumerate().take(dof) {
             *f = before.state[j].q;
         }
+        // The tool at the commanded pose, once a cycle for every pass and the preview.
+        let jac = c.chain().tool_jacobian(&from);
         let mut bounded = *shaped;
         let mut extra = [0; MAX_DOF];
         for _ in 0..CARTESIAN_PASSES {
             let mut to = cmd.pos_rad;
-            let acted = c.apply(&from, &mut to, self.t);
-            let bits = acted.bits();
+            let bits = c.apply_at(&from, &jac, &mut to, self.t).bits();
             if bits == 0 {
                 break;
             }
-            self.state = before.state;
-            self.saturated = before.saturated;
-            self.counts = before.counts;
-            self.n_interventions = before.n_interventions;
+            self.restore(&before);
             for j in 0..dof {
                 if to[j] != cmd.pos_rad[j] {
                     bounded.pos_rad[j] = to[j];
@@ -610,17 +603,32 @@ impl Gate {
             }
             mask = self.joints(dof, &bounded, shaped, &extra, cmd);
         }
-        if self.stop_keeps_out(c, &from, dof) {
+        if self.stop_keeps_out(c, jac.point, dof) {
             return mask;
         }
         // The step, or the stop after it, would cross a plane: brake instead. The stop
         // from the last command was previewed and kept out when that command was
         // accepted, and braking is that stop's first step.
-        self.state = before.state;
-        self.saturated = before.saturated;
-        self.counts = before.counts;
-        self.n_interventions = before.n_interventions;
+        self.restore(&before);
         self.brake_cartesian(dof, shaped, cmd)
+    }
+
+    /// What a gate pass changes ([`Snapshot`]), to undo it.
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            state: self.state,
+            saturated: self.saturated,
+            counts: self.counts,
+            n_interventions: self.n_interventions,
+        }
+    }
+
+    /// Undoes the passes since `s` was taken.
+    fn restore(&mut self, s: &Snapshot) {
+        self.state = s.state;
+        self.saturated = s.saturated;
+        self.counts = s.counts;
+        self.n_interventions = s.n_interventions;
     }
 
     /// Every joint brakes as in a stop; counted and recorded as the approach envelope's
@@ -639,19 +647,25 @@ impl Gate {
         bit
     }
 
-    /// Whether the commanded step from `from` (the state the gate is in now) and the
-    /// gate's own stop after it keep every plane: the stop is previewed period by
-    /// period (the braking `filter` does for a stop) until every joint rests, at most
-    /// [`STOP_PREVIEW`] periods; not at rest by then counts as not kept. Skipped where
-    /// the tool is farther from every plane than the stop can carry it. No allocation.
-    fn stop_keeps_out(&self, c: &CartesianFilter, from: &JointVec, dof: usize) -> bool {
+    /// Whether the commanded step, from the tool point `from` (the last command's) to
+    /// the state the gate is in now, and the gate's own stop after it keep every plane:
+    /// the stop is previewed period by period (the braking `filter` does for a stop)
+    /// until every joint rests, at most [`STOP_PREVIEW`] periods; not at rest by then
+    /// counts as not kept. Ended early where bounds on the stop's travel and speed show
+    /// no plane can be broken (`stop_is_clear`). No allocation.
+    fn stop_keeps_out(
+        &self,
+        c: &CartesianFilter,
+        from: crate::kinematics::Vec3,
+        dof: usize,
+    ) -> bool {
         let chain = c.chain();
         let mut q = [0.0; MAX_DOF];
         for (j, qj) in q.iter_mut().enumerate().take(dof) {
             *qj = self.state[j].q;
         }
         let mut prev = chain.tool_point(&q);
-        if !c.keeps_out(chain.tool_point(from), prev, self.t) {
+        if !c.keeps_out(from, prev, self.t) {
             return false;
         }
         let mut s = self.state;

@@ -232,8 +232,7 @@ impl Chain {
             p: offset,
             ..Iso::IDENTITY
         };
-        let links: Vec<Link> = self.links[..self.dof].to_vec();
-        Chain::new(&links, self.tool.then(&shift)).ok()
+        Chain::new(&self.links[..self.dof], self.tool.then(&shift)).ok()
     }
 
     /// Number of joints.
