@@ -36,6 +36,9 @@ pub struct RecordedCycle {
     pub base_rad: Vec<f64>,
     /// With a residual policy: the correction let through per joint (empty without one).
     pub residual_rad: Vec<f64>,
+    /// With a wrist force/torque sensor: the force on the tool, N, base frame (empty
+    /// without one).
+    pub force_n: Vec<f64>,
 }
 
 /// Every cycle and every event (as JSON) in `path` (the first segment, which holds a
@@ -250,6 +253,11 @@ fn cycle(v: &serde_json::Value, index: usize) -> Result<RecordedCycle, String> {
                 })
                 .ok_or_else(|| missing("gate_mask_joints", "an array of u32"))?,
             None => Vec::new(),
+        },
+        force_n: if v.get("force_n").is_some() {
+            arr("force_n")?
+        } else {
+            Vec::new()
         },
         base_rad: if v.get("base_rad").is_some() {
             arr("base_rad")?

@@ -35,6 +35,58 @@ enum Shaped {
     /// The Cartesian stage: the bundled Panda's kinematics, a tool-speed limit and a
     /// plane the scripted motion runs into (issue 57).
     Cartesian,
+    /// The contact force tripwire armed, the simulated arm given a wrist sensor that
+    /// reads 1 N, then 20 N from exchange 3000 on (in the counted cycles).
+    Force,
+}
+
+/// The simulated arm with a wrist force sensor of a scripted reading.
+struct WithForce {
+    arm: Box<dyn chunkrt_core::Backend>,
+    exchanges: u64,
+}
+
+impl WithForce {
+    fn reading(&self, t_capture: MonoTime) -> Option<chunkrt_core::Wrench> {
+        let f = if self.exchanges >= 3_000 { 20.0 } else { 1.0 };
+        Some(chunkrt_core::Wrench {
+            t_capture,
+            force_n: [0.0, 0.0, f],
+            torque_nm: [0.0; 3],
+        })
+    }
+}
+
+impl chunkrt_core::Backend for WithForce {
+    fn dof(&self) -> usize {
+        self.arm.dof()
+    }
+    fn name(&self) -> &'static str {
+        "sim-with-force"
+    }
+    fn start(
+        &mut self,
+        now: MonoTime,
+        fb: &mut Feedback,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.arm.start(now, fb)?;
+        fb.wrench = self.reading(fb.t_capture);
+        Ok(())
+    }
+    fn exchange(
+        &mut self,
+        now: MonoTime,
+        cmd: &chunkrt_core::Command,
+        fb: &mut Feedback,
+    ) -> Result<(), chunkrt_core::BackendError> {
+        self.exchanges += 1;
+        let r = self.arm.exchange(now, cmd, fb);
+        fb.wrench = self.reading(fb.t_capture);
+        r
+    }
+    fn shutdown(&mut self, now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.arm.shutdown(now)
+    }
 }
 
 /// The gate's Cartesian stage for the bundled Panda (flange at 0.107 m on link 7): a
@@ -86,6 +138,12 @@ fn allocations_with(
     FAKE_NS.store(t0.0, Ordering::Relaxed);
 
     let mut backend = chunkrt_rt::build::backend(&cfg).unwrap();
+    if shaped == Shaped::Force {
+        backend = Box::new(WithForce {
+            arm: backend,
+            exchanges: 0,
+        });
+    }
     let mut policy = chunkrt_rt::build::policy(&cfg).unwrap();
     let mut first = Feedback::default();
     backend.start(t0, &mut first).unwrap();
@@ -126,7 +184,10 @@ fn allocations_with(
         first_feedback: first,
         clock: fake_now,
     });
-    control = control.with_exclusions(exclusions).with_thermal(thermal);
+    control = control
+        .with_exclusions(exclusions)
+        .with_thermal(thermal)
+        .with_force_tripwire((shaped == Shaped::Force).then_some(15.0));
     let (mut residual_pub, residual_sub) = chunkrt_buffer::channel(Chunk::default());
     if residual {
         // A residual stage (issue 40) whose correction is out of scale: its bound,
@@ -254,6 +315,7 @@ fn allocations_with(
             while let Some(e) = consumers.pop_event() {
                 if matches!(e, EventRecord::Mode(m)
                     if m.reason == ModeChangeReason::Excluded || m.reason == ModeChangeReason::Thermal)
+                    || matches!(e, EventRecord::ForceTripwire { .. })
                 {
                     excluded_events += 1;
                 }
@@ -430,6 +492,21 @@ fn ten_thousand_cycles_through_the_cartesian_stage_allocate_nothing() {
     for c in [Constraint::Approach, Constraint::ToolSpeed] {
         assert!(counts[c as usize] > 0, "{} acted: {counts:?}", c.name());
     }
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn ten_thousand_cycles_held_off_by_the_force_tripwire_allocate_nothing() {
+    let (allocations, events, _) = allocations_with(
+        20.0,
+        10_000,
+        true,
+        None,
+        Exclusions::NONE,
+        None,
+        Shaped::Force,
+    );
+    assert_eq!(events, 1, "the tripwire fired once");
     assert_eq!(allocations, 0);
 }
 

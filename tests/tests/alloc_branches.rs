@@ -377,9 +377,11 @@ impl Rig {
                     }
                 }
                 EventRecord::GateSaturated { .. } => seen.gate_saturated += 1,
-                // No following-error limit or episodes here: tests/tests/alloc.rs counts
-                // those paths; the operator's stop is the signals tests'.
+                // No following-error limit, episodes or force tripwire here:
+                // tests/tests/alloc.rs counts those paths; the operator's stop is the
+                // signals tests'.
                 EventRecord::FollowingError { .. }
+                | EventRecord::ForceTripwire { .. }
                 | EventRecord::OperatorStop { .. }
                 | EventRecord::Episode(_)
                 | EventRecord::OperatorMark { .. } => {}

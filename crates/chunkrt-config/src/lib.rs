@@ -7,6 +7,7 @@
 pub mod cartesian;
 mod error;
 mod ethercat;
+pub mod force;
 mod inject;
 mod kind;
 mod locate;
@@ -22,6 +23,7 @@ pub use error::{ConfigError, OverrideError};
 pub use ethercat::{
     entry_name, DriveConfig, EnableInputConfig, EthercatConfig, PdoConfig, PdoEntry,
 };
+pub use force::ForceConfig;
 pub use inject::{
     InferenceDelayConfig, InjectConfig, PanicInjection, PanicThread, ProbeConfig, ProbeShape,
     MAX_INJECT_DELAY_MS, MAX_PROBE_FREQS, PROBE_LIMIT_SHARE,

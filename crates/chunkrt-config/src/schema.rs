@@ -24,6 +24,10 @@ pub struct Config {
     /// (`[cartesian]`; absent: joint space only).
     #[serde(default)]
     pub cartesian: Option<crate::cartesian::CartesianConfig>,
+    /// The wrist force/torque sensor on the permission path (`[force]`; absent: force
+    /// is recorded where the backend measures it, and nothing acts on it).
+    #[serde(default)]
+    pub force: Option<crate::force::ForceConfig>,
     /// Declared operating domain (support monitor); absent: no box check.
     #[serde(default)]
     pub domain: Option<DomainConfig>,
@@ -878,6 +882,11 @@ pub struct MujocoConfig {
     pub backlash_rad: Option<PerJoint>,
     /// Motor-side inertia reflected to the joint (kg m^2; required on a compliant joint).
     pub motor_inertia_kg_m2: Option<PerJoint>,
+    /// A wrist force/torque sensor at this `<site>` of the model (its `<force>` and
+    /// `<torque>` sensors): the wrench the world exerts on the bodies beyond it, in the
+    /// feedback every exchange. Absent: the arm measures no force.
+    #[serde(default)]
+    pub ft_site: Option<String>,
 }
 
 fn default_encoder_counts() -> u64 {

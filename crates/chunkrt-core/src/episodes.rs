@@ -329,7 +329,8 @@ impl Episodes {
             | ModeChangeReason::OutOfDomain
             | ModeChangeReason::Excluded
             | ModeChangeReason::Thermal
-            | ModeChangeReason::ProbeExcursion => Outcome::GateStop,
+            | ModeChangeReason::ProbeExcursion
+            | ModeChangeReason::ForceTripwire => Outcome::GateStop,
             ModeChangeReason::BackendError
             | ModeChangeReason::DriveLost
             | ModeChangeReason::DrivesRecovered => Outcome::Fault,

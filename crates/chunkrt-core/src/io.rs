@@ -152,6 +152,29 @@ pub struct Feedback {
     /// Per joint, its drive's digital inputs (CiA 402 0x60FD) where the backend reads
     /// them (0 elsewhere): an enable switch, a stop button.
     pub digital_inputs: [u32; MAX_DOF],
+    /// The wrist force/torque sensor's reading where the backend has one (`None`
+    /// elsewhere): the wrench the world exerts on the tool.
+    pub wrench: Option<Wrench>,
+}
+
+/// A wrist force/torque reading: what the world exerts on the tool, in the arm's base
+/// frame, newtons and newton-metres (the torque about the sensor's origin).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Wrench {
+    /// When the sensor sampled it.
+    pub t_capture: MonoTime,
+    /// Force, N, base frame.
+    pub force_n: [f64; 3],
+    /// Torque about the sensor's origin, N m, base frame.
+    pub torque_nm: [f64; 3],
+}
+
+impl Wrench {
+    /// |F|, N; NaN where a component is not finite.
+    pub fn force_norm(&self) -> f64 {
+        let [x, y, z] = self.force_n;
+        (x * x + y * y + z * z).sqrt()
+    }
 }
 
 impl Default for Feedback {
@@ -168,6 +191,7 @@ impl Default for Feedback {
             held: false,
             sync_phase_ns: None,
             digital_inputs: [0; MAX_DOF],
+            wrench: None,
         }
     }
 }

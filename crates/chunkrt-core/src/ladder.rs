@@ -65,6 +65,9 @@ pub enum ModeChangeReason {
     /// An operator's `stop` on the command channel (`[operator] socket`): the policy
     /// holds off until `rearm`.
     OperatorHold,
+    /// The wrist force/torque sensor measured |F| above `[force] tripwire_n` (or a
+    /// reading that is not finite): the policy holds off until `rearm`.
+    ForceTripwire,
 }
 
 /// A timestamped mode change.

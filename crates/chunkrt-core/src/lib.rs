@@ -48,7 +48,7 @@ pub use gate::{
     Constraint, Gate, GateMask, Intervention, Saturation, CONSTRAINT_COUNT, PERMISSION_BITS,
     SHAPING_BITS,
 };
-pub use io::{Command, DriveRequest, DriveState, Feedback, Observation};
+pub use io::{Command, DriveRequest, DriveState, Feedback, Observation, Wrench};
 pub use kinematics::{Chain, ChainError, Iso, Link, ToolJacobian};
 pub use ladder::ChunkCounts;
 pub use limits::{JointLimit, JointLimits};

@@ -278,6 +278,14 @@ impl MujocoArm {
             };
             fb.error_code[j] = if live { self.drives[j].error_code() } else { 0 };
         }
+        fb.wrench = self
+            .plant
+            .wrench()
+            .map(|(force_n, torque_nm)| chunkrt_core::Wrench {
+                t_capture,
+                force_n,
+                torque_nm,
+            });
     }
 
     /// Hands `cmd` to the drives at `now`, validated first (an invalid command changes

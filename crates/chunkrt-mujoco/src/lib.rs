@@ -31,6 +31,9 @@
 //! - **Gears** (`gears`, per joint; rigid by default): torsional compliance and backlash
 //!   between the drive's motor and the link, a two-mass model with a motor-side inertia;
 //!   the drive and the brake act on the motor side and the encoder reads it (`gear.rs`).
+//! - **A wrist force/torque sensor** (`ft_site`, `ft.rs`): the model's `<force>` and
+//!   `<torque>` sensors on one site, in the feedback as the wrench the world exerts on
+//!   the tool (base frame), sampled with the encoders.
 //! - **Kinematics** ([`chain_from_mjcf`], `kin.rs`): the arm's chain from the world body
 //!   to a named tool site or body, read from the same model file, for the Cartesian
 //!   constraints (`chunkrt_core::Chain`); checked against MuJoCo's own kinematics.
@@ -43,6 +46,7 @@
 
 mod arm;
 mod chain;
+mod ft;
 mod gear;
 mod kin;
 mod mjcf;

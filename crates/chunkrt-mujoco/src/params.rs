@@ -68,6 +68,9 @@ pub struct MujocoParams {
     /// Each joint's gear between motor and link (compliance, backlash; see
     /// [`GearParams`]); all rigid by default.
     pub gears: [GearParams; MAX_DOF],
+    /// The site of the model whose `<force>` and `<torque>` sensors are the wrist
+    /// force/torque sensor (none: the arm measures no force).
+    pub ft_site: Option<String>,
 }
 
 impl MujocoParams {
@@ -98,6 +101,7 @@ impl MujocoParams {
             velocity_feedforward: true,
             max_extrapolation_ns: 50_000_000,
             gears: [GearParams::default(); MAX_DOF],
+            ft_site: None,
         }
     }
 

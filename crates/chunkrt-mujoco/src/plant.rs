@@ -9,6 +9,7 @@ use chunkrt_core::{JointVec, MAX_DOF};
 use mujoco_rs::mujoco_c::mjtJoint;
 use mujoco_rs::prelude::{MjData, MjModel};
 
+use crate::ft::FtSensor;
 use crate::mjcf::{ModelFiles, XML_LIMIT_BYTES};
 use crate::params::{MujocoError, MujocoParams};
 
@@ -25,6 +26,8 @@ pub(crate) struct Plant {
     pub(crate) sha256: String,
     /// The digest over the files the model names (none: it names none).
     pub(crate) files_sha256: Option<String>,
+    /// The wrist force/torque sensor (`ft_site`).
+    ft: Option<FtSensor>,
 }
 
 impl Plant {
@@ -52,6 +55,12 @@ impl Plant {
             model.opt_mut().gravity = [0.0; 3];
         }
         let (qpos_adr, dof_adr) = map_joints(&model, params)?;
+        let ft = params
+            .ft_site
+            .as_deref()
+            .map(|site| FtSensor::find(&model, site))
+            .transpose()
+            .map_err(|why| model_error(params, why))?;
         let step_ns = (model.opt().timestep * 1e9).round() as u64;
         if step_ns == 0 {
             return Err(model_error(params, "has a timestep under 1 ns".into()));
@@ -73,6 +82,7 @@ impl Plant {
             dt_s: step_ns as f64 * 1e-9,
             sha256,
             files_sha256,
+            ft,
         })
     }
 
@@ -115,6 +125,12 @@ impl Plant {
     /// `qfrc_bias`), for diagnostics.
     pub(crate) fn bias_torque(&self, j: usize) -> f64 {
         self.data.qfrc_bias()[self.dof_adr[j]]
+    }
+
+    /// The wrist sensor's wrench (force N, torque N m, base frame), as of the last
+    /// step; none without `ft_site`.
+    pub(crate) fn wrench(&self) -> Option<([f64; 3], [f64; 3])> {
+        self.ft.map(|ft| ft.read(&self.data))
     }
 
     /// One physics step with `torque_nm` applied at the joints. Never allocates.

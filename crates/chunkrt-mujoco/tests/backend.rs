@@ -308,7 +308,10 @@ unsafe extern "C" fn counting_free(ptr: *mut std::ffi::c_void) {
 
 #[test]
 fn exchange_allocates_nothing_in_rust_or_in_mujoco() {
+    // The plate model with its wrist sensor read every exchange.
     let mut p = panda_at(&START);
+    p.model_path = p.model_path.with_file_name("panda-plate.xml");
+    p.ft_site = Some("ft".into());
     p.transport_delay_ns = 3_000_000;
     let (mut arm, mut fb) = started(p);
     // SAFETY: MuJoCo's allocation hooks, plain malloc and free: what other threads of
@@ -338,6 +341,7 @@ fn exchange_allocates_nothing_in_rust_or_in_mujoco() {
         mujoco_rs::mujoco_c::mju_user_malloc = None;
         mujoco_rs::mujoco_c::mju_user_free = None;
     }
+    assert!(fb.wrench.is_some(), "the sensor was read");
     assert_eq!(rust, 0, "Rust allocations in exchange");
     assert_eq!(mujoco, 0, "MuJoCo allocations in exchange");
     // The hook sees MuJoCo's allocations: building an arm makes some.

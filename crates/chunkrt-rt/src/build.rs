@@ -51,6 +51,7 @@ pub fn mujoco_params(cfg: &Config) -> Option<chunkrt_mujoco::MujocoParams> {
     p.transport_delay_ns = ms_to_ns(m.transport_delay_ms);
     p.gravity = m.gravity;
     p.brakes = m.brakes;
+    p.ft_site = m.ft_site.clone();
     let per_joint = |v: &chunkrt_config::PerJoint| {
         let mut out = [0.0; chunkrt_core::MAX_DOF];
         for (j, x) in out.iter_mut().enumerate().take(n) {

@@ -110,6 +110,10 @@ pub struct ControlLoop {
     /// The joint of a drive the backend could not bring back (`BackendError::DriveLost`):
     /// the run ends with a controlled stop.
     drive_lost: Option<u16>,
+    /// The contact force tripwire (`[force] tripwire_n`).
+    force_tripwire_n: Option<f64>,
+    /// The tripwire fired and no `rearm` has come since.
+    force_tripped: bool,
 }
 
 /// The measured speed under which a drive counts as at standstill (rad/s).
@@ -206,6 +210,8 @@ impl ControlLoop {
             following_over: [false; MAX_DOF],
             prev_cmd_pos: p.first_feedback.pos_rad,
             drive_lost: None,
+            force_tripwire_n: None,
+            force_tripped: false,
         }
     }
 
@@ -438,6 +444,7 @@ impl ControlLoop {
             return;
         }
         self.executor.rearm(now);
+        self.force_tripped = false;
         if self.recovering {
             self.reset_approved = true;
         }
@@ -702,6 +709,7 @@ impl ControlLoop {
         self.check_operator(wake);
         self.check_domain(wake);
         self.check_thermal(wake, missed);
+        self.check_force(wake);
         self.check_probe_guard(wake);
         self.check_drive_faults(wake);
         self.check_backend_health(wake);
@@ -1131,6 +1139,7 @@ impl ControlLoop {
             fb_torque_nm: self.fb.torque_nm,
             drive_state: self.fb.state,
             thermal_load: self.thermal_loads().unwrap_or([f64::NAN; MAX_DOF]),
+            wrench: self.fb.wrench,
         });
     }
 }
@@ -1158,5 +1167,6 @@ struct Sent {
 }
 
 mod episode_stage;
+mod force_stage;
 #[cfg(test)]
 mod tests;

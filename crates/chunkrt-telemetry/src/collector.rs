@@ -623,6 +623,18 @@ impl Collector {
                 "signals": signals,
             }),
             EventRecord::Episode(s) => crate::episodes::episode_json(s, |t| self.t_rel(t)),
+            EventRecord::ForceTripwire {
+                t,
+                t_capture,
+                force_n,
+                limit_n,
+            } => json!({
+                "t_s": self.t_rel(*t),
+                "event": "force_tripwire",
+                "t_capture_s": self.t_rel(*t_capture),
+                "force_n": force_n.is_finite().then_some(*force_n),
+                "limit_n": limit_n,
+            }),
             EventRecord::OperatorMark { t, count, episode } => json!({
                 "t_s": self.t_rel(*t),
                 "event": "operator_intervention",

@@ -288,6 +288,20 @@ fn trigger(e: &EventRecord) -> Option<(&'static str, MonoTime, String)> {
             format!("joint {joint}: {error_rad:.4} rad against a limit of {limit_rad} rad"),
         )),
         EventRecord::Backend { t, error } => Some(("backend_fault", *t, error.to_string())),
+        EventRecord::ForceTripwire {
+            t,
+            force_n,
+            limit_n,
+            ..
+        } => Some((
+            "force_tripwire",
+            *t,
+            if force_n.is_finite() {
+                format!("|F| {force_n:.1} N against a tripwire of {limit_n} N")
+            } else {
+                format!("no finite force reading (tripwire {limit_n} N)")
+            },
+        )),
         EventRecord::OperatorMark { t, episode, .. } => Some((
             "operator_intervention",
             *t,

@@ -33,9 +33,14 @@ pub struct Bucket {
     /// Earliest and latest sample time in the bucket (s since the run's start).
     pub t: (f64, f64),
     /// `[series][joint]` = (min, max): setpoint, command and measured position (rad),
-    /// then the measured torque (N m; NaN where the recording has none).
-    pub range: [Vec<(f64, f64)>; 4],
+    /// then the measured torque (N m; NaN where the recording has none); series
+    /// [`FORCE_SERIES`] holds one entry, the wrist force's magnitude (N; NaN where the
+    /// recording has none).
+    pub range: [Vec<(f64, f64)>; 5],
 }
+
+/// The series of a [`Bucket`] that holds the wrist force's magnitude |F| (N).
+pub const FORCE_SERIES: usize = 4;
 
 impl Bucket {
     fn merge(&mut self, o: &Bucket) {
@@ -78,6 +83,8 @@ pub struct RunData {
     pub buckets: Vec<Bucket>,
     /// Whether some cycle recorded a non-zero drive torque (a backend that measures it).
     pub has_torque: bool,
+    /// Whether the recording carries a wrist force/torque reading (`force_n`).
+    pub has_force: bool,
     /// Width of one bucket (s): 0 until buckets had to be merged.
     pub bucket_s: f64,
     /// Mode changes: (time, new mode, reason).
@@ -227,6 +234,9 @@ struct CycleMsg {
     /// Absent in recordings made before it was recorded.
     #[serde(default)]
     feedback_torque_nm: Vec<f64>,
+    /// Present where the backend measures force (null: not finite).
+    #[serde(default)]
+    force_n: Option<Vec<Option<f64>>>,
     /// Present where the gate acted.
     #[serde(default)]
     gate_mask_joints: Vec<u32>,
@@ -279,6 +289,17 @@ impl CycleMsg {
         }
     }
 
+    /// |F| of the cycle's wrist force (NaN without one, or with a component not
+    /// finite).
+    fn force_norm(&self) -> f64 {
+        self.force_n.as_ref().map_or(f64::NAN, |f| {
+            f.iter()
+                .map(|x| x.unwrap_or(f64::NAN).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+    }
+
     /// The cycle as a bucket of its own at `t` over `dof` joints (NaN where a series
     /// has fewer).
     fn bucket(&self, t: f64, dof: usize) -> Bucket {
@@ -297,6 +318,7 @@ impl CycleMsg {
                 point(&self.command_rad),
                 point(&self.feedback_rad),
                 point(&self.feedback_torque_nm),
+                vec![(self.force_norm(), self.force_norm())],
             ],
         }
     }
@@ -565,6 +587,7 @@ impl Reader<'_> {
                 span: (f64::MAX, f64::MIN),
                 buckets: Vec::new(),
                 has_torque: false,
+                has_force: false,
                 bucket_s: 0.0,
                 modes: Vec::new(),
                 first_mode: None,
@@ -849,6 +872,7 @@ impl Reader<'_> {
             .feedback_torque_nm
             .iter()
             .any(|t| *t != 0.0 && t.is_finite());
+        d.has_force |= c.force_n.is_some();
         let b = c.bucket(t, dof);
         self.push_bucket(b);
     }

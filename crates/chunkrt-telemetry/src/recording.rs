@@ -230,7 +230,10 @@ const CYCLE_SCHEMA: &str = r#"{
     "residual_rad": {"type": "array", "items": {"type": "number"}, "description": "with a residual policy: the correction the residual gate let through, added to base_rad"},
     "command_rad": {"type": "array", "items": {"type": "number"}, "description": "the command after the gate, as the backend received it"},
     "feedback_rad": {"type": "array", "items": {"type": "number"}, "description": "the measured positions"},
-    "feedback_torque_nm": {"type": "array", "items": {"type": "number"}, "description": "the torques the drives report (0x6077; 0 where the backend measures none)"}
+    "feedback_torque_nm": {"type": "array", "items": {"type": "number"}, "description": "the torques the drives report (0x6077; 0 where the backend measures none)"},
+    "force_n": {"type": "array", "items": {"type": ["number", "null"]}, "description": "where the backend has a wrist force/torque sensor: the force the world exerts on the tool, N, base frame x y z"},
+    "wrist_torque_nm": {"type": "array", "items": {"type": ["number", "null"]}, "description": "with force_n: the torque about the sensor's origin, N m, base frame"},
+    "force_age_ms": {"type": "number", "description": "with force_n: the reading's age at the cycle's deadline"}
   }
 }"#;
 
@@ -590,6 +593,11 @@ pub(crate) fn cycle_json(r: &CycleRecord, t_s: f64) -> serde_json::Value {
         "feedback_rad": finite(&r.fb_pos_rad[..dof]),
         "feedback_torque_nm": finite(&r.fb_torque_nm[..dof]),
     });
+    if let Some(w) = &r.wrench {
+        v["force_n"] = json!(finite(&w.force_n));
+        v["wrist_torque_nm"] = json!(finite(&w.torque_nm));
+        v["force_age_ms"] = json!(r.t_deadline.saturating_since(w.t_capture) as f64 * 1e-6);
+    }
     if let Some(e) = r.sync_phase_ns {
         v["sync0_phase_us"] = json!(f64::from(e) * 1e-3);
     }

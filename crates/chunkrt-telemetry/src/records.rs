@@ -72,6 +72,9 @@ pub struct CycleRecord {
     /// The thermal monitor's I²t load per joint (1: the drive's rating); NaN without
     /// `[limits.thermal]`.
     pub thermal_load: JointVec,
+    /// The wrist force/torque sensor's reading returned by this cycle's exchange (none:
+    /// the backend measures no force).
+    pub wrench: Option<chunkrt_core::Wrench>,
 }
 
 /// How an inference call ended.
@@ -273,6 +276,18 @@ pub enum EventRecord {
         t: MonoTime,
         /// The error.
         error: BackendError,
+    },
+    /// The contact force tripwire (`[force] tripwire_n`) fired: the policy's authority
+    /// is withdrawn until `rearm`.
+    ForceTripwire {
+        /// When the loop acted on it.
+        t: MonoTime,
+        /// When the sensor sampled the reading.
+        t_capture: MonoTime,
+        /// |F| measured (N; NaN: no finite reading).
+        force_n: f64,
+        /// The tripwire (N).
+        limit_n: f64,
     },
     /// An operator marked the running episode intervened (`intervene` on the command
     /// channel).

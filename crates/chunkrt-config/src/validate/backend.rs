@@ -149,6 +149,12 @@ impl crate::MujocoConfig {
             v.check("mujoco.max_torque_nm", n, pos, "a positive torque")?;
         }
         self.validate_gears(n)?;
+        if self.ft_site.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return fail(
+                "mujoco.ft_site",
+                "expected the name of a <site> of the model",
+            );
+        }
         if let Some(v) = &self.initial_pos_rad {
             v.check("mujoco.initial_pos_rad", n, |_| true, "a finite number")?;
             for j in 0..n {

@@ -1,8 +1,8 @@
 //! Range and consistency checks, and conversion into the core's typed settings.
 //!
 //! One validator per section, each in its own file (`control`, `policy`, `limits`,
-//! `cartesian`, `residual`, `episodes`, `services`, `backend`, `camera`), run in the order below;
-//! then the cross-field pass (`cross`): settings each in range that together leave no
+//! `cartesian`, `residual`, `episodes`, `services`, `backend`, `force`, `camera`), run in
+//! the order below; then the cross-field pass (`cross`): settings each in range that together leave no
 //! chunk able to play, a probe the gate would clamp, a disturbance of a camera the
 //! config does not have. `derived` turns the checked sections into the core's types.
 //! Every check returns `(key path, message)` of the first thing wrong.
@@ -14,6 +14,7 @@ mod control;
 mod cross;
 mod derived;
 mod episodes;
+mod force;
 mod limits;
 mod policy;
 mod residual;
@@ -98,6 +99,7 @@ impl Config {
         self.validate_services()?;
         self.validate_domain(n)?;
         self.validate_backend(n)?;
+        self.validate_force()?;
         self.validate_telemetry()?;
         self.validate_inject()?;
         self.validate_probe()?;

@@ -33,6 +33,8 @@ struct Script {
     lag_rad: f64,
     /// Every command the arm was handed (tests only: this allocates).
     sent: Vec<Command>,
+    /// The wrist sensor's force in the next measurements (none: no sensor).
+    force_n: Option<[f64; 3]>,
 }
 
 struct Arm {
@@ -72,6 +74,11 @@ impl Backend for Arm {
             fb.state[j] = DriveState::Enabled;
         }
         fb.held = false;
+        fb.wrench = s.force_n.map(|force_n| chunkrt_core::Wrench {
+            t_capture: now,
+            force_n,
+            torque_nm: [0.0; 3],
+        });
         Ok(())
     }
     fn shutdown(&mut self, _now: MonoTime) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -112,6 +119,7 @@ fn rig_at(pos: [f64; 7], domain: Option<DomainBox>) -> Rig {
         fail: None,
         lag_rad: 0.0,
         sent: Vec::new(),
+        force_n: None,
     }));
     let (chunks, chunk_sub) = chunkrt_buffer::channel(Chunk::default());
     let (obs_pub, observations) = chunkrt_buffer::channel(Observation::default());
@@ -692,4 +700,109 @@ fn the_action_filter_shapes_the_setpoint_before_the_gate_and_the_record() {
         moved > 1e-3,
         "the filter changed the setpoint (by {moved} rad at most)"
     );
+}
+
+/// Runs cycles `from..=to` (whole cycles: check, command, exchange, record).
+fn run_cycles(r: &mut Rig, from: u64, to: u64) {
+    for k in from..=to {
+        let d = r.at(k);
+        r.control.cycle(d, d, 0);
+    }
+}
+
+/// A rig whose arm has a wrist sensor reading `force_n` (the first measurement too),
+/// with the tripwire at `limit_n`.
+fn rig_with_tripwire(limit_n: f64, force_n: [f64; 3]) -> Rig {
+    let mut r = rig();
+    r.control = r.control.with_force_tripwire(Some(limit_n));
+    r.arm.lock().unwrap().force_n = Some(force_n);
+    r.control.fb.wrench = Some(chunkrt_core::Wrench {
+        force_n,
+        ..Default::default()
+    });
+    r
+}
+
+#[test]
+fn the_force_tripwire_withdraws_in_the_cycle_after_the_reading_until_rearm() {
+    // |F| = √229.84 = 15.16 N.
+    let over = [0.0, -9.0, 12.2];
+    let mut under = rig_with_tripwire(15.2, over);
+    under.play(6);
+    assert!(
+        !under.control.force_tripped(),
+        "15.16 N is under a 15.2 N tripwire"
+    );
+
+    // The first over-limit reading comes back from cycle 2's exchange (the chunk plays
+    // from cycle 1).
+    let mut r = rig_with_tripwire(15.0, [0.0, 0.0, 1.0]);
+    let t = r.at(1);
+    r.chunks.publish(&r.still_chunk(1, t));
+    run_cycles(&mut r, 1, 2);
+    r.arm.lock().unwrap().force_n = Some(over);
+    run_cycles(&mut r, 3, 6);
+    let recs: Vec<_> = std::iter::from_fn(|| r.records.pop_cycle()).collect();
+    let first_over = recs
+        .iter()
+        .position(|c| c.wrench.is_some_and(|w| w.force_norm() > 15.0))
+        .expect("a reading over the tripwire is recorded");
+    assert_eq!(recs[first_over].mode, Mode::Playing as u8, "{first_over}");
+    assert_ne!(
+        recs[first_over + 1].mode,
+        Mode::Playing as u8,
+        "the command after the reading is the stop"
+    );
+    let trips: Vec<_> = r
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EventRecord::ForceTripwire {
+                force_n, limit_n, ..
+            } => Some((force_n, limit_n)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(trips.len(), 1, "one event per trip: {trips:?}");
+    assert!((trips[0].0 - 229.84f64.sqrt()).abs() < 1e-12 && trips[0].1 == 15.0);
+
+    // Held off while the force is gone, until the operator re-arms.
+    r.arm.lock().unwrap().force_n = Some([0.0; 3]);
+    let t = r.at(7);
+    r.chunks.publish(&r.still_chunk(2, t));
+    run_cycles(&mut r, 7, 9);
+    assert_ne!(
+        r.control.mode(),
+        Mode::Playing,
+        "a fresh chunk does not undo a trip"
+    );
+    r.control.rearm(r.at(10));
+    assert!(!r.control.force_tripped());
+}
+
+#[test]
+fn the_force_tripwire_fails_safe_on_a_missing_or_non_finite_reading_not_a_held_one() {
+    for (force, held, trips) in [
+        (Some([f64::NAN, 0.0, 0.0]), false, true),
+        (None, false, true),
+        (Some([0.0, 0.0, 1e3]), true, false),
+        (Some([0.0, 0.0, 1.0]), false, false),
+    ] {
+        let mut r = rig_with_tripwire(15.0, [0.0; 3]);
+        r.play(2);
+        r.control.fb.wrench = force.map(|force_n| chunkrt_core::Wrench {
+            force_n,
+            ..Default::default()
+        });
+        r.control.fb.held = held;
+        let t = r.at(3);
+        r.control.check_force(t);
+        assert_eq!(r.control.force_tripped(), trips, "{force:?} held {held}");
+        let expect: Vec<ModeChangeReason> = if trips {
+            vec![ModeChangeReason::ForceTripwire]
+        } else {
+            vec![]
+        };
+        assert_eq!(r.mode_changes(), expect, "{force:?} held {held}");
+    }
 }

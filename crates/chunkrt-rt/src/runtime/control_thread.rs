@@ -101,6 +101,7 @@ pub(super) fn bring_up(
         .with_thermal_seed(thermal_seed)
         .with_residual(parts.residual, cfg.residual_limits())
         .with_enable_input(cfg.enable_input())
+        .with_force_tripwire(cfg.force.as_ref().map(|f| f.tripwire_n))
         .with_episodes(cfg.episode_plan(), cfg.residual_budget());
     // Delay lines of `[inject]` (issue 8); none when nothing is injected.
     let control = control.attach_injection(&cfg.inject, &first);

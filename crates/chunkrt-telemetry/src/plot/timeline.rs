@@ -4,7 +4,8 @@
 //! position; where the backend measures it, the drive's torque on a second axis on
 //! the right; the gate's interventions on that joint as red ticks along the
 //! bottom; mode changes as vertical lines. A strip on top shows the executor's mode
-//! and the seams (a tick per cycle that began playing a new chunk).
+//! and the seams (a tick per cycle that began playing a new chunk). Where the
+//! recording carries a wrist force/torque reading, a panel at the bottom shows |F|.
 //!
 //! Long runs are drawn as min/max envelopes (see [`crate::readback`]); the caption
 //! says the bucket width.
@@ -12,7 +13,7 @@
 use super::figure::{err, seconds_label, Figure, COLOURS, FONT};
 use super::PlotError;
 use crate::names::mode_name;
-use crate::readback::RunData;
+use crate::readback::{RunData, FORCE_SERIES};
 use chunkrt_core::Mode;
 use plotters::chart::DualCoordChartContext;
 use plotters::coord::types::RangedCoordf64;
@@ -44,6 +45,7 @@ const GATE: RGBColor = RGBColor(0xD0, 0x00, 0x00);
 const MODE_LINE: RGBColor = COLOURS[2];
 const SEAM: RGBColor = COLOURS[6];
 const TORQUE: RGBColor = COLOURS[3];
+const FORCE: RGBColor = COLOURS[4];
 
 /// Series in a bucket: the positions (rad), then the torque (N m).
 const POSITIONS: usize = 3;
@@ -100,10 +102,8 @@ impl<'a> Timeline<'a> {
 
 impl Figure for Timeline<'_> {
     fn size(&self) -> (u32, u32) {
-        (
-            WIDTH,
-            TITLE_H + STRIP_H + JOINT_H * self.data.dof.max(1) as u32,
-        )
+        let rows = self.data.dof.max(1) + usize::from(self.data.has_force);
+        (WIDTH, TITLE_H + STRIP_H + JOINT_H * rows as u32)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
@@ -121,9 +121,13 @@ impl Figure for Timeline<'_> {
         let (strip, joints) = body.split_vertically(STRIP_H);
         let (t0, t1) = time_range(self.data);
         self.draw_strip(&strip, t0, t1)?;
-        let rows = joints.split_evenly((self.data.dof.max(1), 1));
+        let n = self.data.dof.max(1) + usize::from(self.data.has_force);
+        let rows = joints.split_evenly((n, 1));
         for (j, area) in rows.iter().enumerate().take(self.data.dof) {
             self.draw_joint(area, j, t0, t1)?;
+        }
+        if self.data.has_force {
+            self.draw_force(&rows[n - 1], t0, t1)?;
         }
         Ok(())
     }
@@ -253,6 +257,54 @@ impl Timeline<'_> {
         Ok(())
     }
 
+    /// The wrist force's magnitude over time (the bottom panel, with the time axis),
+    /// and the mode changes.
+    fn draw_force<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        t0: f64,
+        t1: f64,
+    ) -> Result<(), PlotError> {
+        let d = self.data;
+        let (_, hi) = series_range(d, FORCE_SERIES, 0, 0.5);
+        let mut chart = ChartBuilder::on(area)
+            .margin_left(8)
+            // The joints' torque axis is as wide: the time axes line up.
+            .margin_right(if d.has_torque { 86 } else { 16 })
+            .margin_top(6)
+            .x_label_area_size(40)
+            .y_label_area_size(110)
+            .build_cartesian_2d(t0..t1, 0.0..hi)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .y_labels(5)
+            .y_desc("wrist |F| (N)")
+            .x_desc("time since start (s)")
+            .x_label_formatter(&|t| format!("{t:.1}"))
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(err)?;
+        if d.modes.len() <= MAX_MODE_LINES {
+            chart
+                .draw_series(d.modes.iter().map(|(t, _, _)| {
+                    PathElement::new(
+                        vec![(*t, 0.0), (*t, hi)],
+                        MODE_LINE.mix(0.6).stroke_width(1),
+                    )
+                }))
+                .map_err(err)?;
+        }
+        chart
+            .draw_series(LineSeries::new(
+                envelope(d, FORCE_SERIES, 0),
+                FORCE.stroke_width(2),
+            ))
+            .map_err(err)?;
+        Ok(())
+    }
+
     /// Joint `j`'s chart: time along the bottom (labelled on the last joint only),
     /// position on the left, torque on the right where the backend measures it.
     fn joint_axes<'a, DB: DrawingBackend>(
@@ -263,8 +315,8 @@ impl Timeline<'_> {
         (lo, hi): (f64, f64),
     ) -> Result<JointChart<'a, DB>, PlotError> {
         let d = self.data;
-        let last = j + 1 == d.dof;
-        let (tlo, thi) = torque_range(d, j);
+        let last = j + 1 == d.dof && !d.has_force;
+        let (tlo, thi) = series_range(d, TORQUE_SERIES, j, 0.05);
         let mut chart = ChartBuilder::on(area)
             .margin_left(8)
             .margin_right(16)
@@ -420,12 +472,12 @@ fn position_range(d: &RunData, j: usize) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
-/// The torque axis of joint `j`: the recorded torque's range, padded (a unit range
-/// where none was recorded).
-fn torque_range(d: &RunData, j: usize) -> (f64, f64) {
+/// The axis of series `s`, entry `j` (a joint's torque, the force): the recorded
+/// range, padded by at least `min_pad` (a unit range where none was recorded).
+fn series_range(d: &RunData, s: usize, j: usize, min_pad: f64) -> (f64, f64) {
     let (mut lo, mut hi) = (f64::MAX, f64::MIN);
     for b in &d.buckets {
-        if let Some(&(a, z)) = b.range[TORQUE_SERIES].get(j) {
+        if let Some(&(a, z)) = b.range[s].get(j) {
             if a.is_finite() && z.is_finite() {
                 lo = lo.min(a);
                 hi = hi.max(z);
@@ -435,7 +487,7 @@ fn torque_range(d: &RunData, j: usize) -> (f64, f64) {
     if lo > hi {
         return (-1.0, 1.0);
     }
-    let pad = ((hi - lo) * 0.08).max(0.05);
+    let pad = ((hi - lo) * 0.08).max(min_pad);
     (lo - pad, hi + pad)
 }
 
