@@ -16,10 +16,8 @@
 mod common;
 
 use chunkrt_tests::recording;
-use common::{repo, wait};
+use common::repo;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// The Panda's joints in the model, base first.
 const JOINTS: [&str; 7] = [
@@ -41,21 +39,7 @@ fn run(name: &str, extra: &str) -> Option<PathBuf> {
     let config = dir.join("sim.toml");
     std::fs::write(&config, text).unwrap();
     let out = dir.join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
-        .args(["run", "--duration", "12s", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .env("CHUNKRT_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chunkrt starts");
-    assert_eq!(
-        wait(&mut child, Duration::from_secs(120)),
-        Some(0),
-        "chunkrt run ({name})"
-    );
+    common::run_chunkrt(name, &config, &out, "12s");
     Some(out)
 }
 
@@ -181,4 +165,34 @@ fn the_commanded_tool_never_crosses_a_declared_plane() {
         }
     }
     eprintln!("touch plane: {crossings} commands below it, each reached at 0.03 m/s or less");
+}
+
+/// A `[cartesian]` model that is not the configured arm is refused by `validate` (and
+/// `run`, which builds the stage the same way, `chunkrt_rt::build::cartesian`) before
+/// anything moves: another file (both digests named), a tool whose chain has another
+/// joint count than `control.joints`.
+#[test]
+fn a_cartesian_model_that_is_not_the_arm_is_refused_before_anything_moves() {
+    let dir = common::temp_dir("cartesian", "refusals");
+    let good = section(0.5, 0.0);
+    let other = "0".repeat(64);
+    for (name, extra, expect) in [
+        (
+            "digest",
+            good.replace(PANDA_SHA256, &other),
+            format!("its SHA-256 is {PANDA_SHA256}, cartesian.model_sha256 says {other}"),
+        ),
+        (
+            "joints",
+            good.replace("tool = \"link7\"", "tool = \"link5\""),
+            "5 hinge joints from the world body to \"link5\"; control.joints is 7".to_string(),
+        ),
+    ] {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, common::bundled_config_text("sim.toml", &extra)).unwrap();
+        let o = common::chunkrt_at(&["validate"], &[&config]);
+        let out = common::output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {out}");
+        assert!(out.contains(&expect), "{name}: {out}");
+    }
 }

@@ -1,6 +1,6 @@
 //! The contact force tripwire through the binary (issue 57): `rt-config/plate-mujoco.toml`
 //! (the bundled flow policy through real ONNX Runtime, the MuJoCo Panda with a wrist
-//! force/torque sensor and a plate 30-40 mm above where the policy takes the tool).
+//! force/torque sensor and a plate 15-55 mm above where the policy takes the tool).
 //! Judged from the recording: the force is MuJoCo's sensor reading as the backend
 //! returned it, the mode is what each command was made in.
 //!
@@ -10,17 +10,24 @@
 //! - with `[force] tripwire_n = 15`: the command after the first reading over 15 N is
 //!   the braking stop (one control period), one `force_tripwire` event names that
 //!   reading, an intervention record of it is written, and the policy never has
-//!   authority again in the run; the timeline plot has a force panel.
+//!   authority again in the run; the timeline plot has a force panel, and `chunkrt
+//!   export lerobot` writes each cycle's reading as `observation.force`.
 
 mod common;
 
 use chunkrt_tests::recording::{self, RecordedCycle};
-use common::wait;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const TRIPWIRE_N: f64 = 15.0;
+
+/// `rt-config/plate-mujoco.toml` as text for a copy written elsewhere (paths absolute,
+/// threads unpinned).
+fn plate_config_text() -> String {
+    common::bundled_config_text("plate-mujoco.toml", "").replace(
+        "model = \"../models/",
+        &format!("model = \"{}/models/", common::repo().display()),
+    )
+}
 
 /// Runs `chunkrt run` on `rt-config/plate-mujoco.toml` (its `[force]` kept or not) for
 /// 6 s; returns the run directory.
@@ -30,10 +37,7 @@ fn run(name: &str, tripwire: bool) -> Option<PathBuf> {
         return None;
     }
     let dir = common::temp_dir("force", name);
-    let mut text = common::bundled_config_text("plate-mujoco.toml", "").replace(
-        "model = \"../models/",
-        &format!("model = \"{}/models/", common::repo().display()),
-    );
+    let mut text = plate_config_text();
     if !tripwire {
         let start = text
             .find("\n[force]")
@@ -44,21 +48,7 @@ fn run(name: &str, tripwire: bool) -> Option<PathBuf> {
     let config = dir.join("plate.toml");
     std::fs::write(&config, text).unwrap();
     let out = dir.join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chunkrt"))
-        .args(["run", "--duration", "6s", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(&out)
-        .env("CHUNKRT_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chunkrt starts");
-    assert_eq!(
-        wait(&mut child, Duration::from_secs(120)),
-        Some(0),
-        "chunkrt run ({name})"
-    );
+    common::run_chunkrt(name, &config, &out, "6s");
     Some(out)
 }
 
@@ -155,4 +145,64 @@ fn the_command_after_a_reading_over_the_tripwire_is_the_stop() {
     common::plot(&out);
     let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
     assert_eq!(svg.matches("wrist |F| (N)").count(), 1, "one force panel");
+    exported_force_matches_the_recording(&out, &cycles);
+}
+
+/// The run as a LeRobot dataset: `observation.force` holds each recorded cycle's force
+/// (then the torque about the sensor), read back with the parquet crate.
+fn exported_force_matches_the_recording(out: &std::path::Path, cycles: &[RecordedCycle]) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Float32Type;
+    let ds = out.with_file_name("dataset");
+    let o = common::chunkrt_at(&["export", "lerobot", "--out"], &[&ds, out]);
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let data = common::read_parquet(&ds, "data/chunk-000/file-000.parquet");
+    assert_eq!(
+        data.num_rows(),
+        cycles.len(),
+        "one frame per recorded cycle"
+    );
+    let force = data
+        .column_by_name("observation.force")
+        .expect("observation.force");
+    for (row, c) in cycles.iter().enumerate() {
+        let got = force.as_fixed_size_list().value(row);
+        let got = got.as_primitive::<Float32Type>().values();
+        assert_eq!(got.len(), 6);
+        let want: Vec<f32> = c.force_n.iter().map(|x| *x as f32).collect();
+        assert_eq!(got[..3], want[..], "row {row}");
+    }
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ds.join("meta/info.json")).unwrap()).unwrap();
+    assert_eq!(
+        info["features"]["observation.force"]["shape"],
+        serde_json::json!([6])
+    );
+}
+
+/// `chunkrt validate` (and so `run`, which loads the same way) refuses a sensor the
+/// model lacks and a tripwire with no sensor to act on, naming what is wrong.
+#[test]
+fn a_missing_sensor_is_refused_before_anything_moves() {
+    let dir = common::temp_dir("force", "refusals");
+    let text = plate_config_text();
+    for (name, edited, expect) in [
+        (
+            "site",
+            text.replace("ft_site = \"ft\"", "ft_site = \"wrist\""),
+            "has no <site> named \"wrist\" (mujoco.ft_site)",
+        ),
+        (
+            "no-sensor",
+            text.replace("ft_site = \"ft\"", ""),
+            "key `force`: no force/torque sensor to act on",
+        ),
+    ] {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, edited).unwrap();
+        let o = common::chunkrt_at(&["validate"], &[&config]);
+        let out = common::output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {out}");
+        assert!(out.contains(expect), "{name}: {out}");
+    }
 }

@@ -1,6 +1,6 @@
 //! The wrist force/torque sensor (`ft_site`) of the MuJoCo arm, on
 //! `models/franka_panda/panda-plate.xml` (a massless tool ball on the flange, a plate
-//! whose top face is at z = 0.680 m). Judged by physics the sensor code does not
+//! whose top face is at z = 0.700 m). Judged by physics the sensor code does not
 //! compute: a massless tool in free space carries no load; a contact force lies in the
 //! plate's friction cone around its normal (+z, μ = 1, MuJoCo's default friction); the
 //! torque about the sensor is that force's moment from a contact on the 10 mm ball
@@ -14,7 +14,7 @@ use common::{cycle, started, track};
 use std::path::PathBuf;
 
 const START: [f64; 7] = [0.0, -0.4, 0.0, -1.6, 0.0, 1.2, 0.8];
-/// A pose the bundled policy commands with the tool about 35 mm below the plate's face.
+/// A pose the bundled policy commands with the tool about 55 mm below the plate's face.
 const PRESSED: [f64; 7] = [-0.0979, 0.4153, 0.2085, -0.8135, -0.1085, 1.0914, 0.8038];
 
 fn plate_xml() -> PathBuf {

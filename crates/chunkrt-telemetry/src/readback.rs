@@ -204,6 +204,9 @@ pub struct CycleSample<'a> {
     /// With `[episodes]`: the episode whose running phase the command was made in (none
     /// in a reset, or without episodes).
     pub running_episode: Option<u64>,
+    /// With a wrist force/torque sensor: force (N) then torque (N m), base frame (NaN
+    /// where the recording wrote null).
+    pub wrench: Option<[f64; 6]>,
 }
 
 #[derive(Deserialize)]
@@ -237,6 +240,8 @@ struct CycleMsg {
     /// Present where the backend measures force (null: not finite).
     #[serde(default)]
     force_n: Option<Vec<Option<f64>>>,
+    #[serde(default)]
+    wrist_torque_nm: Option<Vec<Option<f64>>>,
     /// Present where the gate acted.
     #[serde(default)]
     gate_mask_joints: Vec<u32>,
@@ -269,6 +274,7 @@ impl CycleMsg {
             running_episode: self
                 .episode
                 .filter(|_| self.phase.as_deref() == Some("running")),
+            wrench: self.wrench(),
         }
     }
 
@@ -287,6 +293,16 @@ impl CycleMsg {
         if self.chunk_age_ms > 0.0 {
             metrics.record(Metric::ChunkAge, (self.chunk_age_ms * 1e6) as u64);
         }
+    }
+
+    /// The cycle's wrench, force then torque (none without a sensor).
+    fn wrench(&self) -> Option<[f64; 6]> {
+        let (f, t) = (self.force_n.as_ref()?, self.wrist_torque_nm.as_ref()?);
+        let mut w = [f64::NAN; 6];
+        for (o, v) in w.iter_mut().zip(f.iter().take(3).chain(t.iter().take(3))) {
+            *o = v.unwrap_or(f64::NAN);
+        }
+        Some(w)
     }
 
     /// |F| of the cycle's wrist force (NaN without one, or with a component not

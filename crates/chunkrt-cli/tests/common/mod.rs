@@ -36,6 +36,27 @@ pub fn bundled_config_text(file: &str, extra: &str) -> String {
         + extra
 }
 
+/// `chunkrt run --duration {duration} --config {config} --out {out}`, warnings only
+/// logged, its output discarded; fails the test (named `name`) unless it exits 0 within
+/// two minutes.
+pub fn run_chunkrt(name: &str, config: &Path, out: &Path, duration: &str) {
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--duration", duration, "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .env("CHUNKRT_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chunkrt starts");
+    assert_eq!(
+        wait(&mut child, Duration::from_secs(120)),
+        Some(0),
+        "chunkrt run ({name})"
+    );
+}
+
 /// Waits for the exit status, killing the child after `limit` (a wedged process).
 pub fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
     let step = Duration::from_millis(50);

@@ -29,6 +29,7 @@ pub fn export(
     let fps = whole_fps(out, dt.unwrap_or(0.02))?;
     let dof = episodes.first().map_or(0, |e| e.frames[0].action.len());
     one_image_size(&episodes)?;
+    one_force_feature(&episodes)?;
     let write_err = |what: String| ExportError::Write {
         path: out.to_path_buf(),
         what,
@@ -126,6 +127,41 @@ fn one_image_size(episodes: &[Episode]) -> Result<(), ExportError> {
     Ok(())
 }
 
+/// Refuses episodes of which some have a wrist force/torque reading and some not (or
+/// an episode with it on some frames only): the dataset's `observation.force` would
+/// have holes.
+fn one_force_feature(episodes: &[Episode]) -> Result<(), ExportError> {
+    let count = |e: &Episode| e.frames.iter().filter(|f| f.wrench.is_some()).count();
+    if let Some(e) = episodes
+        .iter()
+        .find(|e| !(count(e) == 0 || count(e) == e.frames.len()))
+    {
+        return Err(run_err(
+            &e.run,
+            format!(
+                "episode {} has a wrist force reading on {} of its {} frames",
+                e.run_episode,
+                count(e),
+                e.frames.len()
+            ),
+        ));
+    }
+    let with = episodes.iter().find(|e| count(e) > 0);
+    let without = episodes.iter().find(|e| count(e) == 0);
+    if let (Some(w), Some(e)) = (with, without) {
+        return Err(run_err(
+            &e.run,
+            format!(
+                "episode {} has no wrist force reading, {}'s have: a dataset has one \
+                 observation.force feature",
+                e.run_episode,
+                w.run.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a run directory given twice (by the same or another path to it): its
 /// episodes would be in the dataset twice.
 fn distinct_dirs(runs: &[PathBuf]) -> Result<(), ExportError> {
@@ -202,5 +238,52 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("events.jsonl:2:"), "{text}");
         let _ = std::fs::remove_dir_all(&run);
+    }
+
+    fn episode(run: &str, wrenches: &[bool]) -> Episode {
+        let frame = |w: bool| super::super::Frame {
+            state: vec![],
+            goal: vec![],
+            action: vec![],
+            proposed: vec![],
+            base: vec![],
+            residual: vec![],
+            mask: vec![],
+            blocked: false,
+            intervention: false,
+            image: None,
+            wrench: w.then(|| vec![0.0; 6]),
+        };
+        Episode {
+            frames: wrenches.iter().map(|w| frame(*w)).collect(),
+            outcome: "continuous".into(),
+            residual: false,
+            held_out: false,
+            run: PathBuf::from(run),
+            run_episode: 0,
+            image_size: None,
+        }
+    }
+
+    #[test]
+    fn episodes_with_and_without_a_force_reading_are_refused_naming_the_odd_one() {
+        let with = episode("with", &[true, true]);
+        let without = episode("without", &[false, false]);
+        assert!(one_force_feature(&[with.clone(), with.clone()]).is_ok());
+        assert!(one_force_feature(std::slice::from_ref(&without)).is_ok());
+        let e = one_force_feature(&[with.clone(), without])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("without: episode 0 has no wrist force reading, with's"),
+            "{e}"
+        );
+        let e = one_force_feature(&[episode("some", &[true, false, true])])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a wrist force reading on 2 of its 3 frames"),
+            "{e}"
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! - `observation.state`: measured positions, then velocities (backward difference of the
 //!   measured positions over one control period), float32 `[2 dof]`;
 //! - `observation.environment_state`: the episode's goal, float32 `[dof]`;
+//! - `observation.force` (a run with a wrist force/torque sensor): the force on the tool
+//!   (N) then the torque about the sensor (N m), base frame, float32 `[6]`;
 //! - `action`: the command that left the permission gate (what the drives got);
 //! - `action.proposed`: what the gate was given (base + correction, after the action
 //!   filter); `action.base`, `action.residual`: its parts (base = proposal and residual
@@ -76,6 +78,8 @@ struct Frame {
     intervention: bool,
     /// The newest camera image captured by the cycle's deadline (PNG), with a camera.
     image: Option<Arc<[u8]>>,
+    /// The wrist force/torque reading, force (N) then torque (N m), with a sensor.
+    wrench: Option<Vec<f32>>,
 }
 
 /// One episode's frames and outcome.

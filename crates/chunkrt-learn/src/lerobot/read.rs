@@ -405,6 +405,7 @@ fn frame(
         blocked,
         intervention: blocked || c.mode != chunkrt_core::Mode::Playing,
         image,
+        wrench: c.wrench.as_ref().map(|w| f32s(w)),
     }
 }
 
@@ -483,6 +484,7 @@ mod tests {
             blocked: false,
             intervention: false,
             image: None,
+            wrench: None,
         };
         let mut frames: Vec<Frame> = (0..5).map(|_| frame(-1.0)).collect();
         let goals = vec![vec![10.0], vec![20.0], vec![30.0]];

@@ -127,6 +127,12 @@ pub(super) fn data_batch(
         i64s(frames.iter().map(|_| 0)),
     ];
     let mut fields = fields;
+    let wrenches: Option<Vec<&[f32]>> =
+        frames.iter().map(|(_, _, f)| f.wrench.as_deref()).collect();
+    if let Some(w) = wrenches.filter(|w| !w.is_empty()) {
+        fields.insert(2, vec_field(FORCE_FEATURE, DataType::Float32, 6));
+        columns.insert(2, f32_list(&w, 6));
+    }
     if episodes.iter().any(|e| e.image_size.is_some()) {
         let (field, images) = image_column(frames.iter().map(|(_, _, f)| f.image.as_deref()));
         fields.insert(0, field);
@@ -134,6 +140,9 @@ pub(super) fn data_batch(
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
+
+/// The wrist force/torque feature: force (N) then torque (N m), base frame.
+pub(super) const FORCE_FEATURE: &str = "observation.force";
 
 /// The feature LeRobot names a single camera's image.
 pub(super) const IMAGE_FEATURE: &str = "observation.image";

@@ -239,14 +239,7 @@ impl Timeline<'_> {
         if d.has_torque {
             self.draw_torque(&mut chart, j)?;
         }
-        // Mode changes (few enough to tell apart).
-        if d.modes.len() <= MAX_MODE_LINES {
-            chart
-                .draw_series(d.modes.iter().map(|(t, _, _)| {
-                    PathElement::new(vec![(*t, lo), (*t, hi)], MODE_LINE.mix(0.6).stroke_width(1))
-                }))
-                .map_err(err)?;
-        }
+        chart.draw_series(self.mode_lines(lo, hi)).map_err(err)?;
         self.draw_chunk_dots(&mut chart, j, t0, t1)?;
         self.draw_positions(&mut chart, j)?;
         self.draw_gate_ticks(&mut chart, j, lo, hi)?;
@@ -255,6 +248,20 @@ impl Timeline<'_> {
         }
         super::figure::legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
         Ok(())
+    }
+
+    /// A vertical line from `lo` to `hi` at every mode change (none where there are
+    /// too many to tell apart).
+    fn mode_lines(&self, lo: f64, hi: f64) -> impl Iterator<Item = PathElement<(f64, f64)>> + '_ {
+        let modes = &self.data.modes;
+        let shown = if modes.len() <= MAX_MODE_LINES {
+            modes.len()
+        } else {
+            0
+        };
+        modes[..shown].iter().map(move |(t, _, _)| {
+            PathElement::new(vec![(*t, lo), (*t, hi)], MODE_LINE.mix(0.6).stroke_width(1))
+        })
     }
 
     /// The wrist force's magnitude over time (the bottom panel, with the time axis),
@@ -286,16 +293,7 @@ impl Timeline<'_> {
             .label_style((FONT, 12))
             .draw()
             .map_err(err)?;
-        if d.modes.len() <= MAX_MODE_LINES {
-            chart
-                .draw_series(d.modes.iter().map(|(t, _, _)| {
-                    PathElement::new(
-                        vec![(*t, 0.0), (*t, hi)],
-                        MODE_LINE.mix(0.6).stroke_width(1),
-                    )
-                }))
-                .map_err(err)?;
-        }
+        chart.draw_series(self.mode_lines(0.0, hi)).map_err(err)?;
         chart
             .draw_series(LineSeries::new(
                 envelope(d, FORCE_SERIES, 0),
