@@ -242,17 +242,8 @@ mod tests {
 
     fn episode(run: &str, wrenches: &[bool]) -> Episode {
         let frame = |w: bool| super::super::Frame {
-            state: vec![],
-            goal: vec![],
-            action: vec![],
-            proposed: vec![],
-            base: vec![],
-            residual: vec![],
-            mask: vec![],
-            blocked: false,
-            intervention: false,
-            image: None,
             wrench: w.then(|| vec![0.0; 6]),
+            ..Default::default()
         };
         Episode {
             frames: wrenches.iter().map(|w| frame(*w)).collect(),

@@ -474,17 +474,8 @@ mod tests {
     #[test]
     fn a_continuous_runs_goal_follows_the_observations_it_changed_at() {
         let frame = |g: f32| Frame {
-            state: vec![],
             goal: vec![g],
-            action: vec![],
-            proposed: vec![],
-            base: vec![],
-            residual: vec![],
-            mask: vec![],
-            blocked: false,
-            intervention: false,
-            image: None,
-            wrench: None,
+            ..Frame::default()
         };
         let mut frames: Vec<Frame> = (0..5).map(|_| frame(-1.0)).collect();
         let goals = vec![vec![10.0], vec![20.0], vec![30.0]];
