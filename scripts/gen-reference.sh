@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the reference pages that are generated from the code (docs/reference/);
+# Regenerates the reference pages that are generated from the code (docs/reference/:
+# the exit statuses, the configuration reference, the records' JSON Schemas);
 # crates/chunkrt-cli/tests/reference.rs fails while a committed page differs from what the
 # code generates now.
 #   scripts/gen-reference.sh       CHUNKRT_BIN=... to use a given binary (else built)
@@ -15,3 +16,7 @@ mkdir -p docs/reference
 echo "docs/reference/exit-statuses.md"
 "$bin" reference config >docs/reference/config.md
 echo "docs/reference/config.md"
+for record in report margin gap config budget ecsim; do
+    "$bin" reference schema "$record" >"docs/reference/$record.schema.json"
+    echo "docs/reference/$record.schema.json"
+done

@@ -15,7 +15,8 @@
 #
 # TEST_STAGES: only the stages whose names contain one of these words (space
 # separated; e.g. TEST_STAGES="tests 40-ethercat"); the names are set-up, fmt, clippy,
-# structure, book, tests, loom and the scripts in scripts/test.d/. NEXTEST_ARGS: extra arguments for
+# structure, book, tests, book-examples, loom and the scripts in scripts/test.d/; book-long
+# (the manual's long examples, tens of minutes) runs only when named. NEXTEST_ARGS: extra arguments for
 # the tests stage (e.g. NEXTEST_ARGS="-E binary(vision)").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -79,6 +80,15 @@ book() {
     python3 scripts/book-links.py target/book
 }
 
+# The manual's shell examples, executed as printed (scripts/book-examples.py): the blocks
+# tagged `run` in every run of this script; those tagged `long` (minutes each) only when
+# TEST_STAGES names book-long. The commands name ./target/release/chunkrt.
+book_examples() {
+    cargo build --release --quiet -p chunkrt-cli
+    python3 scripts/book-examples.py --self-test
+    python3 scripts/book-examples.py "$@"
+}
+
 loom() {
     CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
         cargo test -p chunkrt-buffer --release --test loom
@@ -90,6 +100,10 @@ stage "clippy (--all-targets -D warnings)" cargo clippy --workspace --all-target
 stage "structure (scripts/structure.sh)" ./scripts/structure.sh
 stage "book (mdbook build, links)" book
 stage "tests (unit and integration)" unit_and_integration_tests
+stage "book-examples (the manual's blocks tagged run)" book_examples
+if [[ " ${TEST_STAGES:-} " == *" book-long "* ]]; then
+    stage "book-long (the manual's blocks tagged run and long)" book_examples --long
+fi
 stage "loom (the triple buffer's model)" loom
 for extra in scripts/test.d/*.sh; do
     [[ -e "$extra" ]] || continue

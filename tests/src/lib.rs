@@ -5,6 +5,7 @@ pub mod faulty;
 pub mod kinematics;
 pub mod playback;
 pub mod recording;
+pub mod schema;
 
 use chunkrt_config::Config;
 use chunkrt_core::{Command, Feedback, MonoTime};

@@ -103,7 +103,7 @@ fn sim_case(thread: PanicThread, name: &str, expect_thread: &str) {
     assert!(out.thread_panics[0].message.contains("injected panic"));
     // The report on disk names it, and says how the quick stop ended.
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&dir.join("report.json"));
     assert_eq!(report["thread_panics"][0]["thread"], expect_thread);
     assert_eq!(report["quick_stop"]["standstill"], true, "{report:#}");
     assert_eq!(report["quick_stop"]["disabled"], true);

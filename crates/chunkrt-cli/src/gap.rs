@@ -8,7 +8,6 @@ use anyhow::{bail, Context};
 use chunkrt_config::Config;
 use chunkrt_gap::{compare, measure_plant, GapRow, GapSetup, PlantMeasurement, Tolerances};
 use clap::Parser;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -166,30 +165,64 @@ fn gap_setup(args: &GapArgs, reference: &Config, plant: &Config) -> anyhow::Resu
     Ok(setup)
 }
 
-/// `gap.json`: both measurements, the setup, the tolerances and the rows.
-fn gap_json(
-    r: &PlantMeasurement,
-    p: &PlantMeasurement,
-    setup: &GapSetup,
-    tol: &Tolerances,
-    rows: &[GapRow],
-) -> serde_json::Value {
-    let over = rows.iter().filter(|r| r.over).count();
-    json!({
-        "reference": r,
-        "plant": p,
-        "setup": {
-            "joints": setup.joints,
-            "freqs_hz": setup.freqs_hz,
-            "window_s": setup.window_s,
-            "settle_s": setup.settle_s,
-            "hold_s": setup.hold_s,
-            "servo_gain_per_s": setup.servo_gain_per_s,
+/// `gap.json`: both measurements, the setup, the tolerances and the rows
+/// (`docs/reference/gap.schema.json` is its schema).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(title = "gap.json")]
+pub struct GapJson<'a> {
+    /// The reference plant's figures.
+    reference: &'a PlantMeasurement,
+    /// The figures of the plant compared with it.
+    plant: &'a PlantMeasurement,
+    /// The excitation both plants got.
+    setup: GapSetupJson<'a>,
+    /// The tolerance of each metric.
+    tolerances: &'a Tolerances,
+    /// One row per metric, channel and joint.
+    rows: &'a [GapRow],
+    /// How many rows are over their tolerance.
+    over: usize,
+}
+
+/// The excitation of `gap.json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct GapSetupJson<'a> {
+    /// The joints excited, one run each.
+    joints: &'a [usize],
+    /// Probe frequencies (Hz).
+    freqs_hz: &'a [f64],
+    /// The DFT window (s).
+    window_s: f64,
+    /// Time from the start to the probe (s).
+    settle_s: f64,
+    /// The hold's window before the probe (s).
+    hold_s: f64,
+    /// The servo policy's gain (1/s).
+    servo_gain_per_s: f64,
+}
+
+fn gap_json<'a>(
+    r: &'a PlantMeasurement,
+    p: &'a PlantMeasurement,
+    setup: &'a GapSetup,
+    tol: &'a Tolerances,
+    rows: &'a [GapRow],
+) -> GapJson<'a> {
+    GapJson {
+        reference: r,
+        plant: p,
+        setup: GapSetupJson {
+            joints: &setup.joints,
+            freqs_hz: &setup.freqs_hz,
+            window_s: setup.window_s,
+            settle_s: setup.settle_s,
+            hold_s: setup.hold_s,
+            servo_gain_per_s: setup.servo_gain_per_s,
         },
-        "tolerances": tol,
-        "rows": rows,
-        "over": over,
-    })
+        tolerances: tol,
+        rows,
+        over: rows.iter().filter(|r| r.over).count(),
+    }
 }
 
 /// `--omission-log`: appends the over rows of `json` to `manifest`; returns how many

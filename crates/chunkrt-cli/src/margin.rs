@@ -11,11 +11,13 @@
 
 mod args;
 mod figure;
+mod json;
 mod live;
 mod reference;
 
 use args::LoopKind;
 pub use args::MarginArgs;
+pub use json::MarginJson;
 
 /// Runs `chunkrt margin`: the runtime's loop with `--config` (or `--loop
 /// runtime`), else the reference loop.

@@ -112,7 +112,7 @@ fn a_residual_trained_on_the_frozen_bases_record_reaches_the_goals_it_missed_fro
         "trained on exactly the seen starts' episodes"
     );
     // The adapted run's commands came from that base and that residual.
-    let cfg = &json(&out.join("adapted/report.json"))["config"];
+    let cfg = &common::read_json_checked(&out.join("adapted/report.json"))["config"];
     assert_eq!(
         cfg["policy_model_sha256"].as_str(),
         base["model_sha256"].as_str()

@@ -74,8 +74,7 @@ fn a_broken_budget_exits_1_with_a_fail_row_and_writes_every_file() {
     );
 
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap();
+        chunkrt_tests::schema::read_json_checked(&out_dir.join("report.json"));
     let rows = report["budget"].as_array().expect("budget array");
     assert_eq!(rows.len(), 2);
     let wake = rows.iter().find(|r| r["metric"] == "wake_latency").unwrap();
@@ -187,8 +186,7 @@ fn a_generous_budget_passes_and_the_baseline_block_is_written() {
     assert!(stdout.contains("budget: PASS (2 limits)"), "{stdout}");
     if !extra.is_empty() {
         let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-                .unwrap();
+            chunkrt_tests::schema::read_json_checked(&out_dir.join("report.json"));
         let b = &report["baseline"];
         assert_eq!(b["tool"], "cyclictest");
         assert_eq!(b["method"], "alternating segments");
@@ -271,8 +269,7 @@ fn ordinary_regressions_fail_the_ci_budget() {
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
         let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-                .unwrap();
+            chunkrt_tests::schema::read_json_checked(&out_dir.join("report.json"));
         let rows = report["budget"].as_array().unwrap();
         let row = rows
             .iter()

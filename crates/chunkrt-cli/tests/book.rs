@@ -74,7 +74,12 @@ fn commands(file: &str, text: &str, subs: &[String]) -> (Vec<Found>, usize) {
         if let Some(info) = line.trim_start().strip_prefix("```") {
             block = match block {
                 Some(_) => None,
-                None => Some(matches!(info.trim(), "" | "sh" | "bash" | "console")),
+                // The language is the info string's first word; the rest are
+                // scripts/book-examples.py's tags (`sh run`, `console long`, ...).
+                None => Some(matches!(
+                    info.split_whitespace().next().unwrap_or(""),
+                    "" | "sh" | "bash" | "console"
+                )),
             };
             continue;
         }
@@ -190,7 +195,7 @@ fn every_chunkrt_command_in_the_manual_is_one_the_binary_accepts() {
 #[test]
 fn a_renamed_flag_in_a_page_fails_the_check() {
     let subs = subcommands();
-    let page = "```sh\n./target/release/chunkrt run --config rt-config/sim.toml \\\n    --duration 10s   # ten seconds\n```\n";
+    let page = "```sh run\n./target/release/chunkrt run --config rt-config/sim.toml \\\n    --duration 10s   # ten seconds\n```\n";
     let (found, _) = commands("page.md", page, &subs);
     assert_eq!(found.len(), 1);
     assert_eq!(

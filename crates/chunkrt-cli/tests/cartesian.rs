@@ -85,7 +85,7 @@ touch_speed_m_s = {touch}
 }
 
 fn report(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    common::read_json_checked(&out.join("report.json"))
 }
 
 #[test]

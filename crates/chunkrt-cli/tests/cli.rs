@@ -84,7 +84,7 @@ fn a_short_run_writes_a_report_with_the_documented_schema() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("wake_latency"), "{stdout}");
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&dir.join("report.json"));
     for key in ["kernel", "preempt", "sched_fifo", "mlockall"] {
         assert!(report["host"].get(key).is_some(), "host.{key}");
     }
@@ -139,7 +139,7 @@ fn a_1ms_bus_period_plays_the_20ms_setpoint_grid() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&dir.join("report.json"));
     assert_eq!(report["config"]["period_ms"], 1.0);
     let cycles = report["counters"]["cycles"].as_u64().unwrap();
     assert!(cycles > 1500, "about 2000 cycles at 1 ms, got {cycles}");

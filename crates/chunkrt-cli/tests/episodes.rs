@@ -179,8 +179,7 @@ fn a_residual_over_its_budget_is_rolled_back_mid_run_and_the_base_finishes_the_e
         "zero only {zero_from} cycles after the rollback (slew time {slew_s:.2} s)"
     );
     // The events say the same: the rollback is counted.
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = common::read_json_checked(&out.join("report.json"));
     assert_eq!(report["counters"]["residual_rollbacks"], 1);
     assert_eq!(report["episodes"]["list"].as_array().unwrap().len(), 3);
 

@@ -82,8 +82,7 @@ fn a_run_without_episodes_exports_as_one_episode_with_the_goals_it_pursued() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
-    let report: Value =
-        serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let report: Value = common::read_json_checked(&run.join("report.json"));
     let goal_list: Vec<Vec<f64>> =
         serde_json::from_value(report["config"]["policy_goals_rad"].clone()).unwrap();
     assert!(goal_list.len() >= 2, "{goal_list:?}");

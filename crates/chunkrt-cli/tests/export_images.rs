@@ -64,8 +64,7 @@ fn a_camera_runs_dataset_holds_at_each_frame_the_newest_image_captured_by_its_de
         &[&config, Path::new("--out"), &out],
     );
     assert!(o.status.success(), "{}", output_text(&o));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = common::read_json_checked(&out.join("report.json"));
     let rec = out.join("recording.mcap");
     let images = recording::images(&rec).unwrap();
     let (cycles, _) = recording::read(&rec).unwrap();

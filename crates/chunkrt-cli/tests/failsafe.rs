@@ -87,8 +87,7 @@ fn signal(child: &Child, sig: libc::c_int) {
 }
 
 fn report(out: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
-    serde_json::from_str(&text).unwrap()
+    common::read_json_checked(&out.join("report.json"))
 }
 
 /// Every joint's recorded commands after the last cycle that played stay within the

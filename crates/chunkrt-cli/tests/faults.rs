@@ -78,9 +78,7 @@ fn jsonl(path: &Path) -> Vec<serde_json::Value> {
 }
 
 fn report(out: &Path) -> serde_json::Value {
-    let p = out.join("report.json");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text:?}", p.display()))
+    common::read_json_checked(&out.join("report.json"))
 }
 
 /// The run ended with the controlled stop: its last mode event (in the report and

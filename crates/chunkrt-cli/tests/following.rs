@@ -55,7 +55,7 @@ fn run(name: &str, limit: Option<f64>) -> (serde_json::Value, Vec<serde_json::Va
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("report.json"));
     let events = std::fs::read_to_string(out.join("events.jsonl"))
         .unwrap()
         .lines()

@@ -48,9 +48,17 @@ fn gap_finds_an_encoder_offset_writes_its_json_and_figure_and_exits_1() {
     let over: Vec<&str> = stdout.lines().filter(|l| l.ends_with("OVER")).collect();
     assert_eq!(over.len(), 1, "{stdout}");
     assert!(over[0].starts_with("sensing   bias_rad"), "{stdout}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("gap.json")).unwrap()).unwrap();
+    let json: serde_json::Value = chunkrt_tests::schema::read_json_checked(&out.join("gap.json"));
     assert_eq!(json["over"], 1);
+    // Its schema can fail: without `tolerances`, or a row's verdict as text, it is refused.
+    use chunkrt_tests::schema::assert_refused;
+    let path = out.join("gap.json");
+    assert_refused(&path, &json, "no tolerances", |j| {
+        j.as_object_mut().unwrap().remove("tolerances");
+    });
+    assert_refused(&path, &json, "a verdict as text", |j| {
+        j["rows"][0]["over"] = serde_json::json!("yes");
+    });
     let rows = json["rows"].as_array().unwrap();
     let bias = rows
         .iter()
@@ -61,9 +69,11 @@ fn gap_finds_an_encoder_offset_writes_its_json_and_figure_and_exits_1() {
     assert!((d - 0.005).abs() <= 0.0005, "{bias}");
     // Both plants' runs are kept, and both measured the same joint.
     for side in ["reference", "plant"] {
+        let report =
+            chunkrt_tests::schema::read_json_checked(&out.join(side).join("joint-0/report.json"));
         assert!(
-            out.join(side).join("joint-0/report.json").is_file(),
-            "{side}"
+            report["counters"]["cycles"].as_u64() > Some(0),
+            "{side}: {report:#}"
         );
         assert_eq!(json[side]["responses"][0]["joint"], 0);
     }

@@ -69,8 +69,7 @@ fn dma_latency_now() -> Option<i32> {
 }
 
 fn report(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    chunkrt_tests::schema::read_json_checked(&dir.join("report.json"))
 }
 
 #[test]

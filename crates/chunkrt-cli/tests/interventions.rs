@@ -52,7 +52,7 @@ fn each_intervention_is_a_record_of_its_window_named_by_its_digest_without_the_r
         "the recording was off"
     );
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("report.json"));
     let listed = report["extra"]["interventions"]
         .as_array()
         .or_else(|| report["interventions"].as_array())

@@ -63,8 +63,7 @@ fn run(
     let p = playback::judge_run(&cfg, &out).unwrap();
     let secs: f64 = duration.trim_end_matches('s').parse().unwrap();
     p.assert_judged(name, playback::min_playing(secs, cfg.control.period_ms));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     eprintln!("{name}: {}", p.line());
     Some((p, report))
 }

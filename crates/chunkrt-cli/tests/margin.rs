@@ -25,9 +25,18 @@ fn margin_writes_its_table_json_and_plot() {
     assert!(stdout.contains("phase margin PM0 = "), "{stdout}");
     assert!(stdout.contains("360 f_c = "), "{stdout}");
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("margin.json"));
     let sweep = json["sweep"].as_array().unwrap();
     assert_eq!(sweep.len(), 3);
+    // Its schema can fail: without `pm0_deg`, or a row's margin as text, it is refused.
+    use chunkrt_tests::schema::assert_refused;
+    let path = out.join("margin.json");
+    assert_refused(&path, &json, "no pm0_deg", |j| {
+        j.as_object_mut().unwrap().remove("pm0_deg");
+    });
+    assert_refused(&path, &json, "a margin as text", |j| {
+        j["sweep"][0]["pm_deg"] = serde_json::json!("40 deg");
+    });
     // Each row carries the measurement and the analytic expectation beside it.
     for row in sweep {
         let (pm, expected) = (
@@ -121,7 +130,7 @@ fn runtime_margin_of(
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stdout}");
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("margin.json"));
     assert_eq!(json["loop"]["kind"], "runtime");
     let mut row = json["rows"][0].clone();
     // Each point is a whole run of the runtime, kept for a person to look at.
@@ -271,7 +280,7 @@ fn a_policy_that_does_not_answer_the_arm_has_no_crossover() {
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{text}");
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("margin.json"));
     let row = &json["rows"][0];
     assert!(
         row["status"].as_str().unwrap().starts_with("no crossover"),
@@ -434,8 +443,8 @@ fn flow_margin_json(out: &Path, delays: &str, extra: &[&str]) -> (serde_json::Va
     let text =
         String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{text}");
-    let json = serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap());
-    (json.unwrap(), text)
+    let json = chunkrt_tests::schema::read_json_checked(&out.join("margin.json"));
+    (json, text)
 }
 
 /// The row of `chunkrt margin` on `rt-config/sim.toml` at 0 ms with `extra`

@@ -53,6 +53,8 @@ fn a_sweep_whose_first_point_loses_authority_stops_with_reason_and_fix() {
         out.join("margin.json").is_file(),
         "the stopped sweep wrote no margin.json: {seen}"
     );
+    let json = chunkrt_tests::schema::read_json_checked(&out.join("margin.json"));
+    assert!(json["rows"].is_array(), "{json:#}");
     for needle in [
         "the sweep stops",
         "smallest delay (0 ms",

@@ -264,8 +264,7 @@ fn a_run_in_which_nothing_played_prints_no_nan() {
     ]);
     let (s, e) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{e}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     // The precondition, from the report: no cycle played.
     assert_eq!(report["command_stream"]["cycles"], 0, "{report:#}");
     assert!(!s.contains("NaN") && !e.contains("NaN"), "{s}{e}");
@@ -364,8 +363,7 @@ fn margin_survives_a_closed_stdout_and_writes_margin_json() {
     };
     let (consumed, closed) = consumed_and_closed(&["margin", "--out", arg(&out)], &clear);
     assert_quiet_end("margin", &consumed, &closed);
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("margin.json")).unwrap()).unwrap();
+    let json: serde_json::Value = common::read_json_checked(&out.join("margin.json"));
     assert!(json.is_object(), "{json}");
     assert!(out.join("margin.svg").is_file());
 }

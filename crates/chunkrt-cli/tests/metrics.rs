@@ -177,8 +177,7 @@ fn prometheus_scrapes_the_run_live_and_ends_with_the_reports_values() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
 
     // Live: scraped while the run went on (run_ended 0), the cycle count growing.
     let ended = samples(prom.port, "chunkrt_run_ended");

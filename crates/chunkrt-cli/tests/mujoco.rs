@@ -111,8 +111,7 @@ fn reaches_its_goals_on_mujoco(config: &str, name: &str) {
         p.goal_times_s.len(),
         p.line()
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     for k in [
         "chunks_expired",
         "inference_errors",

@@ -153,8 +153,7 @@ pos_rad = [{}, {}]
         let q: Vec<f64> = cycles.iter().map(|c| c.command_rad[j]).collect();
         check_stop(&q, first_in, lim, t).unwrap_or_else(|e| panic!("joint {j}: {e}"));
     }
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     let records = report["interventions"]
         .as_array()
         .expect("the report lists interventions");

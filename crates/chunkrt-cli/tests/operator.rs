@@ -186,8 +186,7 @@ fn judge(out: &Path) {
     assert!(events
         .iter()
         .any(|e| e["event"] == "operator_intervention" && e["episode"] == 0));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = common::read_json_checked(&out.join("report.json"));
     let records = report["interventions"].as_array().expect("records");
     assert!(
         records.iter().any(|r| r["kind"] == "operator_intervention"),

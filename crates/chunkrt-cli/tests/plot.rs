@@ -115,7 +115,7 @@ fn every_run_draws_its_plots_with_every_gate_intervention_mode_change_and_seam()
     );
     let svg = figures(&out);
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        chunkrt_tests::schema::read_json_checked(&out.join("report.json"));
     assert_eq!(report["counters"]["ring_drops_event"], 0);
 
     // Every gate intervention (per joint and constraint, as the report counts
@@ -265,8 +265,7 @@ fn a_relative_out_and_record_are_plotted_from_anywhere() {
         assert!(!stderr.contains("no plots"), "{out}: {stderr}");
         let run_dir = cwd.join(out);
         let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
-                .unwrap();
+            chunkrt_tests::schema::read_json_checked(&run_dir.join("report.json"));
         let files = report["recording"]["files"]
             .as_array()
             .expect("recording.files");

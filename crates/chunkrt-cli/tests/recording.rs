@@ -64,8 +64,7 @@ fn an_independent_reader_reproduces_the_reports_counts_from_the_recording() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     let files: Vec<PathBuf> = report["recording"]["files"]
         .as_array()
         .unwrap()
@@ -224,8 +223,7 @@ fn record_file_takes_the_recording_and_an_existing_one_is_refused() {
         "closed: footer and magic"
     );
     assert!(!dir.join("a/recording.mcap").exists());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("a/report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&dir.join("a/report.json"));
     assert_eq!(report["recording"]["files"][0], file.display().to_string());
     assert!(report["counters"]["recording_messages"].as_u64().unwrap() > 40);
 

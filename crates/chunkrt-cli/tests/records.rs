@@ -103,9 +103,7 @@ fn a_chunk_age_short_of_the_measured_inference_time_is_said_with_the_value_that_
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{err}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
-                .unwrap();
+        let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
         let expired = report["counters"]["chunks_expired"].as_u64().unwrap();
         let slowest_ms = report["metrics"]["inference_latency"]["max"]
             .as_f64()

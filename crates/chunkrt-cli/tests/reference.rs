@@ -1,11 +1,15 @@
 //! What `chunkrt reference` generates from the code, as a user meets it: the committed
-//! exit-statuses page is what the code generates now (a stale page fails here), and
+//! exit-statuses page, configuration reference and records' JSON Schemas are what the
+//! code generates now (a stale copy fails here), a schema refuses a real record with a
+//! field missing or of the wrong type (it is no schema that passes anything), and
 //! the man pages and completions that `scripts/install-cli-docs.sh` installs work in
 //! the tools that read them (a real bash completing a real command line).
 
 mod common;
 
+use chunkrt_tests::schema::{read_json_checked, schema_errors, schema_file};
 use common::{bin, repo, temp_dir};
+use serde_json::{json, Value};
 use std::process::Command;
 
 fn generated(args: &[&str]) -> String {
@@ -22,6 +26,87 @@ fn the_committed_exit_statuses_page_is_what_the_code_generates() {
         committed == generated(&["reference", "exit-statuses"]),
         "{page} is stale: regenerate it with scripts/gen-reference.sh and commit it"
     );
+}
+
+/// The records' JSON Schemas (`docs/reference/{report,margin,gap}.schema.json`), which
+/// every test that reads a record checks it against, are the ones the types the records
+/// are written from give now.
+#[test]
+fn the_committed_record_schemas_are_what_the_code_generates() {
+    for record in ["report", "margin", "gap", "config", "budget", "ecsim"] {
+        let file = format!("docs/reference/{record}.schema.json");
+        let committed = std::fs::read_to_string(repo().join(&file)).unwrap();
+        let schema = generated(&["reference", "schema", record]);
+        let parsed: Value = serde_json::from_str(&schema).unwrap();
+        let title = match record {
+            "config" => "Config".to_string(),
+            "budget" => "BudgetFile".to_string(),
+            "ecsim" => "SimConfig".to_string(),
+            _ => format!("{record}.json"),
+        };
+        assert_eq!(parsed["title"], title, "{schema}");
+        assert!(
+            committed == schema,
+            "{file} is stale: regenerate it with scripts/gen-reference.sh and commit it"
+        );
+    }
+}
+
+/// The report's schema can fail: a real `report.json` (a short run of the bundled
+/// configuration) passes it, and the same report with one required field removed, or
+/// one field of the wrong type, is refused, the error naming the field.
+#[test]
+fn the_report_schema_refuses_a_report_missing_a_field_or_with_a_wrong_type() {
+    let dir = temp_dir("reference", "schema");
+    let config = common::sim_with(&dir, "sim.toml", "");
+    let out = dir.join("run");
+    common::run_chunkrt("schema", &config, &out, "2s");
+    let path = out.join("report.json");
+    let report = read_json_checked(&path);
+    let schema = schema_file(&path).unwrap();
+    let metric = report["metrics"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("the report has metrics");
+    type Edit = (&'static str, Box<dyn Fn(&mut Value)>);
+    let edits: [Edit; 6] = [
+        (
+            "schema",
+            Box::new(|r| {
+                r.as_object_mut().unwrap().remove("schema");
+            }),
+        ),
+        (
+            "sched_fifo",
+            Box::new(|r| {
+                r["host"].as_object_mut().unwrap().remove("sched_fifo");
+            }),
+        ),
+        ("duration_s", Box::new(|r| r["duration_s"] = json!("2 s"))),
+        ("cpus", Box::new(|r| r["host"]["cpus"] = json!(-1))),
+        (
+            "p99",
+            Box::new(move |r| r["metrics"][&metric]["p99"] = json!(1.5)),
+        ),
+        (
+            "counters",
+            Box::new(|r| r["counters"]["cycles"] = json!("many")),
+        ),
+    ];
+    for (field, edit) in &edits {
+        let mut bad = report.clone();
+        edit(&mut bad);
+        assert_ne!(bad, report, "{field}: the edit changed nothing");
+        let errors = schema_errors(&schema, &bad);
+        assert!(
+            !errors.is_empty(),
+            "a report edited at `{field}` passes {}",
+            schema.display()
+        );
+        let all = errors.join("\n");
+        assert!(all.contains(field), "{field}: {all}");
+    }
+    assert!(schema_errors(&schema, &report).is_empty());
 }
 
 #[test]
@@ -186,5 +271,84 @@ fn installed_man_pages_and_completions_follow_the_command_line() {
     ] {
         let text = std::fs::read_to_string(prefix.join(f)).unwrap();
         assert!(text.contains("runs-dir"), "{f}: {text}");
+    }
+}
+
+/// Every committed configuration file follows its JSON Schema: a budget
+/// (`rt-config/budget*.toml`) `budget.schema.json`, an ecsim configuration
+/// (`rt-config/ecsim-*.toml`) `ecsim.schema.json`, every other `rt-config/*.toml` and the
+/// reference's every-section example `config.schema.json` — their keys, the keys' types,
+/// no unknown key. The schemas can fail: a key misspelt, or a number given as text, is
+/// refused by each.
+#[test]
+fn every_committed_configuration_follows_its_schema() {
+    let schema_of = |p: &std::path::Path| {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let kind = if name.starts_with("budget") {
+            "budget"
+        } else if name.starts_with("ecsim") {
+            "ecsim"
+        } else {
+            "config"
+        };
+        repo().join(format!("docs/reference/{kind}.schema.json"))
+    };
+    let as_json = |p: &std::path::Path| -> Value {
+        let text = std::fs::read_to_string(p).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        serde_json::to_value(doc).unwrap()
+    };
+    let mut files: Vec<_> = std::fs::read_dir(repo().join("rt-config"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.push(repo().join("docs/reference/every-section.toml"));
+    files.sort();
+    let mut kinds = std::collections::BTreeMap::new();
+    for f in &files {
+        let schema = schema_of(f);
+        let errors = schema_errors(&schema, &as_json(f));
+        assert!(errors.is_empty(), "{}: {errors:#?}", f.display());
+        *kinds.entry(schema).or_insert(0) += 1;
+    }
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    // Each schema refuses a misspelt key and a number as text.
+    for (file, table, key, number) in [
+        (
+            "rt-config/sim.toml",
+            "executor",
+            "blend_ms",
+            ("control", "period_ms"),
+        ),
+        (
+            "rt-config/budget-ci.toml",
+            "baseline",
+            "p99_ratio",
+            ("baseline", "p99_ratio"),
+        ),
+        (
+            "rt-config/ecsim-faults.toml",
+            "frames",
+            "drop",
+            ("frames", "delay_us"),
+        ),
+    ] {
+        let path = repo().join(file);
+        let (schema, doc) = (schema_of(&path), as_json(&path));
+        let mut misspelt = doc.clone();
+        let t = misspelt[table].as_object_mut().expect(table);
+        let v = t.remove(key).expect(key);
+        t.insert(format!("{key}_x"), v);
+        assert!(
+            !schema_errors(&schema, &misspelt).is_empty(),
+            "{file}: a misspelt key passed"
+        );
+        let mut text = doc.clone();
+        text[number.0][number.1] = Value::String("20".into());
+        assert!(
+            !schema_errors(&schema, &text).is_empty(),
+            "{file}: a number as text passed"
+        );
     }
 }

@@ -129,7 +129,7 @@ fn run(cfg: &Path, out: &Path, duration: &str) -> (Option<i32>, String) {
 }
 
 fn report(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    common::read_json_checked(&out.join("report.json"))
 }
 
 #[test]

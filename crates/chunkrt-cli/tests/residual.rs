@@ -68,7 +68,7 @@ fn run_with(dir: &Path, residual: &Path, duration: &str) -> PathBuf {
 }
 
 fn report(out: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    common::read_json_checked(&out.join("report.json"))
 }
 
 #[test]

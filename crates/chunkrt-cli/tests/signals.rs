@@ -66,8 +66,7 @@ fn stop_mid_run_with(first: &[libc::c_int], signal: libc::c_int, name: &str) -> 
     );
     assert!(!rest.iter().any(|l| l.contains("panicked")), "{rest:?}");
 
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
-    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let report = common::read_json_checked(&out.join("report.json"));
     assert!(
         report["duration_s"].as_f64().unwrap() < 100.0,
         "stopped by the signal"

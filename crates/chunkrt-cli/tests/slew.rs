@@ -83,8 +83,7 @@ fn run(config: &Path, out: &Path) -> (Vec<Vec<f64>>, f64, serde_json::Value) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cfg = chunkrt_config::Config::load(config).unwrap();
     let (cycles, _) = recording::read(&out.join("recording.mcap")).unwrap();
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     (
         cycles.into_iter().map(|c| c.command_rad).collect(),
         cfg.period_ns() as f64 * 1e-9,

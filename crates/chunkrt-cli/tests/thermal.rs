@@ -177,8 +177,7 @@ fn a_joint_held_against_gravity_past_its_rating_is_derated_then_loses_authority(
         let q: Vec<f64> = cycles.iter().map(|c| c.command_rad[j]).collect();
         check_stop(&q, withdrawn - 1, lim, t).unwrap_or_else(|e| panic!("joint {j}: {e}"));
     }
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     let peak = report["thermal_peak_load"][JOINT].as_f64().unwrap();
     let ours = loads.iter().cloned().fold(0.0, f64::max);
     assert!(
@@ -244,8 +243,7 @@ fn hot_restart(config: &Path, dir: &Path, end_load: f64) {
             .unwrap()
             .as_secs_f64()
             - line["t_end_unix_s"].as_f64().unwrap());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     let from = &report["thermal_initial_from"][0];
     assert_eq!(from["from"], "ledger", "{from}");
     assert_eq!(from["recorded"], "i2t_end", "{from}");

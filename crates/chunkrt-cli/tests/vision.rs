@@ -91,8 +91,7 @@ fn run(name: &str, duration: &str, extra: &str) -> Option<Run> {
         .expect("chunkrt starts");
     let code = wait(&mut child, Duration::from_secs(180));
     assert_eq!(code, Some(0), "chunkrt run exit status ({name})");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = common::read_json_checked(&out.join("report.json"));
     let (cycles, events) = recording::read(&out.join("recording.mcap")).unwrap();
     Some(Run {
         dir: out,

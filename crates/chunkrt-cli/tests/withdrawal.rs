@@ -115,8 +115,7 @@ fn check_last_withdrawal(cycles: &[RecordedCycle], cfg: &Config) -> f64 {
 
 /// The report's per-constraint gate counts equal the sums of `repeats` in gate.jsonl.
 fn gate_counts_reconcile(out: &Path) {
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     let mut sums = std::collections::BTreeMap::<String, u64>::new();
     let log = std::fs::read_to_string(out.join("gate.jsonl")).unwrap();
     for line in log.lines() {
@@ -143,16 +142,14 @@ fn gate_counts_reconcile(out: &Path) {
 
 /// How many chunks the run refused at ingestion for setpoints past the joints' range.
 fn refused_out_of_bounds(out: &Path) -> u64 {
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     report["counters"]["chunks_out_of_bounds"]
         .as_u64()
         .expect("chunks_out_of_bounds in the report")
 }
 
 fn mode_events(out: &Path) -> Vec<serde_json::Value> {
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::read_json_checked(&out.join("report.json"));
     report["events"]
         .as_array()
         .unwrap()

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// How simulated time advances.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClockMode {
     /// Real monotonic time: the drives integrate the wall-clock time between process-data cycles.
@@ -24,7 +24,7 @@ pub enum ClockMode {
 }
 
 /// AL states a transition can be refused into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TargetState {
     /// INIT -> PRE-OP.
@@ -47,7 +47,7 @@ impl TargetState {
 }
 
 /// Parameters of each simulated drive (all drives share them).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DriveParams {
     /// Vendor ID reported in SII and 0x1018:01.
@@ -127,7 +127,7 @@ impl Default for DriveParams {
 }
 
 /// Frame-level faults, each a probability per frame in 0..=1.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FrameFaults {
     /// Fraction of frames lost (half on the way out, before any drive saw them; half on the way
@@ -153,7 +153,7 @@ pub struct FrameFaults {
 }
 
 /// Put a drive into CiA 402 fault at a given time.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DriveFault {
     /// Drive position in the chain (0-based).
@@ -170,7 +170,7 @@ fn default_fault_code() -> u16 {
 }
 
 /// Refuse an AL state transition with an AL status code.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RefuseTransition {
     /// Drive position in the chain (0-based).
@@ -189,7 +189,7 @@ fn default_refuse_code() -> u16 {
 }
 
 /// Cut the cable in front of a drive: it and every drive behind it disappear.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkCut {
     /// First unreachable drive (0-based); 0 cuts the master's own link.
@@ -202,7 +202,7 @@ pub struct LinkCut {
 
 /// Power a drive off and on again: see [`crate::SimNetwork::power_cycle`] for what the chain
 /// and the drive do.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerCycle {
     /// Drive position in the chain (0-based).
@@ -215,7 +215,7 @@ pub struct PowerCycle {
 }
 
 /// Complete simulator configuration.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
     /// Seed of the fault-injection random generator.
@@ -620,4 +620,11 @@ mod bounded_read_tests {
             assert!(e.contains(path) && e.contains(what), "{path}: {e}");
         }
     }
+}
+
+/// The JSON Schema (2020-12) of an ecsim configuration file (`rt-config/ecsim-*.toml`,
+/// as JSON): its keys and their types, no unknown key
+/// (docs/reference/ecsim.schema.json, by `chunkrt reference schema ecsim`).
+pub fn schema() -> serde_json::Value {
+    schemars::schema_for!(SimConfig).to_value()
 }

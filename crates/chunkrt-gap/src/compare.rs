@@ -12,7 +12,7 @@ use serde::Serialize;
 ///
 /// Every tolerance bounds the difference between the plants (the gap), not either
 /// plant alone: a plant alone is judged by `chunkrt bench`'s budget files.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Tolerances {
     /// `|Δ phase lag|` at every probe frequency (degrees).
     pub phase_lag_deg: f64,
@@ -65,7 +65,7 @@ impl Default for Tolerances {
 }
 
 /// One metric of one channel on both plants.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct GapRow {
     /// `actuator`, `coupling`, `load`, `sensing` or `timing`.
     pub channel: &'static str,

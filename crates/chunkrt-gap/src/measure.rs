@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// One plant's figures, from one excitation run per joint.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PlantMeasurement {
     /// The plant's name (its config file).
     pub name: String,
@@ -32,7 +32,7 @@ pub struct PlantMeasurement {
 }
 
 /// A joint's answer to its probe.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct JointResponse {
     /// The excited joint.
     pub joint: usize,
@@ -53,7 +53,7 @@ pub struct JointResponse {
 /// A joint's answer to a step of its command (the gate shapes the step within the
 /// joint's limits; both plants get the same command), over the step up and the step
 /// down.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct StepResponse {
     /// The command's step (rad).
     pub step_rad: f64,
@@ -66,7 +66,7 @@ pub struct StepResponse {
 }
 
 /// The measured position over the command that left the gate at one frequency.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ResponsePoint {
     /// The frequency (Hz).
     pub freq_hz: f64,
@@ -77,7 +77,7 @@ pub struct ResponsePoint {
 }
 
 /// One joint held at rest.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HoldStats {
     /// The joint.
     pub joint: usize,
@@ -94,7 +94,7 @@ pub struct HoldStats {
 }
 
 /// The policy path's timing.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Timing {
     /// End-to-end latency (observation to first command on the bus) P99 - P50 (ms).
     pub e2e_jitter_ms: f64,

@@ -40,7 +40,7 @@ pub use chunkrt_config::ConfigError as BudgetError;
 
 /// Limits on one metric, as written in the file. Every statistic can be given in
 /// microseconds or milliseconds (not both).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct MetricLimitsFile {
     /// When false, a metric without samples (no bus on the simulated arm) is skipped
@@ -67,12 +67,19 @@ struct MetricLimitsFile {
     p99_minus_p50_ms: Option<f64>,
 }
 
+/// The JSON Schema (2020-12) of a budget file (`rt-config/budget*.toml`, as JSON): its
+/// keys and their types, no unknown key (docs/reference/budget.schema.json, by
+/// `chunkrt reference schema budget`). Metric names and units are the parser's to check.
+pub fn schema() -> serde_json::Value {
+    schemars::schema_for!(BudgetFile).to_value()
+}
+
 fn yes() -> bool {
     true
 }
 
 /// Limits on the ratio chunkrt / cyclictest of the wake latency.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct BaselineLimitsFile {
     /// When true, a run without a baseline fails these limits instead of skipping them.
@@ -83,7 +90,7 @@ struct BaselineLimitsFile {
     max_ratio: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct BudgetFile {
     description: Option<String>,

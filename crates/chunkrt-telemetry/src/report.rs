@@ -1,4 +1,5 @@
-//! The run report: the text table and `report.json` (schema documented in docs/records.md).
+//! The run report: the text table and `report.json` (fields documented in docs/records.md;
+//! its JSON Schema, generated from [`Report`], is docs/reference/report.schema.json).
 
 use crate::metrics::{MetricSet, METRICS};
 use serde::Serialize;
@@ -9,7 +10,7 @@ use std::fmt::Write;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// What the host gave the run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct HostInfo {
     /// `uname -r`.
     pub kernel: String,
@@ -43,7 +44,7 @@ pub struct HostInfo {
 }
 
 /// Percentiles of one metric, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct MetricSummary {
     /// Always `ns`.
     pub unit: &'static str,
@@ -67,10 +68,12 @@ pub struct MetricSummary {
     pub mean: f64,
 }
 
-/// The run report.
-#[derive(Clone, Debug, Default, Serialize)]
+/// The run report (`report.json`; `docs/reference/report.schema.json` is its schema,
+/// generated from this type by `chunkrt reference schema report`).
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[schemars(title = "report.json")]
 pub struct Report {
-    /// [`SCHEMA_VERSION`].
+    /// The report's schema version ([`SCHEMA_VERSION`]): bumped only on incompatible changes.
     pub schema: u32,
     /// chunkrt's version.
     pub chunkrt_version: String,

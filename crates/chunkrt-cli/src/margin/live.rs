@@ -4,11 +4,14 @@
 
 use super::args::{parse_delays, Compensation, InjectAt, MarginArgs};
 use super::figure::MarginFigure;
+use super::json::{
+    finite, ActionFilter, FilterLag, GainMargin, MarginJson, Oscillation, RuntimeBodePoint,
+    RuntimeLoop, RuntimeMargin, RuntimeRow,
+};
 use anyhow::{bail, Context};
 use chunkrt_config::{Config, InferenceDelayConfig, InjectConfig};
 use chunkrt_margin::live::{default_freqs, measure, LiveRow, LiveSetup, LiveStatus};
 use chunkrt_telemetry::plot;
-use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -499,84 +502,103 @@ fn setup_filter_lag(setup: &LiveSetup, cutoff_hz: f64, freq_hz: f64) -> f64 {
         .phase_lag_deg(freq_hz)
 }
 
+/// `margin.json`: the loop and one row per compensation and delay.
 fn report_json(
     args: &MarginArgs,
     setup: &LiveSetup,
     desc: &str,
     rows: &[(Compensation, u64, LiveRow)],
-) -> serde_json::Value {
-    let rows: Vec<_> = rows
-        .iter()
-        .map(|(comp, d, r)| {
-            let c = &r.consequences;
-            let (fc, pm, dm) = match r.status {
-                LiveStatus::Margin {
-                    crossover_hz,
-                    pm_deg,
-                    delay_margin_ms,
-                } => (Some(crossover_hz), Some(pm_deg), Some(delay_margin_ms)),
-                _ => (None, None, None),
-            };
-            json!({
-                "compensation": comp_name(*comp),
-                "delay_ms": *d as f64 * 1e-6,
-                "status": r.status.explain(),
-                "stability": r.verdict.stability.word(),
-                "growth_per_s": r.verdict.growth_per_s.is_finite().then_some(r.verdict.growth_per_s),
-                "envelope_first_rad": r.verdict.first_peak,
-                "envelope_last_rad": r.verdict.last_peak,
-                "residual_rms_rad": r.residual_rms_rad,
-                "crossover_hz": fc,
-                "pm_deg": pm,
-                "delay_margin_ms": dm,
-                "gain_margin": r.gain_margin.map(|(f, db)| json!({"freq_hz": f, "db": db})),
-                "hold_err_rms_rad": c.hold_err_rms_rad,
-                "hold_err_max_rad": c.hold_err_max_rad,
-                "overshoot_rad": c.overshoot_rad,
-                "time_to_goal_s": c.time_to_goal_s,
-                "oscillation": c.oscillation.map(|(f, a)| json!({"freq_hz": f, "amplitude_rad": a, "limit_cycle": c.limit_cycle})),
-                "gate_cycles_in_window": c.gate_cycles,
-                "fallbacks": c.fallbacks,
-                "chunks_expired": c.chunks_expired,
-                "backend": r.backend,
-                "run_dir": r.run_dir.display().to_string(),
-                "reference_run_dir": r.twin_mismatch_rad.map(|_| {
-                    r.run_dir.join(chunkrt_margin::live::REFERENCE_DIR).display().to_string()
-                }),
-                "twin_mismatch_rad": r.twin_mismatch_rad,
-                "attempts": r.attempts,
-                "departed_rad": r.departed_rad,
-                "replay_late": r.replay_late,
-                "action_filter": r.action_filter.map(|f| json!({
-                    "cutoff_hz": f.cutoff_hz,
-                    "phase_lag_deg_at_crossover": f.lag_at_crossover_deg,
-                    "phase_lag_deg_at_probe_freqs": r.points.iter().map(|p| {
-                        json!({"freq_hz": p.freq_hz, "lag_deg": setup_filter_lag(setup, f.cutoff_hz, p.freq_hz)})
-                    }).collect::<Vec<_>>(),
-                })),
-                "bode": r.points.iter().map(|p| json!({
-                    "freq_hz": p.freq_hz, "mag": p.l.abs(), "phase_deg": p.phase_deg,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({
-        "loop": {
-            "kind": "runtime",
-            "description": desc,
-            "config": setup.config_name,
-            "joint": setup.joint,
-            "probe_amplitude_rad": setup.amplitude_rad,
-            "probe_freqs_hz": setup.freqs_hz,
-            "window_s": setup.window_s,
-            "settle_s": setup.settle_s,
-            "free_s": setup.free_s,
-            "inject_at": format!("{:?}", args.inject_at).to_lowercase(),
-            "jitter_ms": args.jitter_ms,
+) -> MarginJson {
+    MarginJson::Runtime(RuntimeMargin {
+        loop_: RuntimeLoop {
+            kind: "runtime",
+            description: desc.to_string(),
+            config: setup.config_name.clone(),
+            joint: setup.joint,
+            probe_amplitude_rad: setup.amplitude_rad,
+            probe_freqs_hz: setup.freqs_hz.clone(),
+            window_s: setup.window_s,
+            settle_s: setup.settle_s,
+            free_s: setup.free_s,
+            inject_at: format!("{:?}", args.inject_at).to_lowercase(),
+            jitter_ms: args.jitter_ms,
         },
-        "threshold_deg": args.threshold_deg,
-        "rows": rows,
+        threshold_deg: args.threshold_deg,
+        rows: rows
+            .iter()
+            .map(|(comp, d, r)| row_json(setup, *comp, *d, r))
+            .collect(),
     })
+}
+
+/// One row of `margin.json`: the point measured at `delay_ns` with `comp`.
+fn row_json(setup: &LiveSetup, comp: Compensation, delay_ns: u64, r: &LiveRow) -> RuntimeRow {
+    let c = &r.consequences;
+    let (fc, pm, dm) = match r.status {
+        LiveStatus::Margin {
+            crossover_hz,
+            pm_deg,
+            delay_margin_ms,
+        } => (Some(crossover_hz), Some(pm_deg), Some(delay_margin_ms)),
+        _ => (None, None, None),
+    };
+    RuntimeRow {
+        compensation: comp_name(comp),
+        delay_ms: delay_ns as f64 * 1e-6,
+        status: r.status.explain(),
+        stability: r.verdict.stability.word(),
+        growth_per_s: finite(r.verdict.growth_per_s),
+        envelope_first_rad: finite(r.verdict.first_peak),
+        envelope_last_rad: finite(r.verdict.last_peak),
+        residual_rms_rad: r.residual_rms_rad,
+        crossover_hz: fc,
+        pm_deg: pm,
+        delay_margin_ms: dm,
+        gain_margin: GainMargin::of(r.gain_margin),
+        hold_err_rms_rad: c.hold_err_rms_rad,
+        hold_err_max_rad: c.hold_err_max_rad,
+        overshoot_rad: c.overshoot_rad,
+        time_to_goal_s: c.time_to_goal_s,
+        oscillation: c.oscillation.map(|(freq_hz, amplitude_rad)| Oscillation {
+            freq_hz,
+            amplitude_rad,
+            limit_cycle: c.limit_cycle,
+        }),
+        gate_cycles_in_window: c.gate_cycles,
+        fallbacks: c.fallbacks,
+        chunks_expired: c.chunks_expired,
+        backend: r.backend.clone(),
+        run_dir: r.run_dir.display().to_string(),
+        reference_run_dir: r.twin_mismatch_rad.map(|_| {
+            let twin = r.run_dir.join(chunkrt_margin::live::REFERENCE_DIR);
+            twin.display().to_string()
+        }),
+        twin_mismatch_rad: r.twin_mismatch_rad,
+        attempts: r.attempts,
+        departed_rad: r.departed_rad.clone(),
+        replay_late: r.replay_late,
+        action_filter: r.action_filter.map(|f| ActionFilter {
+            cutoff_hz: f.cutoff_hz,
+            phase_lag_deg_at_crossover: f.lag_at_crossover_deg,
+            phase_lag_deg_at_probe_freqs: r
+                .points
+                .iter()
+                .map(|p| FilterLag {
+                    freq_hz: p.freq_hz,
+                    lag_deg: setup_filter_lag(setup, f.cutoff_hz, p.freq_hz),
+                })
+                .collect(),
+        }),
+        bode: r
+            .points
+            .iter()
+            .map(|p| RuntimeBodePoint {
+                freq_hz: p.freq_hz,
+                mag: p.l.abs(),
+                phase_deg: p.phase_deg,
+            })
+            .collect(),
+    }
 }
 
 fn figure(

@@ -5,6 +5,9 @@
 
 use super::args::{parse_delays, MarginArgs};
 use super::figure::MarginFigure;
+use super::json::{
+    GainMargin, MarginJson, ModelJson, ReferenceBodePoint, ReferenceLoop, ReferenceMargin, SweepRow,
+};
 use anyhow::{bail, Context};
 use chunkrt_margin::{
     bode, delay_at_threshold_ms, gain_crossover, model_loop, model_margins, phase_crossover,
@@ -12,7 +15,6 @@ use chunkrt_margin::{
     MarginSetup, ModelMargins, PointStatus, ServoGains, Stability,
 };
 use chunkrt_telemetry::plot;
-use serde_json::json;
 
 fn setup(args: &MarginArgs) -> anyhow::Result<(MarginSetup, String)> {
     let mut setup = MarginSetup::reference();
@@ -271,94 +273,78 @@ fn print_table(setup: &MarginSetup, m: &Measured, threshold: f64) {
 
 /// `margin.json`: the loop, the margins at zero delay, the hand model, the Bode
 /// points and the sweep.
-fn report_json(
-    setup: &MarginSetup,
-    name: &str,
-    m: &Measured,
-    args: &MarginArgs,
-) -> serde_json::Value {
-    let Measured {
-        points,
-        rows,
-        pm0,
-        fc,
-        gm,
-        slope,
-        at,
-        ..
-    } = m;
-    let (pm0, fc) = (*pm0, *fc);
-    let bode = bode_json(setup, points);
-    let sweep = sweep_json(setup, rows, pm0, fc);
+fn report_json(setup: &MarginSetup, name: &str, m: &Measured, args: &MarginArgs) -> MarginJson {
+    let j = setup.joint;
     let model = model_margins(setup, 0.0);
-    json!({
-        "loop": {
-            "config": name,
-            "joint": setup.joint,
-            "period_ms": setup.period_ns as f64 * 1e-6,
-            "kp": setup.gains.kp,
-            "ki_per_s": setup.gains.ki_per_s,
-            "probe_amplitude_rad": setup.amplitude_rad,
-            "drive_bandwidth_hz": setup.arm.bandwidth_hz,
-            "inertia_kg_m2": setup.arm.inertia_kg_m2[setup.joint],
-            "viscous_nm_s_rad": setup.arm.viscous_nm_s_rad[setup.joint],
-            "coulomb_nm": setup.arm.coulomb_nm[setup.joint],
+    MarginJson::Reference(ReferenceMargin {
+        loop_: ReferenceLoop {
+            config: name.to_string(),
+            joint: j,
+            period_ms: setup.period_ns as f64 * 1e-6,
+            kp: setup.gains.kp,
+            ki_per_s: setup.gains.ki_per_s,
+            probe_amplitude_rad: setup.amplitude_rad,
+            drive_bandwidth_hz: setup.arm.bandwidth_hz,
+            inertia_kg_m2: setup.arm.inertia_kg_m2[j],
+            viscous_nm_s_rad: setup.arm.viscous_nm_s_rad[j],
+            coulomb_nm: setup.arm.coulomb_nm[j],
         },
-        "crossover_hz": fc,
-        "pm0_deg": pm0,
-        "gain_margin": gm.map(|(f, db)| json!({"freq_hz": f, "db": db})),
-        "loss_deg_per_ms": slope.map(|s| -s),
-        "expected_loss_deg_per_ms": 0.36 * fc,
-        "threshold_deg": args.threshold_deg,
-        "delay_at_threshold_ms": at,
-        "model": model.map(|m| json!({
-            "crossover_hz": m.crossover_hz,
-            "pm0_deg": m.pm_deg,
-            "gain_margin": m.gain_margin.map(|(f, db)| json!({"freq_hz": f, "db": db})),
-        })),
-        "bode": bode,
-        "sweep": sweep,
+        crossover_hz: m.fc,
+        pm0_deg: m.pm0,
+        gain_margin: GainMargin::of(m.gm),
+        loss_deg_per_ms: m.slope.map(|s| -s),
+        expected_loss_deg_per_ms: 0.36 * m.fc,
+        threshold_deg: args.threshold_deg,
+        delay_at_threshold_ms: m.at,
+        model: model.map(|m| ModelJson {
+            crossover_hz: m.crossover_hz,
+            pm0_deg: m.pm_deg,
+            gain_margin: GainMargin::of(m.gain_margin),
+        }),
+        bode: bode_json(setup, &m.points),
+        sweep: sweep_json(setup, &m.rows, m.pm0, m.fc),
     })
 }
 
 /// The Bode points of `margin.json`, each beside the hand model's `|L|`.
-fn bode_json(setup: &MarginSetup, points: &[LoopPoint]) -> Vec<serde_json::Value> {
+fn bode_json(setup: &MarginSetup, points: &[LoopPoint]) -> Vec<ReferenceBodePoint> {
     let phases = unwrapped_phase_deg(points);
     points
         .iter()
         .zip(&phases)
-        .map(|(p, ph)| {
-            let m = model_loop(setup, 0.0, p.freq_hz);
-            json!({
-                "freq_hz": p.freq_hz,
-                "mag": p.mag(),
-                "mag_db": 20.0 * p.mag().log10(),
-                "phase_deg": ph,
-                "model_mag": m.abs(),
-                "status": format!("{:?}", p.status).to_lowercase(),
-            })
+        .map(|(p, ph)| ReferenceBodePoint {
+            freq_hz: p.freq_hz,
+            mag: p.mag(),
+            mag_db: 20.0 * p.mag().log10(),
+            phase_deg: *ph,
+            model_mag: model_loop(setup, 0.0, p.freq_hz).abs(),
+            status: format!("{:?}", p.status).to_lowercase(),
         })
         .collect()
 }
 
 /// The sweep of `margin.json`: each delay's margin and verdict beside
 /// `PM0 - 360 f_c tau` and the hand model.
-fn sweep_json(setup: &MarginSetup, rows: &[DelayRow], pm0: f64, fc: f64) -> Vec<serde_json::Value> {
+fn sweep_json(setup: &MarginSetup, rows: &[DelayRow], pm0: f64, fc: f64) -> Vec<SweepRow> {
     rows.iter()
         .map(|r| {
             let tau = r.effective_delay_ns as f64 * 1e-9;
-            json!({
-                "delay_ms": r.delay_ns as f64 * 1e-6,
-                "effective_delay_ms": tau * 1e3,
-                "crossover_hz": r.crossover.freq_hz,
-                "pm_deg": r.pm_deg,
-                "status": format!("{:?}", r.crossover.status).to_lowercase(),
-                "stability": r.verdict.stability.word(),
-                "stability_detail": r.verdict.stability.explain(),
-                "growth_per_s": r.verdict.growth_per_s.is_finite().then_some(r.verdict.growth_per_s),
-                "pm_expected_deg": pm0 - 360.0 * fc * tau,
-                "pm_model_deg": model_margins(setup, tau).map(|m| m.pm_deg),
-            })
+            SweepRow {
+                delay_ms: r.delay_ns as f64 * 1e-6,
+                effective_delay_ms: tau * 1e3,
+                crossover_hz: r.crossover.freq_hz,
+                pm_deg: r.pm_deg,
+                status: format!("{:?}", r.crossover.status).to_lowercase(),
+                stability: r.verdict.stability.word().to_string(),
+                stability_detail: r.verdict.stability.explain(),
+                growth_per_s: r
+                    .verdict
+                    .growth_per_s
+                    .is_finite()
+                    .then_some(r.verdict.growth_per_s),
+                pm_expected_deg: pm0 - 360.0 * fc * tau,
+                pm_model_deg: model_margins(setup, tau).map(|m| m.pm_deg),
+            }
         })
         .collect()
 }

@@ -1,9 +1,11 @@
 //! `chunkrt reference`: what is generated from the code rather than written beside it —
-//! the exit statuses page (from `exit.rs`'s one table), the man pages (`clap_mangen`)
-//! and the shell completions (`clap_complete`), both from the command line's own
-//! definition, so that a renamed flag is renamed in them too.
+//! the exit statuses page (from `exit.rs`'s one table), the JSON Schemas of the records
+//! (`schemars`, from the types `report.json`, `margin.json` and `gap.json` are
+//! serialized from), the man pages (`clap_mangen`) and the shell completions
+//! (`clap_complete`), both from the command line's own definition, so that a renamed
+//! flag is renamed in them too.
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 
 /// `chunkrt reference ...`.
@@ -24,6 +26,13 @@ pub enum ReferenceCommand {
         )]
         configs: Vec<PathBuf>,
     },
+    /// The JSON Schema (2020-12) of a record, generated from the type it is written from
+    /// (docs/reference/report.schema.json, margin.schema.json, gap.schema.json).
+    Schema {
+        /// The record: `report` (report.json), `margin` (margin.json) or `gap`
+        /// (gap.json).
+        record: Record,
+    },
     /// The man pages, `chunkrt.1` and one per subcommand (`chunkrt-run.1`, ...), written
     /// into DIR (made if missing).
     Man {
@@ -35,6 +44,47 @@ pub enum ReferenceCommand {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+}
+
+/// A record whose schema `chunkrt reference schema` prints.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum Record {
+    /// `report.json` (`chunkrt run`, `chunkrt bench`).
+    Report,
+    /// `margin.json` (`chunkrt margin`, either loop).
+    Margin,
+    /// `gap.json` (`chunkrt gap`).
+    Gap,
+    /// A run configuration (`rt-config/*.toml`, as JSON: what `chunkrt validate` parses
+    /// before its ranges and cross-checks).
+    Config,
+    /// A timing-gap budget file (`rt-config/budget*.toml`, as JSON).
+    Budget,
+    /// A `chunkrt ecsim` configuration (`rt-config/ecsim-*.toml`, as JSON).
+    Ecsim,
+}
+
+/// The JSON Schema (2020-12) of `T` as it is serialized: a field left out when it is
+/// absent is not required, one written as `null` is.
+fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// The schema of `record`, as pretty JSON with a final newline.
+pub fn schema(record: Record) -> String {
+    let schema = match record {
+        Record::Report => schema_of::<chunkrt_telemetry::Report>(),
+        Record::Margin => schema_of::<crate::margin::MarginJson>(),
+        Record::Gap => schema_of::<crate::gap::GapJson<'static>>(),
+        Record::Config => chunkrt_config::reference::schema(),
+        Record::Budget => chunkrt_telemetry::budget::schema(),
+        Record::Ecsim => chunkrt_ecsim::config::schema(),
+    };
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }
 
 /// Runs `chunkrt reference`; `cli` is the whole command line's definition (the man
@@ -49,6 +99,7 @@ pub fn reference(cmd: &ReferenceCommand, mut cli: clap::Command) -> anyhow::Resu
             }
             out!("{}", chunkrt_config::reference::reference_page(&samples));
         }
+        ReferenceCommand::Schema { record } => out!("{}", schema(*record)),
         ReferenceCommand::Man { dir } => {
             let n = write_man_pages(dir, cli)?;
             outln!("{n} man pages in {}", dir.display());

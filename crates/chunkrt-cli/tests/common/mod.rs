@@ -263,3 +263,10 @@ pub fn read_parquet(ds: &Path, p: &str) -> arrow_array::RecordBatch {
     assert!(r.next().is_none(), "{p}: one batch");
     batch
 }
+
+/// Reads a `report.json`, `margin.json` or `gap.json` a run wrote, checked against its
+/// committed JSON Schema (docs/reference/*.schema.json); panics with the validator's
+/// errors and the file's path when it does not follow it.
+pub fn read_json_checked(path: &Path) -> serde_json::Value {
+    chunkrt_tests::schema::read_json_checked(path)
+}
